@@ -1,0 +1,1 @@
+//! WriteBatch (being written).

@@ -1,0 +1,105 @@
+//! The file layer. Every file operation of the engine goes through
+//! [`FileSystem`], so tests can inject faults and simulate power loss, and a
+//! second tier (the matrix L0's fast directory) can use another implementation.
+//!
+//! Thread-safety: a `FileSystem` and a `RandomAccessFile` are shared between
+//! threads; a `WritableFile` and a `SequentialFile` have one owner.
+
+mod posix;
+
+pub use posix::PosixFs;
+
+use crate::error::Result;
+use std::fmt::Debug;
+use std::path::Path;
+use std::sync::Arc;
+
+/// A file opened for appending.
+pub trait WritableFile: Send {
+    /// Appends `data` (may stay in a user-space buffer until `flush`).
+    fn append(&mut self, data: &[u8]) -> Result<()>;
+    /// Hands buffered data to the operating system: it survives a process crash.
+    fn flush(&mut self) -> Result<()>;
+    /// Flushes, then makes the data durable (`fdatasync`): it survives power loss.
+    fn sync(&mut self) -> Result<()>;
+    /// Bytes appended so far.
+    fn len(&self) -> u64;
+    /// True when nothing was appended.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A file read by offset, from many threads.
+pub trait RandomAccessFile: Send + Sync + Debug {
+    /// Fills `buf` from `offset`; reading past the end is an error.
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()>;
+    /// The file's size when it was opened.
+    fn len(&self) -> u64;
+    /// True for an empty file.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A file read front to back.
+pub trait SequentialFile: Send {
+    /// Reads up to `buf.len()` bytes; 0 means end of file.
+    fn read(&mut self, buf: &mut [u8]) -> Result<usize>;
+}
+
+/// An exclusive lock on a directory, released on drop.
+pub trait FileLock: Send + Sync + Debug {}
+
+/// The operations the engine performs on a directory tree.
+pub trait FileSystem: Send + Sync + Debug {
+    /// Creates `path` and its parents.
+    fn create_dir_all(&self, path: &Path) -> Result<()>;
+    /// Creates (or truncates) a file for writing.
+    fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
+    /// Opens an existing file for random reads.
+    fn open_random(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>>;
+    /// Opens an existing file for sequential reads.
+    fn open_sequential(&self, path: &Path) -> Result<Box<dyn SequentialFile>>;
+    /// Atomically replaces `to` with `from`.
+    fn rename(&self, from: &Path, to: &Path) -> Result<()>;
+    /// Removes a file.
+    fn remove_file(&self, path: &Path) -> Result<()>;
+    /// Names of the entries of a directory.
+    fn list_dir(&self, path: &Path) -> Result<Vec<String>>;
+    /// True when `path` exists.
+    fn exists(&self, path: &Path) -> bool;
+    /// Size of a file in bytes.
+    fn file_size(&self, path: &Path) -> Result<u64>;
+    /// Makes the directory's entries (creations, renames, removals) durable.
+    fn sync_dir(&self, path: &Path) -> Result<()>;
+    /// Takes an exclusive lock on `path` (created if missing); `Error::Locked`
+    /// when another process holds it.
+    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>>;
+}
+
+/// Reads a whole (small) file.
+pub fn read_all(fs: &dyn FileSystem, path: &Path) -> Result<Vec<u8>> {
+    let mut f = fs.open_sequential(path)?;
+    let mut out = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        let n = f.read(&mut chunk)?;
+        if n == 0 {
+            return Ok(out);
+        }
+        out.extend_from_slice(chunk.get(..n).unwrap_or(&[]));
+    }
+}
+
+/// Writes `data` to `path` atomically and durably: temp file, sync, rename,
+/// sync directory.
+pub fn write_atomic(fs: &dyn FileSystem, dir: &Path, name: &str, data: &[u8]) -> Result<()> {
+    let tmp = dir.join(format!("{name}.tmp"));
+    let mut f = fs.create(&tmp)?;
+    f.append(data)?;
+    f.sync()?;
+    drop(f);
+    fs.rename(&tmp, &dir.join(name))?;
+    fs.sync_dir(dir)
+}

@@ -1,0 +1,203 @@
+//! The operating system's file system.
+
+use super::{FileLock, FileSystem, RandomAccessFile, SequentialFile, WritableFile};
+use crate::error::{Error, Result};
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Appends go through a user-space buffer of this size before a `write(2)`.
+const WRITE_BUFFER: usize = 256 * 1024;
+
+/// [`FileSystem`] over `std::fs`.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct PosixFs;
+
+struct PosixWritable {
+    path: PathBuf,
+    file: File,
+    buf: Vec<u8>,
+    len: u64,
+}
+
+impl PosixWritable {
+    fn write_out(&mut self) -> Result<()> {
+        if !self.buf.is_empty() {
+            self.file
+                .write_all(&self.buf)
+                .map_err(|e| Error::io(&self.path, e))?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+}
+
+impl WritableFile for PosixWritable {
+    fn append(&mut self, data: &[u8]) -> Result<()> {
+        self.len += data.len() as u64;
+        if self.buf.len() + data.len() > WRITE_BUFFER {
+            self.write_out()?;
+            if data.len() >= WRITE_BUFFER {
+                return self
+                    .file
+                    .write_all(data)
+                    .map_err(|e| Error::io(&self.path, e));
+            }
+        }
+        self.buf.extend_from_slice(data);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        self.write_out()
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        self.write_out()?;
+        self.file.sync_data().map_err(|e| Error::io(&self.path, e))
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+impl Drop for PosixWritable {
+    fn drop(&mut self) {
+        // Best effort: a writer dropped without flush still hands its bytes to
+        // the OS. Errors here cannot be reported; callers that care flush first.
+        let _ = self.write_out();
+    }
+}
+
+#[derive(Debug)]
+struct PosixRandom {
+    path: PathBuf,
+    file: File,
+    len: u64,
+}
+
+impl RandomAccessFile for PosixRandom {
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.file
+            .read_exact_at(buf, offset)
+            .map_err(|e| Error::io(&self.path, e))
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+struct PosixSequential {
+    path: PathBuf,
+    file: File,
+}
+
+impl SequentialFile for PosixSequential {
+    fn read(&mut self, buf: &mut [u8]) -> Result<usize> {
+        loop {
+            match self.file.read(buf) {
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(Error::io(&self.path, e)),
+            }
+        }
+    }
+}
+
+#[derive(Debug)]
+struct PosixLock {
+    _file: File,
+}
+
+impl FileLock for PosixLock {}
+
+impl FileSystem for PosixFs {
+    fn create_dir_all(&self, path: &Path) -> Result<()> {
+        std::fs::create_dir_all(path).map_err(|e| Error::io(path, e))
+    }
+
+    fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .map_err(|e| Error::io(path, e))?;
+        Ok(Box::new(PosixWritable {
+            path: path.to_path_buf(),
+            file,
+            buf: Vec::with_capacity(WRITE_BUFFER),
+            len: 0,
+        }))
+    }
+
+    fn open_random(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        let file = File::open(path).map_err(|e| Error::io(path, e))?;
+        let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+        Ok(Arc::new(PosixRandom {
+            path: path.to_path_buf(),
+            file,
+            len,
+        }))
+    }
+
+    fn open_sequential(&self, path: &Path) -> Result<Box<dyn SequentialFile>> {
+        let file = File::open(path).map_err(|e| Error::io(path, e))?;
+        Ok(Box::new(PosixSequential {
+            path: path.to_path_buf(),
+            file,
+        }))
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        std::fs::rename(from, to).map_err(|e| Error::io(from, e))
+    }
+
+    fn remove_file(&self, path: &Path) -> Result<()> {
+        std::fs::remove_file(path).map_err(|e| Error::io(path, e))
+    }
+
+    fn list_dir(&self, path: &Path) -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(path).map_err(|e| Error::io(path, e))? {
+            let entry = entry.map_err(|e| Error::io(path, e))?;
+            if let Some(name) = entry.file_name().to_str() {
+                out.push(name.to_string());
+            }
+        }
+        Ok(out)
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        path.exists()
+    }
+
+    fn file_size(&self, path: &Path) -> Result<u64> {
+        Ok(std::fs::metadata(path).map_err(|e| Error::io(path, e))?.len())
+    }
+
+    fn sync_dir(&self, path: &Path) -> Result<()> {
+        let dir = File::open(path).map_err(|e| Error::io(path, e))?;
+        dir.sync_all().map_err(|e| Error::io(path, e))
+    }
+
+    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| Error::io(path, e))?;
+        match file.try_lock() {
+            Ok(()) => Ok(Box::new(PosixLock { _file: file })),
+            Err(std::fs::TryLockError::WouldBlock) => {
+                Err(Error::Locked(path.parent().unwrap_or(path).to_path_buf()))
+            }
+            Err(std::fs::TryLockError::Error(e)) => Err(Error::io(path, e)),
+        }
+    }
+}

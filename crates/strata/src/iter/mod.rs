@@ -1,0 +1,68 @@
+//! Iterators over internal keys, and the user-facing [`DbIter`] built on them.
+//!
+//! Every source (memtable, block, table, level, merge) implements
+//! [`InternalIterator`]: a cursor in internal-key order that moves both ways.
+//! Errors do not travel through `next`/`prev`: an iterator that hits one
+//! becomes invalid and reports it from `status()`.
+
+/// A bidirectional cursor over `(internal key, value)` entries in
+/// [`crate::types::compare_internal`] order.
+///
+/// `key()` and `value()` may only be called while `valid()`; implementations
+/// return an empty slice otherwise rather than panicking.
+pub trait InternalIterator: Send {
+    /// True while positioned on an entry.
+    fn valid(&self) -> bool;
+    /// Moves to the first entry.
+    fn seek_to_first(&mut self);
+    /// Moves to the last entry.
+    fn seek_to_last(&mut self);
+    /// Moves to the first entry whose internal key is `>= target`.
+    fn seek(&mut self, target: &[u8]);
+    /// Moves to the last entry whose internal key is `<= target`.
+    fn seek_for_prev(&mut self, target: &[u8]) {
+        self.seek(target);
+        if !self.valid() {
+            self.seek_to_last();
+        }
+        while self.valid() && crate::types::compare_internal(self.key(), target).is_gt() {
+            self.prev();
+        }
+    }
+    /// Advances; requires `valid()`.
+    fn next(&mut self);
+    /// Steps back; requires `valid()`.
+    fn prev(&mut self);
+    /// The current internal key.
+    fn key(&self) -> &[u8];
+    /// The current value.
+    fn value(&self) -> &[u8];
+    /// The first error met, if any.
+    fn status(&self) -> crate::error::Result<()>;
+}
+
+/// An iterator over nothing, or over an error.
+pub struct EmptyIter(pub Option<crate::error::Error>);
+
+impl InternalIterator for EmptyIter {
+    fn valid(&self) -> bool {
+        false
+    }
+    fn seek_to_first(&mut self) {}
+    fn seek_to_last(&mut self) {}
+    fn seek(&mut self, _: &[u8]) {}
+    fn next(&mut self) {}
+    fn prev(&mut self) {}
+    fn key(&self) -> &[u8] {
+        &[]
+    }
+    fn value(&self) -> &[u8] {
+        &[]
+    }
+    fn status(&self) -> crate::error::Result<()> {
+        match &self.0 {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,452 @@
+//! Options: every knob with its default and, where one exists, its RocksDB name.
+//!
+//! Design choices are enums, not scattered booleans. `Options` prints as
+//! `key=value` pairs (`Display`) and parses back from them
+//! ([`Options::set`]), so reports and failures name their configuration.
+
+use crate::error::{Error, Result};
+use crate::io::{FileSystem, PosixFs};
+use std::fmt;
+use std::sync::Arc;
+
+const KIB: usize = 1024;
+const MIB: usize = 1024 * KIB;
+
+/// Block compression of tables. The values are on-disk tags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Compression {
+    None = 0,
+    Lz4 = 1,
+    Zstd = 2,
+}
+
+impl Compression {
+    pub fn from_u8(b: u8) -> Option<Self> {
+        match b {
+            0 => Some(Compression::None),
+            1 => Some(Compression::Lz4),
+            2 => Some(Compression::Zstd),
+            _ => None,
+        }
+    }
+    fn name(self) -> &'static str {
+        match self {
+            Compression::None => "none",
+            Compression::Lz4 => "lz4",
+            Compression::Zstd => "zstd",
+        }
+    }
+}
+
+/// What recovery does with a damaged write-ahead log (RocksDB `wal_recovery_mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WalRecovery {
+    /// A torn record at the very end of the newest log is dropped (a crash
+    /// during a write); any other damage fails the open with `Corruption`.
+    /// RocksDB `kTolerateCorruptedTailRecords`. Default.
+    TolerateCorruptedTail,
+    /// Any damage, even a torn tail, fails the open. RocksDB `kAbsoluteConsistency`.
+    AbsoluteConsistency,
+    /// Replay up to the first damaged record and drop everything after it,
+    /// in that log and in later logs. RocksDB `kPointInTimeRecovery`.
+    PointInTime,
+    /// Skip damaged records and keep going. RocksDB `kSkipAnyCorruptedRecords`.
+    SkipAnyCorrupted,
+}
+
+impl WalRecovery {
+    fn name(self) -> &'static str {
+        match self {
+            WalRecovery::TolerateCorruptedTail => "tolerate-tail",
+            WalRecovery::AbsoluteConsistency => "absolute",
+            WalRecovery::PointInTime => "point-in-time",
+            WalRecovery::SkipAnyCorrupted => "skip-corrupted",
+        }
+    }
+}
+
+/// How level 0 is stored (DESIGN §3). Only `Tables` exists so far; the
+/// matrix container plugs in here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum L0Kind {
+    /// Overlapping sorted tables, as LevelDB/RocksDB.
+    Tables,
+}
+
+/// How a compaction plan is executed (DESIGN §2.3). Only `Linear` exists so
+/// far; pipelined, sub-task and offloaded executors plug in here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExecutorKind {
+    /// Read, merge and write in one thread.
+    Linear,
+}
+
+/// Options of a database, fixed at open.
+#[derive(Clone)]
+pub struct Options {
+    /// Create the directory and an empty database if none exists. Default true.
+    pub create_if_missing: bool,
+    /// Fail the open if a database exists. Default false.
+    pub error_if_exists: bool,
+    /// Memtable size that triggers a switch and flush (RocksDB
+    /// `write_buffer_size`). Default 64 MiB.
+    pub write_buffer_size: usize,
+    /// Memtables (active + immutable) before writes stop (RocksDB
+    /// `max_write_buffer_number`). Default 2.
+    pub max_write_buffer_number: usize,
+    /// L0 tables that trigger an L0→L1 compaction. Default 4.
+    pub level0_file_num_compaction_trigger: usize,
+    /// L0 tables at which each write is delayed. Default 20.
+    pub level0_slowdown_writes_trigger: usize,
+    /// L0 tables at which writes wait for compaction. Default 36.
+    pub level0_stop_writes_trigger: usize,
+    /// Target size of L1 (RocksDB `max_bytes_for_level_base`). Default 256 MiB.
+    pub max_bytes_for_level_base: u64,
+    /// Growth factor between levels. Default 10.
+    pub max_bytes_for_level_multiplier: u64,
+    /// Number of levels including L0. Default 7.
+    pub num_levels: usize,
+    /// Size at which compaction output tables are cut (RocksDB
+    /// `target_file_size_base`). Default 64 MiB.
+    pub target_file_size: u64,
+    /// Uncompressed size of a data block. Default 4 KiB.
+    pub block_size: usize,
+    /// Keys between restart points in a block. Default 16.
+    pub block_restart_interval: usize,
+    /// Bloom filter bits per key; 0 disables filters. Default 10.
+    pub bloom_bits_per_key: usize,
+    /// Capacity of the shared block cache in bytes. Default 32 MiB.
+    pub block_cache_size: usize,
+    /// Block compression. Default none.
+    pub compression: Compression,
+    /// Threads for flushes and compactions (RocksDB `max_background_jobs`). Default 2.
+    pub background_threads: usize,
+    /// Pending compaction bytes at which writes are delayed. Default 64 GiB.
+    pub soft_pending_compaction_bytes_limit: u64,
+    /// Pending compaction bytes at which writes stop. Default 256 GiB.
+    pub hard_pending_compaction_bytes_limit: u64,
+    /// What recovery does with a damaged WAL. Default `TolerateCorruptedTail`.
+    pub wal_recovery: WalRecovery,
+    /// Verify block checksums on every read (always done for metadata). Default true.
+    pub verify_checksums: bool,
+    /// Storage of level 0. Default `Tables`.
+    pub l0: L0Kind,
+    /// Compaction executor. Default `Linear`.
+    pub executor: ExecutorKind,
+    /// The file layer; tests substitute a fault-injecting one. Default the OS.
+    pub fs: Arc<dyn FileSystem>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            create_if_missing: true,
+            error_if_exists: false,
+            write_buffer_size: 64 * MIB,
+            max_write_buffer_number: 2,
+            level0_file_num_compaction_trigger: 4,
+            level0_slowdown_writes_trigger: 20,
+            level0_stop_writes_trigger: 36,
+            max_bytes_for_level_base: 256 * MIB as u64,
+            max_bytes_for_level_multiplier: 10,
+            num_levels: 7,
+            target_file_size: 64 * MIB as u64,
+            block_size: 4 * KIB,
+            block_restart_interval: 16,
+            bloom_bits_per_key: 10,
+            block_cache_size: 32 * MIB,
+            compression: Compression::None,
+            background_threads: 2,
+            soft_pending_compaction_bytes_limit: 64 << 30,
+            hard_pending_compaction_bytes_limit: 256 << 30,
+            wal_recovery: WalRecovery::TolerateCorruptedTail,
+            verify_checksums: true,
+            l0: L0Kind::Tables,
+            executor: ExecutorKind::Linear,
+            fs: Arc::new(PosixFs),
+        }
+    }
+}
+
+macro_rules! setters {
+    ($($(#[$m:meta])* $name:ident : $ty:ty),* $(,)?) => {
+        impl Options {
+            $(
+                $(#[$m])*
+                #[must_use]
+                pub fn $name(mut self, v: $ty) -> Self {
+                    self.$name = v;
+                    self
+                }
+            )*
+        }
+    };
+}
+
+setters! {
+    /// Sets `create_if_missing`.
+    create_if_missing: bool,
+    /// Sets `error_if_exists`.
+    error_if_exists: bool,
+    /// Sets `write_buffer_size`.
+    write_buffer_size: usize,
+    /// Sets `max_write_buffer_number`.
+    max_write_buffer_number: usize,
+    /// Sets `level0_file_num_compaction_trigger`.
+    level0_file_num_compaction_trigger: usize,
+    /// Sets `level0_slowdown_writes_trigger`.
+    level0_slowdown_writes_trigger: usize,
+    /// Sets `level0_stop_writes_trigger`.
+    level0_stop_writes_trigger: usize,
+    /// Sets `max_bytes_for_level_base`.
+    max_bytes_for_level_base: u64,
+    /// Sets `max_bytes_for_level_multiplier`.
+    max_bytes_for_level_multiplier: u64,
+    /// Sets `num_levels`.
+    num_levels: usize,
+    /// Sets `target_file_size`.
+    target_file_size: u64,
+    /// Sets `block_size`.
+    block_size: usize,
+    /// Sets `block_restart_interval`.
+    block_restart_interval: usize,
+    /// Sets `bloom_bits_per_key`.
+    bloom_bits_per_key: usize,
+    /// Sets `block_cache_size`.
+    block_cache_size: usize,
+    /// Sets `compression`.
+    compression: Compression,
+    /// Sets `background_threads`.
+    background_threads: usize,
+    /// Sets `wal_recovery`.
+    wal_recovery: WalRecovery,
+    /// Sets `verify_checksums`.
+    verify_checksums: bool,
+    /// Sets `fs`.
+    fs: Arc<dyn FileSystem>,
+}
+
+impl Options {
+    /// The defaults; chain setters on it.
+    pub fn builder() -> Self {
+        Self::default()
+    }
+
+    /// Checks the options for consistency; called by `Db::open`.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: &str| Err(Error::InvalidArgument(m.to_string()));
+        if self.write_buffer_size < 4 * KIB {
+            return bad("write_buffer_size must be at least 4 KiB");
+        }
+        if self.max_write_buffer_number < 2 {
+            return bad("max_write_buffer_number must be at least 2");
+        }
+        if !(2..=32).contains(&self.num_levels) {
+            return bad("num_levels must be between 2 and 32");
+        }
+        if self.block_size < 64 || self.block_size > 64 * MIB {
+            return bad("block_size must be between 64 B and 64 MiB");
+        }
+        if self.block_restart_interval == 0 {
+            return bad("block_restart_interval must be at least 1");
+        }
+        if self.bloom_bits_per_key > 64 {
+            return bad("bloom_bits_per_key must be at most 64");
+        }
+        if self.level0_file_num_compaction_trigger == 0
+            || self.level0_slowdown_writes_trigger < self.level0_file_num_compaction_trigger
+            || self.level0_stop_writes_trigger < self.level0_slowdown_writes_trigger
+        {
+            return bad("need 0 < level0 compaction trigger <= slowdown trigger <= stop trigger");
+        }
+        if self.max_bytes_for_level_multiplier < 2 {
+            return bad("max_bytes_for_level_multiplier must be at least 2");
+        }
+        if self.target_file_size < 4 * KIB as u64 || self.max_bytes_for_level_base == 0 {
+            return bad("target_file_size must be at least 4 KiB and max_bytes_for_level_base > 0");
+        }
+        if self.background_threads == 0 {
+            return bad("background_threads must be at least 1");
+        }
+        Ok(())
+    }
+
+    /// Sets one option from its textual `name=value` form, as printed by
+    /// `Display` (used by the command line and the benchmark).
+    pub fn set(&mut self, name: &str, value: &str) -> Result<()> {
+        fn num<T: std::str::FromStr>(name: &str, v: &str) -> Result<T> {
+            parse_size(v)
+                .and_then(|n| n.to_string().parse().ok())
+                .ok_or_else(|| Error::InvalidArgument(format!("option {name}: bad number {v:?}")))
+        }
+        fn flag(name: &str, v: &str) -> Result<bool> {
+            match v {
+                "true" | "on" | "1" => Ok(true),
+                "false" | "off" | "0" => Ok(false),
+                _ => Err(Error::InvalidArgument(format!("option {name}: bad flag {v:?}"))),
+            }
+        }
+        match name {
+            "create_if_missing" => self.create_if_missing = flag(name, value)?,
+            "error_if_exists" => self.error_if_exists = flag(name, value)?,
+            "write_buffer_size" => self.write_buffer_size = num(name, value)?,
+            "max_write_buffer_number" => self.max_write_buffer_number = num(name, value)?,
+            "level0_file_num_compaction_trigger" => {
+                self.level0_file_num_compaction_trigger = num(name, value)?
+            }
+            "level0_slowdown_writes_trigger" => {
+                self.level0_slowdown_writes_trigger = num(name, value)?
+            }
+            "level0_stop_writes_trigger" => self.level0_stop_writes_trigger = num(name, value)?,
+            "max_bytes_for_level_base" => self.max_bytes_for_level_base = num(name, value)?,
+            "max_bytes_for_level_multiplier" => {
+                self.max_bytes_for_level_multiplier = num(name, value)?
+            }
+            "num_levels" => self.num_levels = num(name, value)?,
+            "target_file_size" => self.target_file_size = num(name, value)?,
+            "block_size" => self.block_size = num(name, value)?,
+            "block_restart_interval" => self.block_restart_interval = num(name, value)?,
+            "bloom_bits_per_key" => self.bloom_bits_per_key = num(name, value)?,
+            "block_cache_size" => self.block_cache_size = num(name, value)?,
+            "background_threads" => self.background_threads = num(name, value)?,
+            "verify_checksums" => self.verify_checksums = flag(name, value)?,
+            "compression" => {
+                self.compression = match value {
+                    "none" => Compression::None,
+                    "lz4" => Compression::Lz4,
+                    "zstd" => Compression::Zstd,
+                    _ => {
+                        return Err(Error::InvalidArgument(format!(
+                            "compression must be none|lz4|zstd, not {value:?}"
+                        )))
+                    }
+                }
+            }
+            "wal_recovery" => {
+                self.wal_recovery = match value {
+                    "tolerate-tail" => WalRecovery::TolerateCorruptedTail,
+                    "absolute" => WalRecovery::AbsoluteConsistency,
+                    "point-in-time" => WalRecovery::PointInTime,
+                    "skip-corrupted" => WalRecovery::SkipAnyCorrupted,
+                    _ => {
+                        return Err(Error::InvalidArgument(format!(
+                            "wal_recovery must be tolerate-tail|absolute|point-in-time|skip-corrupted, not {value:?}"
+                        )))
+                    }
+                }
+            }
+            "l0" if value == "tables" => self.l0 = L0Kind::Tables,
+            "executor" if value == "linear" => self.executor = ExecutorKind::Linear,
+            _ => {
+                return Err(Error::InvalidArgument(format!(
+                    "unknown option or value: {name}={value}"
+                )))
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies a comma-separated list of `name=value` pairs.
+    pub fn apply(&mut self, spec: &str) -> Result<()> {
+        for pair in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (k, v) = pair
+                .split_once('=')
+                .ok_or_else(|| Error::InvalidArgument(format!("expected name=value, got {pair:?}")))?;
+            self.set(k.trim(), v.trim())?;
+        }
+        Ok(())
+    }
+}
+
+/// Parses `123`, `64K`, `64KiB`, `4M`, `1G` (powers of 1024).
+pub fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let digits = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (n, unit) = s.split_at(digits);
+    let n: u64 = n.parse().ok()?;
+    let mul = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        _ => return None,
+    };
+    n.checked_mul(mul)
+}
+
+impl fmt::Display for Options {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "write_buffer_size={},max_write_buffer_number={},level0_file_num_compaction_trigger={},\
+             level0_slowdown_writes_trigger={},level0_stop_writes_trigger={},max_bytes_for_level_base={},\
+             max_bytes_for_level_multiplier={},num_levels={},target_file_size={},block_size={},\
+             block_restart_interval={},bloom_bits_per_key={},block_cache_size={},compression={},\
+             background_threads={},wal_recovery={},verify_checksums={},l0=tables,executor=linear",
+            self.write_buffer_size,
+            self.max_write_buffer_number,
+            self.level0_file_num_compaction_trigger,
+            self.level0_slowdown_writes_trigger,
+            self.level0_stop_writes_trigger,
+            self.max_bytes_for_level_base,
+            self.max_bytes_for_level_multiplier,
+            self.num_levels,
+            self.target_file_size,
+            self.block_size,
+            self.block_restart_interval,
+            self.bloom_bits_per_key,
+            self.block_cache_size,
+            self.compression.name(),
+            self.background_threads,
+            self.wal_recovery.name(),
+            self.verify_checksums,
+        )
+    }
+}
+
+impl fmt::Debug for Options {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Options({self})")
+    }
+}
+
+/// Options of one write.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WriteOptions {
+    /// `fdatasync` the WAL before acknowledging (DESIGN §4). Default false:
+    /// a process crash loses nothing acknowledged, a power loss may lose the tail.
+    pub sync: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_round_trips_through_apply() {
+        let o = Options::default()
+            .write_buffer_size(1 << 20)
+            .compression(Compression::Lz4)
+            .wal_recovery(WalRecovery::PointInTime);
+        let mut p = Options::default();
+        p.apply(&o.to_string()).expect("own output parses");
+        assert_eq!(p.to_string(), o.to_string());
+    }
+
+    #[test]
+    fn validation_rejects_nonsense() {
+        assert!(Options::default().validate().is_ok());
+        assert!(Options::default().write_buffer_size(10).validate().is_err());
+        assert!(Options::default().num_levels(1).validate().is_err());
+        assert!(Options::default()
+            .level0_stop_writes_trigger(2)
+            .validate()
+            .is_err());
+        let mut o = Options::default();
+        assert!(o.set("compression", "brotli").is_err());
+        assert!(o.set("nope", "1").is_err());
+        assert!(o.set("block_size", "4K").is_ok());
+        assert_eq!(o.block_size, 4096);
+    }
+}

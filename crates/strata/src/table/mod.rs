@@ -1,0 +1,1 @@
+//! Block-based sorted tables (being written).
