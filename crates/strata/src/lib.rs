@@ -4,12 +4,17 @@
 
 pub mod batch;
 pub mod coding;
+pub mod compaction;
 pub mod error;
+pub mod filename;
 pub mod io;
+pub mod memtable;
 pub mod iter;
 pub mod options;
+pub mod stats;
 pub mod table;
 pub mod types;
+pub mod version;
 pub mod wal;
 
 pub use error::{Error, Result};

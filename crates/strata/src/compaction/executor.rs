@@ -1,0 +1,134 @@
+//! The linear executor: read, merge and write in the calling thread.
+//!
+//! Given a plan and the version it was picked from, it merges the input
+//! tables, drops what [`Dropper`] allows, and writes the outputs. It returns
+//! the version edit (inputs removed, outputs added) without installing it:
+//! only the version set installs edits.
+
+use super::filter::Dropper;
+use super::output::Outputs;
+use super::{Plan, PlanKind};
+use crate::error::{Error, Result};
+use crate::io::FileSystem;
+use crate::iter::{InternalIterator, LevelIter, MergeIter};
+use crate::table::{TableIter, TableOptions};
+use crate::types::SeqNo;
+use crate::version::{Edit, FileMeta, Version};
+use std::path::Path;
+use std::sync::Arc;
+
+/// What a compaction needs from its database.
+pub struct Context<'a> {
+    pub dir: &'a Path,
+    pub fs: Arc<dyn FileSystem>,
+    pub table_opts: TableOptions,
+    /// Live snapshot sequence numbers.
+    pub snapshots: Vec<SeqNo>,
+    pub new_file_number: &'a mut dyn FnMut() -> u64,
+}
+
+/// Figures of one executed plan.
+#[derive(Debug, Default, Clone)]
+pub struct Outcome {
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub entries_dropped: u64,
+}
+
+fn find(v: &Version, level: usize, id: u64) -> Result<Arc<FileMeta>> {
+    v.levels
+        .get(level)
+        .and_then(|l| l.iter().find(|f| f.id() == id))
+        .cloned()
+        .ok_or_else(|| Error::InvalidArgument(format!("plan names table {id} not in level {level}")))
+}
+
+/// Executes `plan` against `version` and returns the edit to install.
+pub fn run_linear(plan: &Plan, version: &Version, ctx: &mut Context<'_>) -> Result<(Edit, Outcome)> {
+    let mut edit = Edit::default();
+    let mut outcome = Outcome::default();
+    if !plan.compact_pointer.is_empty() {
+        edit.compact_pointers.push((plan.level, plan.compact_pointer.clone()));
+    }
+    if plan.kind == PlanKind::Move {
+        for (level, id) in plan.all_inputs() {
+            let f = find(version, level, id)?;
+            edit.deleted.push((level, id));
+            edit.added.push((plan.output_level, f.desc.clone()));
+        }
+        return Ok((edit, outcome));
+    }
+
+    let inputs: Vec<Arc<FileMeta>> = plan
+        .inputs
+        .iter()
+        .map(|id| find(version, plan.level, *id))
+        .collect::<Result<_>>()?;
+    let next: Vec<Arc<FileMeta>> = plan
+        .next_inputs
+        .iter()
+        .map(|id| find(version, plan.output_level, *id))
+        .collect::<Result<_>>()?;
+    outcome.bytes_read = inputs.iter().chain(&next).map(|f| f.size()).sum();
+
+    let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+    if plan.level == 0 {
+        for f in &inputs {
+            children.push(Box::new(TableIter::new(f.table.clone())));
+        }
+    } else {
+        children.push(Box::new(LevelIter::new(inputs.clone())));
+    }
+    children.push(Box::new(LevelIter::new(next.clone())));
+    let mut merged = MergeIter::new(children);
+
+    // A tombstone may go only if no deeper level can hold its key.
+    let deeper: Vec<Vec<Arc<FileMeta>>> = version
+        .levels
+        .iter()
+        .skip(plan.output_level + 1)
+        .cloned()
+        .collect();
+    let bottommost = plan.bottommost;
+    let is_bottom_for = |uk: &[u8]| {
+        bottommost
+            || deeper
+                .iter()
+                .all(|files| files.iter().all(|f| !f.overlaps(Some(uk), Some(uk))))
+    };
+    let mut dropper = Dropper::new(ctx.snapshots.clone(), is_bottom_for);
+    let mut outputs = Outputs::new(
+        ctx.dir,
+        ctx.fs.clone(),
+        ctx.table_opts.clone(),
+        plan.target_file_size,
+        ctx.new_file_number,
+    );
+    let result = (|| -> Result<Vec<crate::version::FileDesc>> {
+        merged.seek_to_first();
+        while merged.valid() {
+            if dropper.keep(merged.key())? {
+                outputs.add(merged.key(), merged.value())?;
+            }
+            merged.next();
+        }
+        merged.status()?;
+        outputs.finish()
+    })();
+    let descs = match result {
+        Ok(d) => d,
+        Err(e) => {
+            outputs.abandon();
+            return Err(e);
+        }
+    };
+    outcome.bytes_written = outputs.bytes_written;
+    outcome.entries_dropped = dropper.dropped;
+    for (level, id) in plan.all_inputs() {
+        edit.deleted.push((level, id));
+    }
+    for d in descs {
+        edit.added.push((plan.output_level, d));
+    }
+    Ok((edit, outcome))
+}

@@ -1,0 +1,17 @@
+//! Compaction: a *picker* decides what to compact ([`picker::pick`], a pure
+//! function of the version and options) and emits a [`Plan`], plain
+//! serialisable data; an *executor* turns a plan into new tables and a
+//! version edit ([`executor::run_linear`]). Later executors (pipelined,
+//! sub-tasks, offloaded to a worker process) consume the same `Plan`.
+//!
+//! [`filter::Dropper`] decides, entry by entry, what a flush or compaction
+//! may drop (shadowed versions, bottom-level tombstones) given the live
+//! snapshots; [`output::Outputs`] cuts the kept entries into tables.
+
+pub mod executor;
+pub mod filter;
+pub mod output;
+pub mod picker;
+mod plan;
+
+pub use plan::{Plan, PlanKind};

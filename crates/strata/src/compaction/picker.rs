@@ -1,0 +1,131 @@
+//! The leveled picker: a pure function from (version, options, busy levels,
+//! round-robin pointers) to an optional [`Plan`]. No I/O, no locks.
+//!
+//! Scores: L0 = files / `level0_file_num_compaction_trigger`; Ln = bytes /
+//! target(n), target(1) = `max_bytes_for_level_base`, each deeper level
+//! `max_bytes_for_level_multiplier` times larger. The highest score >= 1
+//! whose levels are free is compacted. L0 compacts all its tables (they
+//! overlap) with the overlapping L1 tables; Ln compacts one table, chosen
+//! round-robin after the level's pointer, with the overlapping Ln+1 tables.
+//! A single table with nothing below it to merge with is moved, not rewritten.
+
+use super::{Plan, PlanKind};
+use crate::options::Options;
+use crate::types;
+use crate::version::{FileMeta, Version};
+use std::sync::Arc;
+
+/// Target size of `level` (>= 1).
+pub fn level_target(opts: &Options, level: usize) -> u64 {
+    let mut t = opts.max_bytes_for_level_base;
+    for _ in 1..level {
+        t = t.saturating_mul(opts.max_bytes_for_level_multiplier);
+    }
+    t
+}
+
+/// Compaction score of every level but the last.
+pub fn scores(v: &Version, opts: &Options) -> Vec<f64> {
+    let n = v.levels.len();
+    (0..n.saturating_sub(1))
+        .map(|level| {
+            if level == 0 {
+                v.level_files(0) as f64 / opts.level0_file_num_compaction_trigger as f64
+            } else {
+                v.level_bytes(level) as f64 / level_target(opts, level) as f64
+            }
+        })
+        .collect()
+}
+
+/// Bytes by which levels exceed their targets: the compaction debt that
+/// paces writes.
+pub fn compaction_debt(v: &Version, opts: &Options) -> u64 {
+    let mut debt = 0;
+    if v.level_files(0) >= opts.level0_file_num_compaction_trigger {
+        debt += v.level_bytes(0);
+    }
+    for level in 1..v.levels.len().saturating_sub(1) {
+        debt += v.level_bytes(level).saturating_sub(level_target(opts, level));
+    }
+    debt
+}
+
+/// Picks the most urgent compaction whose levels are not `busy`.
+pub fn pick(v: &Version, opts: &Options, busy: &[bool], pointers: &[Vec<u8>]) -> Option<Plan> {
+    let mut ranked: Vec<(usize, f64)> = scores(v, opts).into_iter().enumerate().collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
+    for (level, score) in ranked {
+        if score < 1.0 {
+            break;
+        }
+        let is_busy = |l: usize| busy.get(l).copied().unwrap_or(false);
+        if is_busy(level) || is_busy(level + 1) {
+            continue;
+        }
+        let inputs: Vec<Arc<FileMeta>> = if level == 0 {
+            v.levels.first().cloned().unwrap_or_default()
+        } else {
+            let files = v.levels.get(level)?;
+            let ptr = pointers.get(level).map_or(&[][..], Vec::as_slice);
+            let chosen = files
+                .iter()
+                .find(|f| ptr.is_empty() || types::compare_internal(&f.desc.largest, ptr).is_gt())
+                .or_else(|| files.first());
+            chosen.cloned().into_iter().collect()
+        };
+        if let Some(plan) = plan_for(v, opts, level, inputs) {
+            return Some(plan);
+        }
+    }
+    None
+}
+
+/// A plan compacting every table of `level` overlapping `[lo, hi]` into the
+/// next level (manual `compact_range`).
+pub fn pick_range(
+    v: &Version,
+    opts: &Options,
+    level: usize,
+    lo: Option<&[u8]>,
+    hi: Option<&[u8]>,
+) -> Option<Plan> {
+    let inputs = if level == 0 {
+        // L0 tables overlap each other: take them all to keep newer data above older.
+        v.levels.first().cloned().unwrap_or_default()
+    } else {
+        v.overlapping(level, lo, hi)
+    };
+    plan_for(v, opts, level, inputs)
+}
+
+fn plan_for(v: &Version, opts: &Options, level: usize, inputs: Vec<Arc<FileMeta>>) -> Option<Plan> {
+    if inputs.is_empty() || level + 1 >= v.levels.len() {
+        return None;
+    }
+    let lo = inputs.iter().map(|f| f.smallest_user_key()).min()?.to_vec();
+    let hi = inputs.iter().map(|f| f.largest_user_key()).max()?.to_vec();
+    let next = v.overlapping(level + 1, Some(&lo), Some(&hi));
+    let bottommost = ((level + 2)..v.levels.len())
+        .all(|l| v.overlapping(l, Some(&lo), Some(&hi)).is_empty());
+    let compact_pointer = inputs
+        .iter()
+        .map(|f| f.desc.largest.clone())
+        .max_by(|a, b| types::compare_internal(a, b))
+        .unwrap_or_default();
+    let kind = if inputs.len() == 1 && next.is_empty() {
+        PlanKind::Move
+    } else {
+        PlanKind::Merge
+    };
+    Some(Plan {
+        kind,
+        level,
+        output_level: level + 1,
+        inputs: inputs.iter().map(|f| f.id()).collect(),
+        next_inputs: next.iter().map(|f| f.id()).collect(),
+        target_file_size: opts.target_file_size,
+        bottommost,
+        compact_pointer,
+    })
+}

@@ -1,0 +1,233 @@
+//! The database: public API and the shared state behind it.
+//!
+//! Thread-safety: `Db` is `Send + Sync`. Writers go through group commit
+//! (`write.rs`): one leader at a time appends to the WAL and the memtable.
+//! Readers take the current [`SuperVersion`] from an `ArcSwap` (no lock) and
+//! read at the last *published* sequence number, so they never see part of
+//! a batch. Metadata (version set, immutable memtables, background work)
+//! lives in `State` behind one mutex that no read takes.
+
+mod background;
+mod read;
+mod recovery;
+mod snapshot;
+mod write;
+
+pub use read::{ReadOptions, Scan};
+pub use snapshot::Snapshot;
+
+use crate::error::{Error, Result};
+use crate::io::FileLock;
+use crate::memtable::MemTable;
+use crate::options::Options;
+use crate::stats::{LevelStats, Stats, StatsSnapshot};
+use crate::table::{BlockCache, TableOptions};
+use crate::types::SeqNo;
+use crate::version::{Version, VersionSet};
+use crate::wal;
+use arc_swap::ArcSwap;
+use parking_lot::{Condvar, Mutex};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// What a read needs: the memtables and the version, taken together.
+pub struct SuperVersion {
+    pub mem: Arc<MemTable>,
+    /// Immutable memtables, newest first.
+    pub imm: Vec<Arc<MemTable>>,
+    pub version: Arc<Version>,
+}
+
+/// Metadata guarded by `Inner::state`.
+pub(crate) struct State {
+    pub versions: VersionSet,
+    pub mem: Arc<MemTable>,
+    /// Immutable memtables waiting for flush, oldest first.
+    pub imm: Vec<Arc<MemTable>>,
+    pub flushing: bool,
+    /// Levels that a running compaction reads or writes.
+    pub busy: Vec<bool>,
+    pub running_compactions: usize,
+    pub bg_error: Option<Error>,
+    pub shutting_down: bool,
+    /// Bytes by which levels exceed their targets (write pacing).
+    pub compaction_debt: u64,
+}
+
+/// The WAL writer and the memtable it feeds; only the write leader uses it.
+pub(crate) struct LogState {
+    pub writer: wal::Writer,
+    pub mem: Arc<MemTable>,
+}
+
+pub(crate) struct Inner {
+    pub dir: PathBuf,
+    pub opts: Options,
+    pub table_opts: TableOptions,
+    pub cache: Arc<BlockCache>,
+    pub state: Mutex<State>,
+    /// Wakes background threads.
+    pub bg_cv: Condvar,
+    /// Signalled when background work finishes (stalled writers, `flush`).
+    pub done_cv: Condvar,
+    pub super_version: ArcSwap<SuperVersion>,
+    /// Last sequence number visible to readers.
+    pub last_seq: AtomicU64,
+    pub log: Mutex<LogState>,
+    pub writers: Mutex<write::Queue>,
+    pub writers_cv: Condvar,
+    pub snapshots: Mutex<BTreeMap<SeqNo, usize>>,
+    pub stats: Stats,
+    pub closed: AtomicBool,
+    _lock: Box<dyn FileLock>,
+}
+
+/// An open database. See the crate docs and `docs/ARCHITECTURE.md`.
+pub struct Db {
+    inner: Arc<Inner>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Db {
+    /// Opens (or creates, with `create_if_missing`) the database in `path`.
+    pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
+        opts.validate()?;
+        let inner = Arc::new(recovery::open(path.as_ref(), opts)?);
+        let mut threads = Vec::new();
+        for i in 0..inner.opts.background_threads {
+            let inner = inner.clone();
+            let t = std::thread::Builder::new()
+                .name(format!("strata-bg-{i}"))
+                .spawn(move || background::run(&inner))
+                .map_err(|e| Error::io(path.as_ref(), e))?;
+            threads.push(t);
+        }
+        let db = Db {
+            inner,
+            threads: Mutex::new(threads),
+        };
+        // Work left from before (too many L0 tables, say) starts at once.
+        db.inner.bg_cv.notify_all();
+        Ok(db)
+    }
+
+    /// The directory of the database.
+    pub fn path(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// The options it was opened with.
+    pub fn options(&self) -> &Options {
+        &self.inner.opts
+    }
+
+    /// Flushes the memtable and stops background work. Called by `drop`;
+    /// calling it first lets the caller see a flush error.
+    pub fn close(&self) -> Result<()> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let flushed = if self.inner.state.lock().bg_error.is_none() {
+            self.flush()
+        } else {
+            Ok(())
+        };
+        self.inner.closed.store(true, Ordering::Release);
+        {
+            let mut st = self.inner.state.lock();
+            st.shutting_down = true;
+        }
+        self.inner.bg_cv.notify_all();
+        self.inner.done_cv.notify_all();
+        for t in self.threads.lock().drain(..) {
+            let _ = t.join();
+        }
+        // Hand the last WAL bytes to the OS even if the flush failed.
+        let synced = self.inner.log.lock().writer.sync();
+        flushed.and(synced)
+    }
+
+    /// A copy of the statistics and the current shape of the tree.
+    pub fn stats(&self) -> StatsSnapshot {
+        let inner = &self.inner;
+        let mut s = StatsSnapshot::from_counters(&inner.stats);
+        let sv = inner.super_version.load();
+        s.memtable_bytes = sv.mem.approximate_size() as u64;
+        s.immutable_memtables = sv.imm.len();
+        s.last_sequence = inner.last_seq.load(Ordering::Acquire);
+        s.block_cache_hits = inner.cache.hits();
+        s.block_cache_misses = inner.cache.misses();
+        s.block_cache_usage = inner.cache.usage();
+        let mut pinned = 0u64;
+        let mut read = 0u64;
+        for (level, files) in sv.version.levels.iter().enumerate() {
+            for f in files {
+                pinned += f.table.pinned_bytes() as u64;
+                read += f.table.bytes_read();
+            }
+            let by_level = |a: &[AtomicU64; crate::stats::MAX_LEVELS]| {
+                a.get(level).map_or(0, |c| c.load(Ordering::Relaxed))
+            };
+            s.levels.push(LevelStats {
+                files: files.len(),
+                bytes: files.iter().map(|f| f.size()).sum(),
+                compaction_bytes_written: by_level(&inner.stats.compaction_written_by_level),
+                compaction_bytes_read: by_level(&inner.stats.compaction_read_by_level),
+            });
+        }
+        s.pinned_index_filter_bytes = pinned;
+        s.table_bytes_read = read;
+        s
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            Err(Error::Closed)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Db({})", self.inner.dir.display())
+    }
+}
+
+impl Inner {
+    /// Publishes a new super version from the state (call with the state locked).
+    pub(crate) fn install_super_version(&self, st: &mut State) {
+        let mut imm = st.imm.clone();
+        imm.reverse();
+        let version = st.versions.current();
+        st.compaction_debt = crate::compaction::picker::compaction_debt(&version, &self.opts);
+        self.super_version.store(Arc::new(SuperVersion {
+            mem: st.mem.clone(),
+            imm,
+            version,
+        }));
+    }
+
+    /// Live snapshot sequence numbers.
+    pub(crate) fn snapshot_list(&self) -> Vec<SeqNo> {
+        self.snapshots.lock().keys().copied().collect()
+    }
+
+    /// Records a background failure: writes stop until reopen.
+    pub(crate) fn set_bg_error(&self, st: &mut State, e: Error) {
+        if st.bg_error.is_none() {
+            st.bg_error = Some(e);
+        }
+        self.done_cv.notify_all();
+    }
+}

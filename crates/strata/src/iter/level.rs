@@ -1,0 +1,158 @@
+//! Concatenation of the sorted, disjoint tables of one level, opening a
+//! table iterator only when the cursor reaches that table.
+
+use super::InternalIterator;
+use crate::error::Result;
+use crate::table::TableIter;
+use crate::types;
+use crate::version::FileMeta;
+use std::sync::Arc;
+
+/// Iterator over a level's tables (ordered by key, non-overlapping).
+pub struct LevelIter {
+    files: Vec<Arc<FileMeta>>,
+    index: usize,
+    current: Option<TableIter>,
+}
+
+impl LevelIter {
+    pub fn new(files: Vec<Arc<FileMeta>>) -> Self {
+        LevelIter {
+            files,
+            index: 0,
+            current: None,
+        }
+    }
+
+    fn open(&mut self, index: usize) -> bool {
+        match self.files.get(index) {
+            Some(f) => {
+                self.index = index;
+                self.current = Some(TableIter::new(f.table.clone()));
+                true
+            }
+            None => {
+                self.current = None;
+                false
+            }
+        }
+    }
+
+    fn cur_valid(&self) -> bool {
+        self.current.as_ref().is_some_and(|c| c.valid())
+    }
+
+    fn cur_ok(&self) -> bool {
+        self.current.as_ref().is_none_or(|c| c.status().is_ok())
+    }
+
+    /// Moves forward over exhausted tables.
+    fn skip_forward(&mut self) {
+        while !self.cur_valid() && self.cur_ok() {
+            if !self.open(self.index + 1) {
+                return;
+            }
+            if let Some(c) = self.current.as_mut() {
+                c.seek_to_first();
+            }
+        }
+    }
+
+    /// Moves backward over exhausted tables.
+    fn skip_backward(&mut self) {
+        while !self.cur_valid() && self.cur_ok() {
+            if self.index == 0 || self.current.is_none() {
+                self.current = None;
+                return;
+            }
+            self.open(self.index - 1);
+            if let Some(c) = self.current.as_mut() {
+                c.seek_to_last();
+            }
+        }
+    }
+}
+
+impl InternalIterator for LevelIter {
+    fn valid(&self) -> bool {
+        self.cur_valid()
+    }
+
+    fn seek_to_first(&mut self) {
+        if self.open(0) {
+            if let Some(c) = self.current.as_mut() {
+                c.seek_to_first();
+            }
+            self.skip_forward();
+        }
+    }
+
+    fn seek_to_last(&mut self) {
+        if self.files.is_empty() {
+            self.current = None;
+            return;
+        }
+        self.open(self.files.len() - 1);
+        if let Some(c) = self.current.as_mut() {
+            c.seek_to_last();
+        }
+        self.skip_backward();
+    }
+
+    fn seek(&mut self, target: &[u8]) {
+        let i = self
+            .files
+            .partition_point(|f| types::compare_internal(&f.desc.largest, target).is_lt());
+        if self.open(i) {
+            if let Some(c) = self.current.as_mut() {
+                c.seek(target);
+            }
+            self.skip_forward();
+        }
+    }
+
+    fn seek_for_prev(&mut self, target: &[u8]) {
+        // Last file whose smallest key is <= target.
+        let i = self
+            .files
+            .partition_point(|f| types::compare_internal(&f.desc.smallest, target).is_le());
+        if i == 0 {
+            self.current = None;
+            return;
+        }
+        self.open(i - 1);
+        if let Some(c) = self.current.as_mut() {
+            c.seek_for_prev(target);
+        }
+        self.skip_backward();
+    }
+
+    fn next(&mut self) {
+        if let Some(c) = self.current.as_mut() {
+            c.next();
+        }
+        self.skip_forward();
+    }
+
+    fn prev(&mut self) {
+        if let Some(c) = self.current.as_mut() {
+            c.prev();
+        }
+        self.skip_backward();
+    }
+
+    fn key(&self) -> &[u8] {
+        self.current.as_ref().map_or(&[], |c| c.key())
+    }
+
+    fn value(&self) -> &[u8] {
+        self.current.as_ref().map_or(&[], |c| c.value())
+    }
+
+    fn status(&self) -> Result<()> {
+        match &self.current {
+            Some(c) => c.status(),
+            None => Ok(()),
+        }
+    }
+}

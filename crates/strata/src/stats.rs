@@ -1,0 +1,237 @@
+//! Engine statistics (DESIGN §4): counters updated with relaxed atomics on
+//! the hot paths, read as a consistent-enough [`StatsSnapshot`].
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Maximum number of levels tracked per level.
+pub const MAX_LEVELS: usize = 32;
+
+/// Live counters owned by a database.
+#[derive(Default)]
+pub struct Stats {
+    pub user_bytes_written: AtomicU64,
+    pub user_writes: AtomicU64,
+    pub user_reads: AtomicU64,
+    pub wal_bytes: AtomicU64,
+    pub wal_syncs: AtomicU64,
+    pub write_groups: AtomicU64,
+    pub flush_bytes: AtomicU64,
+    pub flush_count: AtomicU64,
+    pub flush_micros: AtomicU64,
+    pub compaction_count: AtomicU64,
+    pub compaction_micros: AtomicU64,
+    pub compaction_bytes_read: AtomicU64,
+    pub compaction_bytes_written: AtomicU64,
+    pub trivial_moves: AtomicU64,
+    pub compaction_written_by_level: [AtomicU64; MAX_LEVELS],
+    pub compaction_read_by_level: [AtomicU64; MAX_LEVELS],
+    pub stall_count: AtomicU64,
+    pub stall_micros: AtomicU64,
+    pub slowdown_count: AtomicU64,
+    pub slowdown_micros: AtomicU64,
+    pub manifest_bytes: AtomicU64,
+}
+
+impl Stats {
+    #[inline]
+    pub fn add(counter: &AtomicU64, v: u64) {
+        counter.fetch_add(v, Relaxed);
+    }
+}
+
+/// Per-level shape in a snapshot.
+#[derive(Debug, Clone, Default)]
+pub struct LevelStats {
+    pub files: usize,
+    pub bytes: u64,
+    pub compaction_bytes_written: u64,
+    pub compaction_bytes_read: u64,
+}
+
+/// A copy of the counters plus the current shape of the tree.
+#[derive(Debug, Clone, Default)]
+pub struct StatsSnapshot {
+    pub user_bytes_written: u64,
+    pub user_writes: u64,
+    pub user_reads: u64,
+    pub wal_bytes: u64,
+    pub wal_syncs: u64,
+    pub write_groups: u64,
+    pub flush_bytes: u64,
+    pub flush_count: u64,
+    pub flush_micros: u64,
+    pub compaction_count: u64,
+    pub compaction_micros: u64,
+    pub compaction_bytes_read: u64,
+    pub compaction_bytes_written: u64,
+    pub trivial_moves: u64,
+    pub stall_count: u64,
+    pub stall_micros: u64,
+    pub slowdown_count: u64,
+    pub slowdown_micros: u64,
+    pub manifest_bytes: u64,
+    /// Bytes read from table files (data blocks on cache misses and metadata).
+    pub table_bytes_read: u64,
+    pub block_cache_hits: u64,
+    pub block_cache_misses: u64,
+    pub block_cache_usage: u64,
+    pub pinned_index_filter_bytes: u64,
+    pub memtable_bytes: u64,
+    pub immutable_memtables: usize,
+    pub last_sequence: u64,
+    pub levels: Vec<LevelStats>,
+}
+
+impl StatsSnapshot {
+    pub(crate) fn from_counters(s: &Stats) -> Self {
+        let g = |c: &AtomicU64| c.load(Relaxed);
+        StatsSnapshot {
+            user_bytes_written: g(&s.user_bytes_written),
+            user_writes: g(&s.user_writes),
+            user_reads: g(&s.user_reads),
+            wal_bytes: g(&s.wal_bytes),
+            wal_syncs: g(&s.wal_syncs),
+            write_groups: g(&s.write_groups),
+            flush_bytes: g(&s.flush_bytes),
+            flush_count: g(&s.flush_count),
+            flush_micros: g(&s.flush_micros),
+            compaction_count: g(&s.compaction_count),
+            compaction_micros: g(&s.compaction_micros),
+            compaction_bytes_read: g(&s.compaction_bytes_read),
+            compaction_bytes_written: g(&s.compaction_bytes_written),
+            trivial_moves: g(&s.trivial_moves),
+            stall_count: g(&s.stall_count),
+            stall_micros: g(&s.stall_micros),
+            slowdown_count: g(&s.slowdown_count),
+            slowdown_micros: g(&s.slowdown_micros),
+            manifest_bytes: g(&s.manifest_bytes),
+            ..StatsSnapshot::default()
+        }
+    }
+
+    /// Bytes the engine wrote to storage (WAL + flush + compaction + manifest).
+    pub fn engine_bytes_written(&self) -> u64 {
+        self.wal_bytes + self.flush_bytes + self.compaction_bytes_written + self.manifest_bytes
+    }
+
+    /// Engine bytes written ÷ user bytes (key + value) written.
+    pub fn write_amplification(&self) -> f64 {
+        if self.user_bytes_written == 0 {
+            0.0
+        } else {
+            self.engine_bytes_written() as f64 / self.user_bytes_written as f64
+        }
+    }
+
+    /// Block-cache hit rate in [0, 1].
+    pub fn cache_hit_rate(&self) -> f64 {
+        let total = self.block_cache_hits + self.block_cache_misses;
+        if total == 0 {
+            0.0
+        } else {
+            self.block_cache_hits as f64 / total as f64
+        }
+    }
+
+    /// The snapshot as a JSON object.
+    pub fn to_json(&self) -> String {
+        let levels: Vec<String> = self
+            .levels
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                format!(
+                    "{{\"level\":{i},\"files\":{},\"bytes\":{},\"compaction_bytes_written\":{},\"compaction_bytes_read\":{}}}",
+                    l.files, l.bytes, l.compaction_bytes_written, l.compaction_bytes_read
+                )
+            })
+            .collect();
+        format!(
+            "{{\"user_bytes_written\":{},\"user_writes\":{},\"user_reads\":{},\"wal_bytes\":{},\"wal_syncs\":{},\
+             \"write_groups\":{},\"flush_bytes\":{},\"flush_count\":{},\"flush_micros\":{},\"compaction_count\":{},\
+             \"compaction_micros\":{},\"compaction_bytes_read\":{},\"compaction_bytes_written\":{},\"trivial_moves\":{},\
+             \"stall_count\":{},\"stall_micros\":{},\"slowdown_count\":{},\"slowdown_micros\":{},\"manifest_bytes\":{},\
+             \"table_bytes_read\":{},\"block_cache_hits\":{},\"block_cache_misses\":{},\"block_cache_usage\":{},\
+             \"pinned_index_filter_bytes\":{},\"memtable_bytes\":{},\"immutable_memtables\":{},\"last_sequence\":{},\
+             \"engine_bytes_written\":{},\"write_amplification\":{:.4},\"cache_hit_rate\":{:.4},\"levels\":[{}]}}",
+            self.user_bytes_written,
+            self.user_writes,
+            self.user_reads,
+            self.wal_bytes,
+            self.wal_syncs,
+            self.write_groups,
+            self.flush_bytes,
+            self.flush_count,
+            self.flush_micros,
+            self.compaction_count,
+            self.compaction_micros,
+            self.compaction_bytes_read,
+            self.compaction_bytes_written,
+            self.trivial_moves,
+            self.stall_count,
+            self.stall_micros,
+            self.slowdown_count,
+            self.slowdown_micros,
+            self.manifest_bytes,
+            self.table_bytes_read,
+            self.block_cache_hits,
+            self.block_cache_misses,
+            self.block_cache_usage,
+            self.pinned_index_filter_bytes,
+            self.memtable_bytes,
+            self.immutable_memtables,
+            self.last_sequence,
+            self.engine_bytes_written(),
+            self.write_amplification(),
+            self.cache_hit_rate(),
+            levels.join(",")
+        )
+    }
+}
+
+fn mib(b: u64) -> f64 {
+    b as f64 / (1024.0 * 1024.0)
+}
+
+impl fmt::Display for StatsSnapshot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "level  files      size MiB   compacted-in MiB  compacted-out MiB")?;
+        for (i, l) in self.levels.iter().enumerate() {
+            writeln!(
+                f,
+                "L{i:<5} {:>5} {:>13.2} {:>18.2} {:>18.2}",
+                l.files,
+                mib(l.bytes),
+                mib(l.compaction_bytes_written),
+                mib(l.compaction_bytes_read)
+            )?;
+        }
+        writeln!(f, "user writes:        {} ({:.2} MiB)", self.user_writes, mib(self.user_bytes_written))?;
+        writeln!(f, "user reads:         {}", self.user_reads)?;
+        writeln!(f, "WAL written:        {:.2} MiB in {} groups, {} syncs", mib(self.wal_bytes), self.write_groups, self.wal_syncs)?;
+        writeln!(f, "flushes:            {} ({:.2} MiB, {:.3} s)", self.flush_count, mib(self.flush_bytes), self.flush_micros as f64 / 1e6)?;
+        writeln!(
+            f,
+            "compactions:        {} ({:.2} MiB read, {:.2} MiB written, {:.3} s, {} trivial moves)",
+            self.compaction_count,
+            mib(self.compaction_bytes_read),
+            mib(self.compaction_bytes_written),
+            self.compaction_micros as f64 / 1e6,
+            self.trivial_moves
+        )?;
+        writeln!(f, "write amplification: {:.3}", self.write_amplification())?;
+        writeln!(f, "stalls:             {} ({:.3} s); slowdowns {} ({:.3} s)", self.stall_count, self.stall_micros as f64 / 1e6, self.slowdown_count, self.slowdown_micros as f64 / 1e6)?;
+        writeln!(f, "table bytes read:   {:.2} MiB", mib(self.table_bytes_read))?;
+        writeln!(
+            f,
+            "block cache:        {:.1}% hits ({} hits, {} misses), {:.2} MiB used; pinned index+filter {:.2} MiB",
+            self.cache_hit_rate() * 100.0,
+            self.block_cache_hits,
+            self.block_cache_misses,
+            mib(self.block_cache_usage),
+            mib(self.pinned_index_filter_bytes)
+        )?;
+        write!(f, "memtables:          {:.2} MiB active, {} immutable; last sequence {}", mib(self.memtable_bytes), self.immutable_memtables, self.last_sequence)
+    }
+}
