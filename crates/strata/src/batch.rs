@@ -374,6 +374,18 @@ mod tests {
     }
 
     #[test]
+    fn encoding_matches_the_documented_bytes() {
+        let mut b = WriteBatch::new();
+        b.put("k", "vv");
+        b.delete("x");
+        b.set_sequence(5);
+        let want: &[u8] = &[
+            5, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 1, 0, 1, b'k', 2, b'v', b'v', 0, 0, 1, b'x',
+        ];
+        assert_eq!(b.encoded(), want);
+    }
+
+    #[test]
     fn empty_batch_and_clear() {
         let b = WriteBatch::new();
         assert_eq!(b, WriteBatch::default());

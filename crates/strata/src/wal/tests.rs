@@ -472,3 +472,17 @@ fn damage_followed_by_records_in_the_same_block_is_not_a_tail() {
     assert!(got[..] == records[..9]);
     assert_eq!(r.dropped().map(|d| d.0), Some(starts[9]));
 }
+
+#[test]
+fn header_bytes_match_the_documented_layout() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (path, _) = write_log(dir.path(), &[payload(0, 40_000)]);
+    let b = std::fs::read(&path).expect("read");
+    assert_eq!(b.len(), 40_041);
+    assert_eq!(&b[4..7], &[20, 0, 5]);
+    assert_eq!(&b[7..15], b"STRATWAL");
+    assert_eq!(&b[15..19], &1u32.to_le_bytes());
+    assert_eq!(&b[19..27], &7u64.to_le_bytes());
+    assert_eq!(&b[31..34], &[0xde, 0x7f, 2]); // FIRST, 32734 bytes
+    assert_eq!(&b[32772..32775], &[0x62, 0x1c, 4]); // LAST, 7266 bytes
+}
