@@ -1,0 +1,66 @@
+//! Constants of the write-ahead-log file format (see the module docs).
+
+/// The file is a sequence of blocks of this size; fragments never cross them.
+pub const BLOCK_SIZE: usize = 32 * 1024;
+
+/// Fragment header: `masked crc32c u32 LE | length u16 LE | type u8`.
+pub const HEADER_SIZE: usize = 7;
+
+/// `"STRATWAL"` read as a little-endian u64: the first 8 payload bytes of the
+/// header record.
+pub const WAL_MAGIC: u64 = u64::from_le_bytes(*b"STRATWAL");
+
+/// Version of the log format written by this build.
+pub const WAL_VERSION: u32 = 1;
+
+/// Payload length of the header record: magic u64 + version u32 + log number u64.
+pub const FILE_HEADER_LEN: usize = 8 + 4 + 8;
+
+/// Fragment types. The values are on-disk tags: never renumber them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum FragmentType {
+    /// Reserved: a zero type is what a zero-filled (preallocated) region reads as.
+    Zero = 0,
+    /// A whole record.
+    Full = 1,
+    /// The first fragment of a record.
+    First = 2,
+    /// An inner fragment of a record.
+    Middle = 3,
+    /// The last fragment of a record.
+    Last = 4,
+    /// The file header record; only valid as the very first fragment.
+    Header = 5,
+}
+
+impl FragmentType {
+    pub fn from_u8(b: u8) -> Option<Self> {
+        match b {
+            0 => Some(FragmentType::Zero),
+            1 => Some(FragmentType::Full),
+            2 => Some(FragmentType::First),
+            3 => Some(FragmentType::Middle),
+            4 => Some(FragmentType::Last),
+            5 => Some(FragmentType::Header),
+            _ => None,
+        }
+    }
+}
+
+/// The masked crc32c stored in a fragment header: over the type byte, then the payload.
+#[inline]
+pub fn fragment_crc(ty: u8, payload: &[u8]) -> u32 {
+    crate::coding::mask_crc(crc32c::crc32c_append(crc32c::crc32c(&[ty]), payload))
+}
+
+/// Encodes the 7-byte header of a fragment.
+#[inline]
+pub fn fragment_header(ty: FragmentType, payload: &[u8]) -> [u8; HEADER_SIZE] {
+    debug_assert!(payload.len() <= BLOCK_SIZE - HEADER_SIZE);
+    let mut h = [0u8; HEADER_SIZE];
+    h[..4].copy_from_slice(&fragment_crc(ty as u8, payload).to_le_bytes());
+    h[4..6].copy_from_slice(&(payload.len() as u16).to_le_bytes());
+    h[6] = ty as u8;
+    h
+}

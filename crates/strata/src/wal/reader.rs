@@ -1,0 +1,467 @@
+//! Reads records back from a write-ahead log, applying a [`WalRecovery`] mode.
+
+use super::format::{
+    FragmentType, BLOCK_SIZE, FILE_HEADER_LEN, HEADER_SIZE, WAL_MAGIC, WAL_VERSION,
+};
+use crate::coding::{get_u32, get_u64, unmask_crc};
+use crate::error::{Error, Result};
+use crate::io::SequentialFile;
+use crate::options::WalRecovery;
+use std::path::PathBuf;
+
+/// One fragment as found at an offset.
+enum Frag {
+    /// End of the data (possibly after a block trailer).
+    Eof,
+    /// A fragment whose checksum verified.
+    Ok {
+        ty: FragmentType,
+        start: usize,
+        payload: (usize, usize),
+        next: usize,
+    },
+    /// Damage at `offset`; nothing in this block after it can be trusted.
+    /// `skip` is where the next fragment would be if the header's length
+    /// field is right (used only to look for valid records after damage).
+    Bad {
+        offset: usize,
+        reason: String,
+        skip: Option<usize>,
+    },
+}
+
+/// The result of assembling the next record.
+enum Raw {
+    Record {
+        payload: Vec<u8>,
+        end: usize,
+    },
+    Eof,
+    /// Damage at `offset`; reading may resume at `resume` (always > the
+    /// position the assembly started from: the next block after a bad
+    /// fragment, whose length cannot be trusted). `probe` (>= the damaged
+    /// fragment's end) trusts the bad fragment's length; it is only used to
+    /// decide whether valid records follow the damage, where finding one too
+    /// many errs on the side of reporting corruption.
+    Damage {
+        offset: usize,
+        reason: String,
+        resume: usize,
+        probe: usize,
+    },
+}
+
+/// Reads the records of one log file, front to back.
+///
+/// The file is read into memory on the first call to
+/// [`read_record`](Self::read_record) (logs are bounded by the write buffer
+/// size). Damage is classified as a *torn tail* when no complete valid record
+/// follows it anywhere in the file, and as *mid-file corruption* otherwise;
+/// the [`WalRecovery`] mode decides what each means (see `read_record`).
+pub struct Reader {
+    file: Option<Box<dyn SequentialFile>>,
+    path: PathBuf,
+    mode: WalRecovery,
+    data: Vec<u8>,
+    /// Where the next fragment is looked for.
+    pos: usize,
+    header_checked: bool,
+    log_number: Option<u64>,
+    last_good: u64,
+    dropped: Option<(u64, String)>,
+    skipped: u64,
+    /// In `SkipAnyCorrupted`, true while inside a damaged region (between
+    /// damage and the next good record), so a region counts once.
+    in_damage: bool,
+    done: bool,
+    /// A sticky error: returned again by later calls.
+    failed: Option<Error>,
+}
+
+impl Reader {
+    /// A reader of `file`, which lives at `path` (used in errors).
+    pub fn new(file: Box<dyn SequentialFile>, path: PathBuf, mode: WalRecovery) -> Self {
+        Reader {
+            file: Some(file),
+            path,
+            mode,
+            data: Vec::new(),
+            pos: 0,
+            header_checked: false,
+            log_number: None,
+            last_good: 0,
+            dropped: None,
+            skipped: 0,
+            in_damage: false,
+            done: false,
+            failed: None,
+        }
+    }
+
+    /// The next complete record's payload, or `Ok(None)` at the end.
+    ///
+    /// Damage (bad checksum, truncated header or payload, zero fill, a
+    /// fragment crossing a block, a broken fragment sequence, an unknown
+    /// type) is handled by the recovery mode:
+    ///
+    /// | mode                   | torn tail              | mid-file damage          |
+    /// |------------------------|------------------------|--------------------------|
+    /// | TolerateCorruptedTail  | `Ok(None)`, `dropped()`| `Err(Corruption)`        |
+    /// | AbsoluteConsistency    | `Err(Corruption)`      | `Err(Corruption)`        |
+    /// | PointInTime            | `Ok(None)`, `dropped()`| `Ok(None)`, `dropped()`  |
+    /// | SkipAnyCorrupted       | `Ok(None)`, `dropped()`| skip, count, continue    |
+    ///
+    /// A header record that verifies but has the wrong magic or length is
+    /// `Corruption` in every mode, a newer format version `NotSupported`; a
+    /// damaged header is treated like any other damage, except that valid
+    /// records after it are `Corruption` in every mode (the log cannot be
+    /// identified). An empty file is a valid empty log. Errors are sticky.
+    pub fn read_record(&mut self) -> Result<Option<Vec<u8>>> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        let r = self.read_inner();
+        if let Err(e) = &r {
+            self.failed = Some(e.clone());
+        }
+        r
+    }
+
+    /// Offset just past the last good record returned so far (or past the
+    /// header record).
+    pub fn last_good_offset(&self) -> u64 {
+        self.last_good
+    }
+
+    /// `Some((offset, reason))` of the first damage if the reader stopped
+    /// early or skipped damage.
+    pub fn dropped(&self) -> Option<(u64, String)> {
+        self.dropped.clone()
+    }
+
+    /// Damaged regions skipped in `SkipAnyCorrupted` mode (a region is a run
+    /// of damage between two good records, or before the end of the file).
+    pub fn skipped_records(&self) -> u64 {
+        self.skipped
+    }
+
+    /// The log number in the file header, once it has been read.
+    pub fn log_number(&self) -> Option<u64> {
+        self.log_number
+    }
+
+    fn load(&mut self) -> Result<()> {
+        let Some(mut f) = self.file.take() else {
+            return Ok(());
+        };
+        let mut chunk = vec![0u8; 256 * 1024];
+        loop {
+            let n = f.read(&mut chunk)?;
+            if n == 0 {
+                return Ok(());
+            }
+            self.data.extend_from_slice(chunk.get(..n).unwrap_or(&[]));
+        }
+    }
+
+    fn corruption(&self, offset: usize, reason: impl Into<String>) -> Error {
+        Error::corruption(&self.path, offset as u64, reason)
+    }
+
+    fn read_inner(&mut self) -> Result<Option<Vec<u8>>> {
+        self.load()?;
+        if self.done {
+            return Ok(None);
+        }
+        if !self.header_checked {
+            self.header_checked = true;
+            if !self.check_header()? {
+                self.done = true;
+                return Ok(None);
+            }
+        }
+        loop {
+            match self.next_raw(self.pos) {
+                Raw::Record { payload, end } => {
+                    self.pos = end;
+                    self.last_good = end as u64;
+                    self.in_damage = false;
+                    return Ok(Some(payload));
+                }
+                Raw::Eof => {
+                    self.done = true;
+                    return Ok(None);
+                }
+                Raw::Damage {
+                    offset,
+                    reason,
+                    resume,
+                    probe,
+                } => {
+                    if self.mode == WalRecovery::SkipAnyCorrupted {
+                        if !self.in_damage {
+                            self.skipped += 1;
+                            self.in_damage = true;
+                        }
+                        self.note_dropped(offset, &reason);
+                        self.pos = resume;
+                        continue;
+                    }
+                    self.done = true;
+                    let tail = !self.valid_record_from(probe);
+                    return match (self.mode, tail) {
+                        (WalRecovery::AbsoluteConsistency, _)
+                        | (WalRecovery::TolerateCorruptedTail, false) => {
+                            let what = if tail { "torn tail: " } else { "" };
+                            Err(self.corruption(offset, format!("{what}{reason}")))
+                        }
+                        _ => {
+                            self.note_dropped(offset, &reason);
+                            Ok(None)
+                        }
+                    };
+                }
+            }
+        }
+    }
+
+    fn note_dropped(&mut self, offset: usize, reason: &str) {
+        if self.dropped.is_none() {
+            self.dropped = Some((offset as u64, reason.to_string()));
+        }
+    }
+
+    /// Verifies the header record. `Ok(false)` when the log is empty or its
+    /// header is a torn tail that the mode tolerates.
+    fn check_header(&mut self) -> Result<bool> {
+        if self.data.is_empty() {
+            return Ok(false);
+        }
+        match self.fragment(0) {
+            Frag::Ok {
+                ty: FragmentType::Header,
+                payload: (a, b),
+                next,
+                ..
+            } => {
+                let p = self.data.get(a..b).unwrap_or(&[]);
+                if p.len() != FILE_HEADER_LEN {
+                    return Err(
+                        self.corruption(0, format!("WAL header record of {} bytes", p.len()))
+                    );
+                }
+                let magic = get_u64(p, 0).unwrap_or(0);
+                if magic != WAL_MAGIC {
+                    return Err(
+                        self.corruption(0, format!("not a WAL file: bad magic {magic:#018x}"))
+                    );
+                }
+                let version = get_u32(p, 8).unwrap_or(0);
+                if version == 0 {
+                    return Err(self.corruption(0, "WAL header has version 0"));
+                }
+                if version > WAL_VERSION {
+                    return Err(Error::NotSupported(format!(
+                        "{}: WAL format version {version} (this build reads up to {WAL_VERSION})",
+                        self.path.display()
+                    )));
+                }
+                self.log_number = get_u64(p, 12);
+                self.pos = next;
+                self.last_good = next as u64;
+                Ok(true)
+            }
+            Frag::Ok { ty, .. } => Err(self.corruption(
+                0,
+                format!("missing WAL header: first fragment has type {ty:?}"),
+            )),
+            Frag::Eof => Ok(false),
+            Frag::Bad {
+                offset,
+                reason,
+                skip,
+            } => {
+                let reason = format!("damaged WAL header: {reason}");
+                if self.valid_record_from(skip.unwrap_or_else(|| next_block(offset))) {
+                    return Err(self.corruption(offset, reason));
+                }
+                if self.mode == WalRecovery::AbsoluteConsistency {
+                    return Err(self.corruption(offset, format!("torn tail: {reason}")));
+                }
+                if self.mode == WalRecovery::SkipAnyCorrupted {
+                    self.skipped += 1;
+                }
+                self.note_dropped(offset, &reason);
+                Ok(false)
+            }
+        }
+    }
+
+    /// True when a complete valid record starts at or after `pos`.
+    fn valid_record_from(&self, mut pos: usize) -> bool {
+        loop {
+            match self.next_raw(pos) {
+                Raw::Record { .. } => return true,
+                Raw::Eof => return false,
+                Raw::Damage { probe, .. } => pos = probe,
+            }
+        }
+    }
+
+    /// Assembles the record whose first fragment is at or after `pos`.
+    fn next_raw(&self, mut pos: usize) -> Raw {
+        // (start offset, payload so far) of a fragmented record in progress.
+        let mut partial: Option<(usize, Vec<u8>)> = None;
+        loop {
+            let (ty, start, (a, b), next) = match self.fragment(pos) {
+                Frag::Eof => {
+                    return match partial {
+                        None => Raw::Eof,
+                        Some((start, _)) => Raw::Damage {
+                            offset: start,
+                            reason: "file ends inside a fragmented record".into(),
+                            resume: self.data.len(),
+                            probe: self.data.len(),
+                        },
+                    }
+                }
+                Frag::Bad {
+                    offset,
+                    reason,
+                    skip,
+                } => {
+                    let resume = next_block(offset);
+                    return Raw::Damage {
+                        offset,
+                        reason,
+                        resume,
+                        probe: skip.unwrap_or(resume),
+                    };
+                }
+                Frag::Ok {
+                    ty,
+                    start,
+                    payload,
+                    next,
+                } => (ty, start, payload, next),
+            };
+            let payload = self.data.get(a..b).unwrap_or(&[]);
+            match (ty, partial.as_mut()) {
+                (FragmentType::Full | FragmentType::First, Some((first, _))) => {
+                    // Re-read this fragment as the start of the next record.
+                    return Raw::Damage {
+                        offset: start,
+                        reason: format!("record starting at {first} has no last fragment"),
+                        resume: start,
+                        probe: start,
+                    };
+                }
+                (FragmentType::Full, None) => {
+                    return Raw::Record {
+                        payload: payload.to_vec(),
+                        end: next,
+                    }
+                }
+                (FragmentType::First, None) => partial = Some((start, payload.to_vec())),
+                (FragmentType::Middle, Some((_, buf))) => buf.extend_from_slice(payload),
+                (FragmentType::Last, Some((_, buf))) => {
+                    buf.extend_from_slice(payload);
+                    return Raw::Record {
+                        payload: std::mem::take(buf),
+                        end: next,
+                    };
+                }
+                (FragmentType::Middle | FragmentType::Last, None) => {
+                    return Raw::Damage {
+                        offset: start,
+                        reason: format!("{ty:?} fragment without a first fragment"),
+                        resume: next,
+                        probe: next,
+                    }
+                }
+                (FragmentType::Header | FragmentType::Zero, _) => {
+                    return Raw::Damage {
+                        offset: start,
+                        reason: format!("unexpected {ty:?} fragment"),
+                        resume: next,
+                        probe: next,
+                    }
+                }
+            }
+            pos = next;
+        }
+    }
+
+    /// Parses the fragment at `pos`, skipping a block trailer first.
+    fn fragment(&self, mut pos: usize) -> Frag {
+        let len = self.data.len();
+        let block_left = BLOCK_SIZE - pos % BLOCK_SIZE;
+        if block_left < HEADER_SIZE {
+            pos += block_left;
+        }
+        if pos >= len {
+            return Frag::Eof;
+        }
+        let bad = |reason: String| Frag::Bad {
+            offset: pos,
+            reason,
+            skip: None,
+        };
+        let bad_len = |reason: String, n: usize| Frag::Bad {
+            offset: pos,
+            reason,
+            skip: Some(pos + HEADER_SIZE + n),
+        };
+        let block_left = BLOCK_SIZE - pos % BLOCK_SIZE;
+        let Some(h) = self.data.get(pos..pos + HEADER_SIZE) else {
+            return bad(format!(
+                "truncated fragment header ({} of {HEADER_SIZE} bytes)",
+                len - pos
+            ));
+        };
+        let stored = get_u32(h, 0).unwrap_or(0);
+        let n = usize::from(u16::from_le_bytes([h[4], h[5]]));
+        let tyb = h[6];
+        if tyb == FragmentType::Zero as u8 {
+            let reason = if stored == 0 && n == 0 {
+                "zero-filled region".to_string()
+            } else {
+                format!("fragment of reserved type 0 (length {n})")
+            };
+            return bad_len(reason, n.min(block_left - HEADER_SIZE));
+        }
+        if HEADER_SIZE + n > block_left {
+            return bad(format!(
+                "fragment length {n} crosses the block boundary ({block_left} bytes left in block)"
+            ));
+        }
+        let (a, b) = (pos + HEADER_SIZE, pos + HEADER_SIZE + n);
+        let Some(payload) = self.data.get(a..b) else {
+            return bad(format!(
+                "truncated fragment: length {n}, {} bytes present",
+                len - a
+            ));
+        };
+        let actual = crc32c::crc32c_append(crc32c::crc32c(&[tyb]), payload);
+        if actual != unmask_crc(stored) {
+            return bad_len(
+                format!("fragment checksum mismatch (type {tyb}, length {n})"),
+                n,
+            );
+        }
+        match FragmentType::from_u8(tyb) {
+            Some(ty) => Frag::Ok {
+                ty,
+                start: pos,
+                payload: (a, b),
+                next: b,
+            },
+            None => bad_len(format!("unknown fragment type {tyb}"), n),
+        }
+    }
+}
+
+/// The start of the block after the one holding `offset`.
+fn next_block(offset: usize) -> usize {
+    (offset / BLOCK_SIZE + 1) * BLOCK_SIZE
+}

@@ -1,0 +1,488 @@
+use super::format::{fragment_header, FragmentType, BLOCK_SIZE, HEADER_SIZE};
+use super::{Reader, Writer};
+use crate::error::{Error, Result};
+use crate::io::{FileSystem, PosixFs, WritableFile};
+use crate::options::WalRecovery;
+use rand::{Rng, SeedableRng};
+use std::path::{Path, PathBuf};
+
+const ALL_MODES: [WalRecovery; 4] = [
+    WalRecovery::TolerateCorruptedTail,
+    WalRecovery::AbsoluteConsistency,
+    WalRecovery::PointInTime,
+    WalRecovery::SkipAnyCorrupted,
+];
+
+/// A recognisable payload: record `i` of length `len`.
+fn payload(i: usize, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|j| (i.wrapping_mul(31) ^ j.wrapping_mul(7) ^ (j >> 8)) as u8)
+        .collect()
+}
+
+/// Writes `records` to a new log; returns the path and each record's start offset
+/// (the file length before it was added).
+fn write_log(dir: &Path, records: &[Vec<u8>]) -> (PathBuf, Vec<u64>) {
+    let path = dir.join("000007.log");
+    let f = PosixFs.create(&path).expect("create");
+    let mut w = Writer::new(f, 7).expect("writer");
+    assert_eq!(w.log_number(), 7);
+    let mut starts = Vec::new();
+    for r in records {
+        starts.push(w.len());
+        w.add_record(r).expect("add");
+    }
+    w.sync().expect("sync");
+    assert_eq!(w.len(), std::fs::metadata(&path).expect("meta").len());
+    (path, starts)
+}
+
+/// Reads every record; returns them, the final result (Ok at a clean/tolerated
+/// end, the error otherwise) and the reader.
+fn read_log(path: &Path, mode: WalRecovery) -> (Vec<Vec<u8>>, Result<()>, Reader) {
+    let f = PosixFs.open_sequential(path).expect("open");
+    let mut r = Reader::new(f, path.to_path_buf(), mode);
+    let mut out = Vec::new();
+    loop {
+        match r.read_record() {
+            Ok(Some(rec)) => out.push(rec),
+            Ok(None) => return (out, Ok(()), r),
+            Err(e) => {
+                // Errors are sticky.
+                assert!(r.read_record().is_err());
+                return (out, Err(e), r);
+            }
+        }
+    }
+}
+
+/// Where the first fragment of a record added at file length `off` starts.
+fn frag_start(off: u64) -> u64 {
+    let left = BLOCK_SIZE as u64 - off % BLOCK_SIZE as u64;
+    if left < HEADER_SIZE as u64 {
+        off + left
+    } else {
+        off
+    }
+}
+
+fn next_block(off: u64) -> u64 {
+    (off / BLOCK_SIZE as u64 + 1) * BLOCK_SIZE as u64
+}
+
+fn corruption_at(e: &Error) -> (PathBuf, u64, String) {
+    match e {
+        Error::Corruption {
+            file,
+            offset,
+            reason,
+        } => (file.clone(), *offset, reason.clone()),
+        other => panic!("expected Corruption, got {other}"),
+    }
+}
+
+#[test]
+fn records_of_awkward_sizes_round_trip() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let b = BLOCK_SIZE;
+    let mut sizes = vec![0, 1, 7, b - 1, b, b + 1, 100 * 1024, 0, 0, 3 * b + 5];
+    // Records that end exactly at, or a few bytes before, a block boundary
+    // (exercises the zero trailer and header-only fragments).
+    for slack in 0..9 {
+        sizes.push(b - 2 * HEADER_SIZE - slack);
+    }
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    for _ in 0..200 {
+        sizes.push(rng.gen_range(0..3000));
+    }
+    let records: Vec<Vec<u8>> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| payload(i, n))
+        .collect();
+    let (path, _) = write_log(dir.path(), &records);
+    for mode in ALL_MODES {
+        let (got, end, r) = read_log(&path, mode);
+        end.expect("clean log");
+        assert_eq!(got.len(), records.len());
+        assert!(got == records, "records differ in mode {mode:?}");
+        assert_eq!(r.dropped(), None);
+        assert_eq!(r.skipped_records(), 0);
+        assert_eq!(r.log_number(), Some(7));
+        assert_eq!(
+            r.last_good_offset(),
+            std::fs::metadata(&path).expect("meta").len()
+        );
+    }
+}
+
+#[test]
+fn empty_file_and_header_only_log_are_empty() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let empty = dir.path().join("empty.log");
+    std::fs::write(&empty, b"").expect("write");
+    let (path, _) = write_log(dir.path(), &[]);
+    for mode in ALL_MODES {
+        for p in [&empty, &path] {
+            let (got, end, r) = read_log(p, mode);
+            end.expect("valid empty log");
+            assert!(got.is_empty());
+            assert_eq!(r.dropped(), None);
+        }
+    }
+}
+
+#[test]
+fn truncated_last_record_is_a_torn_tail() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut records: Vec<Vec<u8>> = (0..20).map(|i| payload(i, 500 + i * 37)).collect();
+    records.push(payload(99, 100 * 1024)); // spans four blocks
+    let (path, starts) = write_log(dir.path(), &records);
+    let full = std::fs::read(&path).expect("read");
+    let last = frag_start(*starts.last().expect("starts"));
+    assert_eq!(
+        last,
+        *starts.last().expect("starts"),
+        "test wants no trailer here"
+    );
+    let n = records.len() - 1;
+    let mut cuts: Vec<u64> = (1..=20).map(|k| last + k).collect();
+    cuts.extend((0..40).map(|k| last + 21 + k * 2600));
+    cuts.extend([
+        next_block(last) - 1,
+        next_block(last),
+        next_block(last) + 3,
+        full.len() as u64 - 1,
+    ]);
+    for cut in cuts {
+        assert!(cut > last && cut < full.len() as u64);
+        std::fs::write(&path, &full[..cut as usize]).expect("truncate");
+        for mode in [
+            WalRecovery::TolerateCorruptedTail,
+            WalRecovery::PointInTime,
+            WalRecovery::SkipAnyCorrupted,
+        ] {
+            let (got, end, r) = read_log(&path, mode);
+            end.unwrap_or_else(|e| panic!("cut {cut} mode {mode:?}: {e}"));
+            assert!(got[..] == records[..n], "cut {cut} mode {mode:?}");
+            let (off, reason) = r.dropped().expect("tail reported");
+            assert!(
+                off >= last && off <= cut,
+                "cut {cut}: dropped at {off} ({reason})"
+            );
+            assert_eq!(r.last_good_offset(), last);
+        }
+        let (got, end, _) = read_log(&path, WalRecovery::AbsoluteConsistency);
+        assert!(got[..] == records[..n], "cut {cut} absolute");
+        let (file, off, _) = corruption_at(&end.expect_err("absolute rejects a torn tail"));
+        assert_eq!(file, path);
+        assert!(off >= last && off <= cut);
+    }
+}
+
+#[test]
+fn truncated_header_is_a_torn_tail() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (path, _) = write_log(dir.path(), &[]);
+    let full = std::fs::read(&path).expect("read");
+    for cut in 1..full.len() {
+        std::fs::write(&path, &full[..cut]).expect("truncate");
+        let (got, end, r) = read_log(&path, WalRecovery::TolerateCorruptedTail);
+        end.expect("tolerated");
+        assert!(got.is_empty());
+        assert!(r.dropped().is_some());
+        let (_, end, _) = read_log(&path, WalRecovery::AbsoluteConsistency);
+        assert!(end.expect_err("absolute").is_corruption());
+    }
+}
+
+/// 60 records of ~1 KiB (two blocks' worth) with one byte of record 10 flipped.
+fn log_with_flipped_record(dir: &Path) -> (PathBuf, Vec<Vec<u8>>, Vec<u64>, u64) {
+    let records: Vec<Vec<u8>> = (0..60).map(|i| payload(i, 1000 + i)).collect();
+    let (path, starts) = write_log(dir, &records);
+    let mut bytes = std::fs::read(&path).expect("read");
+    let bad = frag_start(starts[10]);
+    bytes[bad as usize + HEADER_SIZE + 500] ^= 0x40;
+    std::fs::write(&path, &bytes).expect("write");
+    (path, records, starts, bad)
+}
+
+#[test]
+fn flipped_byte_mid_file_is_corruption_when_tolerating_the_tail() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (path, records, _, bad) = log_with_flipped_record(dir.path());
+    for mode in [
+        WalRecovery::TolerateCorruptedTail,
+        WalRecovery::AbsoluteConsistency,
+    ] {
+        let (got, end, r) = read_log(&path, mode);
+        assert!(got[..] == records[..10], "mode {mode:?}");
+        let (file, off, reason) = corruption_at(&end.expect_err("mid-file damage"));
+        assert_eq!(file, path);
+        assert_eq!(off, bad);
+        assert!(reason.contains("checksum"), "{reason}");
+        assert_eq!(r.last_good_offset(), bad);
+    }
+}
+
+#[test]
+fn flipped_byte_mid_file_stops_in_point_in_time() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (path, records, _, bad) = log_with_flipped_record(dir.path());
+    let (got, end, r) = read_log(&path, WalRecovery::PointInTime);
+    end.expect("point in time stops quietly");
+    assert!(got[..] == records[..10]);
+    assert_eq!(r.dropped().map(|d| d.0), Some(bad));
+    assert_eq!(r.skipped_records(), 0);
+}
+
+#[test]
+fn flipped_byte_mid_file_is_skipped_in_skip_any_corrupted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (path, records, starts, bad) = log_with_flipped_record(dir.path());
+    let (got, end, r) = read_log(&path, WalRecovery::SkipAnyCorrupted);
+    end.expect("skips");
+    // The rest of the damaged block is dropped (its lengths cannot be
+    // trusted); every record that starts in a later block comes back.
+    let resync = next_block(bad);
+    let want: Vec<Vec<u8>> = records
+        .iter()
+        .zip(&starts)
+        .enumerate()
+        .filter(|(i, (_, &s))| *i < 10 || frag_start(s) >= resync)
+        .map(|(_, (r, _))| r.clone())
+        .collect();
+    assert!(want.len() > 30 && want.len() < 59);
+    assert!(
+        got == want,
+        "got {} records, want {}",
+        got.len(),
+        want.len()
+    );
+    assert_eq!(r.skipped_records(), 1);
+    assert_eq!(r.dropped().map(|d| d.0), Some(bad));
+}
+
+#[test]
+fn zero_filled_tail_is_a_torn_tail() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let records: Vec<Vec<u8>> = (0..10).map(|i| payload(i, 700)).collect();
+    let (path, _) = write_log(dir.path(), &records);
+    let clean_len = std::fs::metadata(&path).expect("meta").len();
+    let mut bytes = std::fs::read(&path).expect("read");
+    bytes.resize(bytes.len() + 64 * 1024, 0);
+    std::fs::write(&path, &bytes).expect("write");
+    for mode in [
+        WalRecovery::TolerateCorruptedTail,
+        WalRecovery::PointInTime,
+        WalRecovery::SkipAnyCorrupted,
+    ] {
+        let (got, end, r) = read_log(&path, mode);
+        end.expect("zero tail tolerated");
+        assert!(got == records);
+        let (off, reason) = r.dropped().expect("reported");
+        assert_eq!(off, clean_len);
+        assert!(reason.contains("zero"), "{reason}");
+    }
+    let (got, end, _) = read_log(&path, WalRecovery::AbsoluteConsistency);
+    assert!(got == records);
+    assert!(end.expect_err("absolute").is_corruption());
+}
+
+#[test]
+fn zeroed_block_followed_by_records_is_mid_file_damage() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let records: Vec<Vec<u8>> = (0..100).map(|i| payload(i, 1500)).collect();
+    let (path, _) = write_log(dir.path(), &records);
+    let mut bytes = std::fs::read(&path).expect("read");
+    bytes[BLOCK_SIZE..2 * BLOCK_SIZE].fill(0);
+    std::fs::write(&path, &bytes).expect("write");
+    let (_, end, _) = read_log(&path, WalRecovery::TolerateCorruptedTail);
+    let (_, off, _) = corruption_at(&end.expect_err("hole"));
+    assert_eq!(off, BLOCK_SIZE as u64);
+    let (got_pit, end, _) = read_log(&path, WalRecovery::PointInTime);
+    end.expect("pit");
+    let (got_skip, end, r) = read_log(&path, WalRecovery::SkipAnyCorrupted);
+    end.expect("skip");
+    assert!(got_skip.len() > got_pit.len());
+    assert_eq!(r.skipped_records(), 1);
+    assert_eq!(got_skip.last(), records.last());
+    // Whatever comes back is a subsequence of what was written.
+    let mut it = records.iter();
+    assert!(got_skip.iter().all(|g| it.any(|r| r == g)));
+}
+
+#[test]
+fn bad_header_is_corruption() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let records: Vec<Vec<u8>> = (0..5).map(|i| payload(i, 100)).collect();
+    let (path, _) = write_log(dir.path(), &records);
+    let good = std::fs::read(&path).expect("read");
+
+    // A flipped magic byte: the header fails its checksum and records follow.
+    let mut bytes = good.clone();
+    bytes[HEADER_SIZE] ^= 1;
+    std::fs::write(&path, &bytes).expect("write");
+    for mode in ALL_MODES {
+        let (got, end, _) = read_log(&path, mode);
+        assert!(got.is_empty());
+        let (file, off, _) = corruption_at(&end.expect_err("bad header"));
+        assert_eq!((file, off), (path.clone(), 0));
+    }
+
+    // A well-formed header record with the wrong magic, even with nothing after it.
+    let mut wrong = Vec::new();
+    wrong.extend_from_slice(b"NOTAWAL!");
+    wrong.extend_from_slice(&1u32.to_le_bytes());
+    wrong.extend_from_slice(&7u64.to_le_bytes());
+    let mut bytes = fragment_header(FragmentType::Header, &wrong).to_vec();
+    bytes.extend_from_slice(&wrong);
+    std::fs::write(&path, &bytes).expect("write");
+    for mode in ALL_MODES {
+        let (_, end, _) = read_log(&path, mode);
+        let (_, _, reason) = corruption_at(&end.expect_err("wrong magic"));
+        assert!(reason.contains("magic"), "{reason}");
+    }
+
+    // No header: the file starts with an ordinary record.
+    let mut bytes = fragment_header(FragmentType::Full, b"hello").to_vec();
+    bytes.extend_from_slice(b"hello");
+    std::fs::write(&path, &bytes).expect("write");
+    for mode in ALL_MODES {
+        let (_, end, _) = read_log(&path, mode);
+        assert!(end.expect_err("missing header").is_corruption());
+    }
+
+    // A newer format version.
+    let mut newer = good.clone();
+    newer[HEADER_SIZE + 8..HEADER_SIZE + 12].copy_from_slice(&2u32.to_le_bytes());
+    let fixed = fragment_header(FragmentType::Header, &newer[HEADER_SIZE..HEADER_SIZE + 20]);
+    newer[..HEADER_SIZE].copy_from_slice(&fixed);
+    std::fs::write(&path, &newer).expect("write");
+    let (_, end, _) = read_log(&path, WalRecovery::TolerateCorruptedTail);
+    assert!(matches!(end, Err(Error::NotSupported(_))));
+}
+
+#[test]
+fn random_damage_never_panics_or_invents_records() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0xdead_beef);
+    let records: Vec<Vec<u8>> = (0..40)
+        .map(|i| {
+            let n = rng.gen_range(0..20_000);
+            payload(i, n)
+        })
+        .collect();
+    let (path, _) = write_log(dir.path(), &records);
+    let good = std::fs::read(&path).expect("read");
+    for round in 0..60 {
+        let mut bytes = good.clone();
+        for _ in 0..rng.gen_range(1..6) {
+            let at = rng.gen_range(0..bytes.len());
+            bytes[at] = rng.gen();
+        }
+        if round % 3 == 0 {
+            bytes.truncate(rng.gen_range(0..bytes.len()));
+        }
+        std::fs::write(&path, &bytes).expect("write");
+        for mode in ALL_MODES {
+            let (got, _, _) = read_log(&path, mode);
+            let mut it = records.iter();
+            assert!(
+                got.iter().all(|g| it.any(|r| r == g)),
+                "round {round} mode {mode:?}: a record was invented or reordered"
+            );
+        }
+    }
+    // Pure garbage.
+    for _ in 0..20 {
+        let n = rng.gen_range(0..3 * BLOCK_SIZE);
+        let bytes: Vec<u8> = (0..n).map(|_| rng.gen()).collect();
+        std::fs::write(&path, &bytes).expect("write");
+        for mode in ALL_MODES {
+            let (got, _, _) = read_log(&path, mode);
+            assert!(got.is_empty());
+        }
+    }
+}
+
+/// A file whose appends fail after `ok` calls.
+struct FailingFile {
+    ok: usize,
+    len: u64,
+}
+
+impl WritableFile for FailingFile {
+    fn append(&mut self, data: &[u8]) -> Result<()> {
+        if self.ok == 0 {
+            return Err(Error::io("failing", std::io::Error::other("disk on fire")));
+        }
+        self.ok -= 1;
+        self.len += data.len() as u64;
+        Ok(())
+    }
+    fn flush(&mut self) -> Result<()> {
+        Ok(())
+    }
+    fn sync(&mut self) -> Result<()> {
+        Ok(())
+    }
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+#[test]
+fn writer_refuses_work_after_a_failure_and_needs_an_empty_file() {
+    let mut w = Writer::new(Box::new(FailingFile { ok: 3, len: 0 }), 1).expect("header fits");
+    w.add_record(b"x")
+        .expect_err("second append of the record fails");
+    // Sticky, even for calls that would succeed on their own.
+    assert!(w.flush().is_err());
+    assert!(w.add_record(b"").is_err());
+    assert!(Writer::new(Box::new(FailingFile { ok: 9, len: 5 }), 1).is_err());
+}
+
+#[test]
+fn damage_followed_by_records_in_the_same_block_is_not_a_tail() {
+    // A small log that fits in one block: a flipped byte in record 2 must not
+    // be mistaken for a torn tail just because no later block exists.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let records: Vec<Vec<u8>> = (0..10).map(|i| payload(i, 50)).collect();
+    let (path, starts) = write_log(dir.path(), &records);
+    let mut bytes = std::fs::read(&path).expect("read");
+    bytes[starts[2] as usize + HEADER_SIZE + 10] ^= 0xff;
+    std::fs::write(&path, &bytes).expect("write");
+    let (got, end, _) = read_log(&path, WalRecovery::TolerateCorruptedTail);
+    assert!(got[..] == records[..2]);
+    let (_, off, _) = corruption_at(&end.expect_err("mid-file"));
+    assert_eq!(off, starts[2]);
+    let (got, end, r) = read_log(&path, WalRecovery::PointInTime);
+    end.expect("pit");
+    assert!(got[..] == records[..2]);
+    assert_eq!(r.dropped().map(|d| d.0), Some(starts[2]));
+
+    // The same flip in the last record is a torn tail.
+    let (path, starts) = write_log(dir.path(), &records);
+    let mut bytes = std::fs::read(&path).expect("read");
+    bytes[starts[9] as usize + HEADER_SIZE + 10] ^= 0xff;
+    std::fs::write(&path, &bytes).expect("write");
+    let (got, end, r) = read_log(&path, WalRecovery::TolerateCorruptedTail);
+    end.expect("tail");
+    assert!(got[..] == records[..9]);
+    assert_eq!(r.dropped().map(|d| d.0), Some(starts[9]));
+}
+
+#[test]
+fn header_bytes_match_the_documented_layout() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (path, _) = write_log(dir.path(), &[payload(0, 40_000)]);
+    let b = std::fs::read(&path).expect("read");
+    assert_eq!(b.len(), 40_041);
+    assert_eq!(&b[4..7], &[20, 0, 5]);
+    assert_eq!(&b[7..15], b"STRATWAL");
+    assert_eq!(&b[15..19], &1u32.to_le_bytes());
+    assert_eq!(&b[19..27], &7u64.to_le_bytes());
+    assert_eq!(&b[31..34], &[0xde, 0x7f, 2]); // FIRST, 32734 bytes
+    assert_eq!(&b[32772..32775], &[0x62, 0x1c, 4]); // LAST, 7266 bytes
+}

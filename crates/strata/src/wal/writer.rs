@@ -1,0 +1,124 @@
+//! Appends records to a write-ahead log.
+
+use super::format::{
+    fragment_header, FragmentType, BLOCK_SIZE, FILE_HEADER_LEN, HEADER_SIZE, WAL_MAGIC, WAL_VERSION,
+};
+use crate::coding::{put_u32, put_u64};
+use crate::error::{Error, Result};
+use crate::io::WritableFile;
+
+/// Writes records to a new log file.
+///
+/// After any failed append, flush or sync the writer refuses further calls
+/// with the first error: what reached the file is unknown, so the log must be
+/// abandoned (the database poisons itself and recovery decides).
+pub struct Writer {
+    file: Box<dyn WritableFile>,
+    log_number: u64,
+    /// Offset inside the current block.
+    block_offset: usize,
+    failed: Option<Error>,
+}
+
+impl Writer {
+    /// Starts a log in an empty `file` and writes its header record
+    /// (buffered: nothing is flushed).
+    pub fn new(file: Box<dyn WritableFile>, log_number: u64) -> Result<Self> {
+        if !file.is_empty() {
+            return Err(Error::InvalidArgument(format!(
+                "a WAL writer needs an empty file, this one has {} bytes",
+                file.len()
+            )));
+        }
+        let mut w = Writer {
+            file,
+            log_number,
+            block_offset: 0,
+            failed: None,
+        };
+        let mut header = Vec::with_capacity(FILE_HEADER_LEN);
+        put_u64(&mut header, WAL_MAGIC);
+        put_u32(&mut header, WAL_VERSION);
+        put_u64(&mut header, log_number);
+        w.guard(|w| w.emit(FragmentType::Header, &header))?;
+        Ok(w)
+    }
+
+    /// Appends one record (any length, including 0), split into fragments
+    /// that never cross a block boundary. Buffered: call [`flush`](Self::flush)
+    /// or [`sync`](Self::sync) to make it survive a crash.
+    pub fn add_record(&mut self, payload: &[u8]) -> Result<()> {
+        self.guard(|w| w.write_record(payload))
+    }
+
+    /// Hands buffered bytes to the operating system (survives a process crash).
+    pub fn flush(&mut self) -> Result<()> {
+        self.guard(|w| w.file.flush())
+    }
+
+    /// Flushes and `fdatasync`s (survives power loss).
+    pub fn sync(&mut self) -> Result<()> {
+        self.guard(|w| w.file.sync())
+    }
+
+    /// Bytes written to the file so far (buffered bytes included).
+    pub fn len(&self) -> u64 {
+        self.file.len()
+    }
+
+    /// Always false: the header record is written on creation.
+    pub fn is_empty(&self) -> bool {
+        self.file.is_empty()
+    }
+
+    /// The log number recorded in the header.
+    pub fn log_number(&self) -> u64 {
+        self.log_number
+    }
+
+    fn guard(&mut self, op: impl FnOnce(&mut Self) -> Result<()>) -> Result<()> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        op(self).inspect_err(|e| self.failed = Some(e.clone()))
+    }
+
+    fn write_record(&mut self, payload: &[u8]) -> Result<()> {
+        let mut left = payload;
+        let mut begin = true;
+        loop {
+            let leftover = BLOCK_SIZE - self.block_offset;
+            if leftover < HEADER_SIZE {
+                // Too little room for a header: zero-pad to the next block.
+                if leftover > 0 {
+                    self.file.append(&[0u8; HEADER_SIZE][..leftover])?;
+                }
+                self.block_offset = 0;
+            }
+            let avail = BLOCK_SIZE - self.block_offset - HEADER_SIZE;
+            let n = left.len().min(avail);
+            let (frag, rest) = left.split_at(n);
+            let end = rest.is_empty();
+            let ty = match (begin, end) {
+                (true, true) => FragmentType::Full,
+                (true, false) => FragmentType::First,
+                (false, false) => FragmentType::Middle,
+                (false, true) => FragmentType::Last,
+            };
+            self.emit(ty, frag)?;
+            left = rest;
+            begin = false;
+            if end {
+                return Ok(());
+            }
+        }
+    }
+
+    fn emit(&mut self, ty: FragmentType, payload: &[u8]) -> Result<()> {
+        debug_assert!(self.block_offset + HEADER_SIZE + payload.len() <= BLOCK_SIZE);
+        self.file.append(&fragment_header(ty, payload))?;
+        self.file.append(payload)?;
+        self.block_offset += HEADER_SIZE + payload.len();
+        Ok(())
+    }
+}
