@@ -1,0 +1,258 @@
+//! The write path: validation, group commit, WAL, memtable, publication.
+//!
+//! Writers queue up; the writer at the front becomes the *leader*, takes the
+//! queued batches (up to a size limit) as one group, makes room (memtable
+//! switch, stalls), appends the group as one WAL record (one `fdatasync` if
+//! any member asked for `sync`), inserts it into the memtable, publishes the
+//! new last sequence, and hands every member its result. A crash leaves a
+//! group entirely in the WAL or not at all, so each batch is atomic.
+
+use super::{Db, Inner, State};
+use crate::batch::WriteBatch;
+use crate::error::{Error, Result};
+use crate::filename::wal_path;
+use crate::memtable::MemTable;
+use crate::options::WriteOptions;
+use crate::stats::Stats;
+use crate::types::ValueKind;
+use crate::wal;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Largest group a leader assembles.
+const MAX_GROUP_BYTES: usize = 1 << 20;
+
+struct Pending {
+    ticket: u64,
+    batch: WriteBatch,
+    sync: bool,
+    /// Switch to a new memtable even if the current one is not full (flush).
+    force_switch: bool,
+}
+
+/// Writers waiting for, or being served by, a leader.
+#[derive(Default)]
+pub(crate) struct Queue {
+    pending: VecDeque<Pending>,
+    leader_active: bool,
+    results: HashMap<u64, Result<()>>,
+    next_ticket: u64,
+}
+
+impl Db {
+    /// Stores `value` under `key`.
+    pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.put(key, value);
+        self.write(b, &WriteOptions::default())
+    }
+
+    /// Removes `key` (writes a tombstone).
+    pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.delete(key);
+        self.write(b, &WriteOptions::default())
+    }
+
+    /// Applies `batch` atomically: after a crash either all of it is there or none.
+    pub fn write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
+        self.check_open()?;
+        batch.validate()?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.inner.submit(batch, opts.sync, false)
+    }
+}
+
+impl Inner {
+    pub(crate) fn submit(&self, batch: WriteBatch, sync: bool, force_switch: bool) -> Result<()> {
+        let mut q = self.writers.lock();
+        let ticket = q.next_ticket;
+        q.next_ticket += 1;
+        q.pending.push_back(Pending {
+            ticket,
+            batch,
+            sync,
+            force_switch,
+        });
+        loop {
+            if let Some(r) = q.results.remove(&ticket) {
+                return r;
+            }
+            if !q.leader_active && q.pending.front().is_some_and(|p| p.ticket == ticket) {
+                break;
+            }
+            self.writers_cv.wait(&mut q);
+        }
+        // Leader: take a group.
+        q.leader_active = true;
+        let mut group: Vec<Pending> = Vec::new();
+        let mut bytes = 0;
+        while let Some(p) = q.pending.front() {
+            let size = p.batch.approximate_size();
+            if !group.is_empty() && (bytes + size > MAX_GROUP_BYTES || p.force_switch) {
+                break;
+            }
+            bytes += size;
+            let Some(p) = q.pending.pop_front() else { break };
+            let stop = p.force_switch;
+            group.push(p);
+            if stop {
+                break;
+            }
+        }
+        drop(q);
+
+        let result = self.commit_group(&mut group);
+
+        let mut q = self.writers.lock();
+        for p in group.iter().skip(1) {
+            q.results.insert(p.ticket, result.clone());
+        }
+        q.leader_active = false;
+        drop(q);
+        self.writers_cv.notify_all();
+        result
+    }
+
+    fn commit_group(&self, group: &mut [Pending]) -> Result<()> {
+        let force_switch = group.iter().any(|p| p.force_switch);
+        let sync = group.iter().any(|p| p.sync);
+        let mut log = self.log.lock();
+        self.make_room(&mut log, force_switch)?;
+
+        let (first, rest) = match group.split_first_mut() {
+            Some(x) => x,
+            None => return Ok(()),
+        };
+        let mut merged;
+        let batch: &mut WriteBatch = if rest.is_empty() {
+            &mut first.batch
+        } else {
+            merged = first.batch.clone();
+            for p in rest.iter() {
+                merged.append(&p.batch);
+            }
+            &mut merged
+        };
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let seq = self.last_seq.load(Ordering::Acquire) + 1;
+        batch.set_sequence(seq);
+        let wal_before = log.writer.len();
+        let logged = log.writer.add_record(batch.encoded()).and_then(|()| {
+            if sync {
+                log.writer.sync()
+            } else {
+                log.writer.flush()
+            }
+        });
+        if let Err(e) = logged {
+            // The WAL may now hold a partial record: refuse further writes.
+            let mut st = self.state.lock();
+            self.set_bg_error(&mut st, e.clone());
+            return Err(e);
+        }
+        Stats::add(&self.stats.wal_bytes, log.writer.len() - wal_before);
+        Stats::add(&self.stats.write_groups, 1);
+        if sync {
+            Stats::add(&self.stats.wal_syncs, 1);
+        }
+        let mut n = 0u64;
+        for entry in batch.iter() {
+            let e = entry?;
+            log.mem.add(seq + n, e.kind, e.key, e.value);
+            n += 1;
+        }
+        self.last_seq.store(seq + n - 1, Ordering::Release);
+        Stats::add(&self.stats.user_writes, n);
+        Stats::add(&self.stats.user_bytes_written, batch.user_bytes());
+        Ok(())
+    }
+
+    /// Ensures the memtable has room, switching it (and the WAL) when full
+    /// and stalling while background work is too far behind.
+    fn make_room(&self, log: &mut super::LogState, mut force_switch: bool) -> Result<()> {
+        let mut allow_delay = !force_switch;
+        let mut st = self.state.lock();
+        loop {
+            if let Some(e) = &st.bg_error {
+                return Err(Error::Poisoned(Arc::new(e.clone())));
+            }
+            if st.shutting_down {
+                return Err(Error::Closed);
+            }
+            let l0 = st.versions.current().level_files(0);
+            if allow_delay
+                && (l0 >= self.opts.level0_slowdown_writes_trigger
+                    || st.compaction_debt >= self.opts.soft_pending_compaction_bytes_limit)
+            {
+                // Delay this write once, giving compaction a moment of CPU.
+                drop(st);
+                let t = Instant::now();
+                std::thread::sleep(Duration::from_millis(1));
+                Stats::add(&self.stats.slowdown_count, 1);
+                Stats::add(&self.stats.slowdown_micros, t.elapsed().as_micros() as u64);
+                allow_delay = false;
+                st = self.state.lock();
+                continue;
+            }
+            let full = log.mem.approximate_size() >= self.opts.write_buffer_size;
+            if !force_switch && !full {
+                return Ok(());
+            }
+            if force_switch && log.mem.is_empty() {
+                return Ok(());
+            }
+            let stalled = st.imm.len() + 1 >= self.opts.max_write_buffer_number
+                || l0 >= self.opts.level0_stop_writes_trigger
+                || st.compaction_debt >= self.opts.hard_pending_compaction_bytes_limit;
+            if stalled && !force_switch {
+                let t = Instant::now();
+                Stats::add(&self.stats.stall_count, 1);
+                self.bg_cv.notify_all();
+                self.done_cv.wait_for(&mut st, Duration::from_millis(100));
+                Stats::add(&self.stats.stall_micros, t.elapsed().as_micros() as u64);
+                continue;
+            }
+            if stalled && st.imm.len() + 1 >= self.opts.max_write_buffer_number {
+                // A forced switch still must not pile up memtables.
+                self.bg_cv.notify_all();
+                self.done_cv.wait_for(&mut st, Duration::from_millis(100));
+                continue;
+            }
+            self.switch_memtable(&mut st, log)?;
+            force_switch = false;
+        }
+    }
+
+    /// Starts a new WAL and memtable; the old memtable becomes immutable.
+    fn switch_memtable(&self, st: &mut State, log: &mut super::LogState) -> Result<()> {
+        let number = st.versions.new_file_number();
+        let path = wal_path(&self.dir, number);
+        let file = self.opts.fs.create(&path)?;
+        let writer = wal::Writer::new(file, number)?;
+        // The old log must be durable before later writes land in the new
+        // one, or a power loss could keep a suffix without its prefix.
+        if let Err(e) = log.writer.sync() {
+            let _ = self.opts.fs.remove_file(&path);
+            self.set_bg_error(st, e.clone());
+            return Err(e);
+        }
+        Stats::add(&self.stats.wal_syncs, 1);
+        let old = std::mem::replace(&mut log.mem, Arc::new(MemTable::new(number)));
+        log.writer = writer;
+        st.mem = log.mem.clone();
+        st.imm.push(old);
+        self.install_super_version(st);
+        self.bg_cv.notify_all();
+        Ok(())
+    }
+}
+
+// Keep the kind import used even if batches grow new kinds.
+const _: ValueKind = ValueKind::Value;
