@@ -92,7 +92,9 @@ impl Footer {
         out
     }
 
-    /// Decodes and checks magic, version and checksum. Offsets in errors are
+    /// Decodes and checks magic, checksum, then version (so garbage is
+    /// `Corruption`, a well-formed footer of another version `NotSupported`;
+    /// future versions keep the last 16 bytes in place). Offsets in errors are
     /// relative to the start of `buf`.
     pub fn decode(buf: &[u8]) -> Result<Footer> {
         if buf.len() != FOOTER_LEN {
@@ -105,16 +107,16 @@ impl Footer {
         if magic != TABLE_MAGIC {
             return Err(corrupt(56, format!("bad table magic {magic:#018x}")));
         }
+        let stored = get_u32(buf, 52).ok_or_else(|| corrupt(52, "short footer"))?;
+        let actual = crc32c::crc32c(buf.get(..52).unwrap_or(&[]));
+        if unmask_crc(stored) != actual {
+            return Err(corrupt(52, "footer checksum mismatch"));
+        }
         let version = get_u32(buf, 48).ok_or_else(|| corrupt(48, "short footer"))?;
         if version != FORMAT_VERSION {
             return Err(Error::NotSupported(format!(
                 "table format version {version} (this build reads {FORMAT_VERSION})"
             )));
-        }
-        let stored = get_u32(buf, 52).ok_or_else(|| corrupt(52, "short footer"))?;
-        let actual = crc32c::crc32c(buf.get(..52).unwrap_or(&[]));
-        if unmask_crc(stored) != actual {
-            return Err(corrupt(52, "footer checksum mismatch"));
         }
         let h = |at: usize| -> Result<BlockHandle> {
             match (get_u64(buf, at), get_u64(buf, at + 8)) {
@@ -181,7 +183,10 @@ pub fn decode_stored_block(mut stored: Vec<u8>, verify: bool) -> Result<(Vec<u8>
         let want = get_u32(&stored, n + 1).ok_or_else(|| corrupt(n as u64, "missing block crc"))?;
         let body = stored.get(..n).unwrap_or(&[]);
         if block_crc(body, ctype) != want {
-            return Err(corrupt(n as u64, "block checksum mismatch"));
+            return Err(corrupt(
+                0,
+                format!("checksum mismatch in block of {n} bytes"),
+            ));
         }
     }
     stored.truncate(n);
@@ -245,7 +250,12 @@ mod tests {
         assert!(Footer::decode(&bad).unwrap_err().is_corruption());
         let mut bad = b;
         bad[48] = 9;
-        assert!(matches!(Footer::decode(&bad), Err(Error::NotSupported(_))));
+        assert!(Footer::decode(&bad).unwrap_err().is_corruption());
+        let newer = Footer { version: 2, ..f }.encode();
+        assert!(matches!(
+            Footer::decode(&newer),
+            Err(Error::NotSupported(_))
+        ));
         assert!(Footer::decode(&b[1..]).is_err());
     }
 
