@@ -171,6 +171,16 @@ impl Block {
         })
     }
 
+    /// A block with no entries.
+    pub fn empty() -> Block {
+        Block {
+            data: vec![0, 0, 0, 0, 1, 0, 0, 0],
+            restarts_offset: 0,
+            num_restarts: 1,
+            compressed: false,
+        }
+    }
+
     /// Bytes of the block contents.
     pub fn size(&self) -> usize {
         self.data.len()

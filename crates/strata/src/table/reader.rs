@@ -73,7 +73,7 @@ impl Table {
             id: table_id,
             cache,
             verify_checksums,
-            index: Arc::new(Block::new(vec![0, 0, 0, 0, 1, 0, 0, 0])?),
+            index: Arc::new(Block::empty()),
             index_handle: footer.index,
             filter: None,
             props: TableProperties::default(),

@@ -733,3 +733,33 @@ fn open_survives_random_garbage_and_mutations() {
         }
     }
 }
+
+#[test]
+fn shared_across_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    send_sync::<Table>();
+    send_sync::<BlockCache>();
+    send::<TableIter>();
+    send::<TableBuilder>();
+
+    let kvs = Arc::new(entries(600));
+    let (bytes, _) = build_mem(&kvs, opts(256, Compression::Lz4));
+    let t = Arc::new(open_mem(bytes, true).expect("open"));
+    let threads: Vec<_> = (0..4)
+        .map(|n| {
+            let (t, kvs) = (Arc::clone(&t), Arc::clone(&kvs));
+            std::thread::spawn(move || {
+                for (k, v) in kvs.iter().skip(n).step_by(3) {
+                    let p = crate::types::parse_internal_key(k).expect("valid");
+                    let got = t.get(k, p.user_key).expect("get");
+                    assert_eq!(got, Some((p.seq, p.kind, v.clone())));
+                }
+                assert_eq!(collect_backward(&mut TableIter::new(t)), *kvs);
+            })
+        })
+        .collect();
+    for th in threads {
+        th.join().expect("thread");
+    }
+}
