@@ -1,0 +1,435 @@
+//! Opening a table file, point lookups and the two-level table iterator.
+
+use super::block::{Block, BlockIter};
+use super::cache::BlockCache;
+use super::filter::Bloom;
+use super::format::{decode_stored_block, BlockHandle, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN};
+use super::properties::{decode_properties, TableProperties};
+use crate::error::{Error, Result};
+use crate::io::RandomAccessFile;
+use crate::iter::InternalIterator;
+use crate::options::Compression;
+use crate::types::{parse_internal_key, ValueKind};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// An open table: footer, index block, filter and properties are read,
+/// verified and pinned at open; data blocks go through the [`BlockCache`].
+pub struct Table {
+    file: Arc<dyn RandomAccessFile>,
+    path: PathBuf,
+    id: u64,
+    cache: Arc<BlockCache>,
+    verify_checksums: bool,
+    index: Arc<Block>,
+    index_handle: BlockHandle,
+    filter: Option<Bloom>,
+    props: TableProperties,
+    compression: Compression,
+    /// End of the region data blocks may occupy (start of the footer).
+    data_limit: u64,
+    bytes_read: AtomicU64,
+}
+
+impl fmt::Debug for Table {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Table")
+            .field("path", &self.path)
+            .field("id", &self.id)
+            .field("entries", &self.props.entries)
+            .field("file_size", &self.props.file_size)
+            .finish()
+    }
+}
+
+impl Table {
+    /// Opens a table: reads and checks the footer, then the index, filter and
+    /// properties blocks (always checksum-verified). `verify_checksums`
+    /// applies to data blocks.
+    pub fn open(
+        file: Arc<dyn RandomAccessFile>,
+        path: PathBuf,
+        table_id: u64,
+        cache: Arc<BlockCache>,
+        verify_checksums: bool,
+    ) -> Result<Table> {
+        let len = file.len();
+        if len < FOOTER_LEN as u64 {
+            return Err(Error::corruption(
+                &path,
+                0,
+                format!("file of {len} bytes is too short for a table"),
+            ));
+        }
+        let footer_at = len - FOOTER_LEN as u64;
+        let mut fbuf = [0u8; FOOTER_LEN];
+        file.read_exact_at(footer_at, &mut fbuf)?;
+        let footer = Footer::decode(&fbuf).map_err(|e| e.in_file(&path, footer_at))?;
+        let mut t = Table {
+            file,
+            path,
+            id: table_id,
+            cache,
+            verify_checksums,
+            index: Arc::new(Block::empty()),
+            index_handle: footer.index,
+            filter: None,
+            props: TableProperties::default(),
+            compression: Compression::None,
+            data_limit: footer_at,
+            bytes_read: AtomicU64::new(FOOTER_LEN as u64),
+        };
+        let (index, compressed) = t.read_block(footer.index, true)?;
+        let mut index =
+            Block::new(index).map_err(|e| t.block_error(e, footer.index, compressed))?;
+        index.compressed = compressed;
+        t.index = Arc::new(index);
+        if footer.filter.size > 0 {
+            let (f, compressed) = t.read_block(footer.filter, true)?;
+            t.filter =
+                Bloom::decode(&f).map_err(|e| t.block_error(e, footer.filter, compressed))?;
+        }
+        let (p, compressed) = t.read_block(footer.properties, true)?;
+        let (mut props, compression) =
+            decode_properties(&p).map_err(|e| t.block_error(e, footer.properties, compressed))?;
+        props.file_size = len;
+        t.props = props;
+        t.compression = compression;
+        Ok(t)
+    }
+
+    pub fn properties(&self) -> &TableProperties {
+        &self.props
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Compression the table was written with (blocks that did not shrink
+    /// enough are stored uncompressed regardless).
+    pub fn compression(&self) -> Compression {
+        self.compression
+    }
+
+    /// Bloom check on a user key; true when the table has no filter.
+    pub fn may_contain(&self, user_key: &[u8]) -> bool {
+        self.filter.as_ref().is_none_or(|f| f.may_contain(user_key))
+    }
+
+    /// Memory pinned by the index block and the filter.
+    pub fn pinned_bytes(&self) -> usize {
+        self.index.size() + self.filter.as_ref().map_or(0, Bloom::size)
+    }
+
+    /// Bytes read from the file so far.
+    pub fn bytes_read(&self) -> u64 {
+        self.bytes_read.load(Ordering::Relaxed)
+    }
+
+    /// Point lookup: the first entry `>= seek_key`, if its user key is
+    /// `user_key`. No I/O when the filter rules the key out.
+    pub fn get(
+        &self,
+        seek_key: &[u8],
+        user_key: &[u8],
+    ) -> Result<Option<(u64, ValueKind, Vec<u8>)>> {
+        if !self.may_contain(user_key) {
+            return Ok(None);
+        }
+        let mut index = BlockIter::new(Arc::clone(&self.index));
+        index.seek(seek_key);
+        if !index.valid() {
+            return index
+                .status()
+                .map(|()| None)
+                .map_err(|e| self.block_error(e, self.index_handle, self.index.compressed));
+        }
+        let handle = self.decode_index_value(index.value())?;
+        let block = self.data_block(handle)?;
+        let compressed = block.compressed;
+        let mut it = BlockIter::new(block);
+        it.seek(seek_key);
+        if !it.valid() {
+            return it
+                .status()
+                .map(|()| None)
+                .map_err(|e| self.block_error(e, handle, compressed));
+        }
+        let Some(p) = parse_internal_key(it.key()) else {
+            return Err(Error::corruption(
+                &self.path,
+                handle.offset,
+                "malformed internal key in data block",
+            ));
+        };
+        if p.user_key != user_key {
+            return Ok(None);
+        }
+        Ok(Some((p.seq, p.kind, it.value().to_vec())))
+    }
+
+    /// Decodes an index entry's value into a data block handle within bounds.
+    fn decode_index_value(&self, v: &[u8]) -> Result<BlockHandle> {
+        let h = BlockHandle::decode(v)
+            .map_err(|e| self.block_error(e, self.index_handle, self.index.compressed))?;
+        self.check_handle(h)?;
+        Ok(h)
+    }
+
+    fn check_handle(&self, h: BlockHandle) -> Result<()> {
+        match h.end_with_trailer() {
+            Some(end) if end <= self.data_limit => Ok(()),
+            _ => Err(Error::corruption(
+                &self.path,
+                h.offset,
+                format!(
+                    "block handle ({}, {}) outside the file's {} data bytes",
+                    h.offset, h.size, self.data_limit
+                ),
+            )),
+        }
+    }
+
+    /// Reads, verifies and decompresses a block.
+    fn read_block(&self, h: BlockHandle, verify: bool) -> Result<(Vec<u8>, bool)> {
+        self.check_handle(h)?;
+        let n = usize::try_from(h.size + BLOCK_TRAILER_LEN as u64)
+            .map_err(|_| Error::corruption(&self.path, h.offset, "block too large"))?;
+        let mut buf = vec![0u8; n];
+        self.file.read_exact_at(h.offset, &mut buf)?;
+        self.bytes_read.fetch_add(n as u64, Ordering::Relaxed);
+        decode_stored_block(buf, verify).map_err(|e| e.in_file(&self.path, h.offset))
+    }
+
+    /// A data block from the cache, or read from the file and cached.
+    fn data_block(&self, h: BlockHandle) -> Result<Arc<Block>> {
+        if let Some(b) = self.cache.get(self.id, h.offset) {
+            return Ok(b);
+        }
+        let (data, compressed) = self.read_block(h, self.verify_checksums)?;
+        let mut block = Block::new(data).map_err(|e| self.block_error(e, h, compressed))?;
+        block.compressed = compressed;
+        let block = Arc::new(block);
+        self.cache.insert(self.id, h.offset, Arc::clone(&block));
+        Ok(block)
+    }
+
+    /// Names this table's file in an error found inside the block at `h`.
+    /// In-block offsets of a compressed block are not file offsets, so those
+    /// errors point at the block and mention the in-block offset.
+    fn block_error(&self, e: Error, h: BlockHandle, compressed: bool) -> Error {
+        match e {
+            Error::Corruption {
+                file,
+                offset,
+                reason,
+            } if compressed && file.as_os_str().is_empty() => Error::corruption(
+                &self.path,
+                h.offset,
+                format!("{reason} (at byte {offset} of the decompressed block)"),
+            ),
+            e => e.in_file(&self.path, h.offset),
+        }
+    }
+}
+
+/// Bidirectional iterator over a whole table (index iterator + data block
+/// iterator). Errors make it invalid and are reported by `status()`.
+pub struct TableIter {
+    table: Arc<Table>,
+    index: BlockIter,
+    data: Option<BlockIter>,
+    data_handle: BlockHandle,
+    status: Option<Error>,
+}
+
+impl TableIter {
+    pub fn new(table: Arc<Table>) -> Self {
+        let index = BlockIter::new(Arc::clone(&table.index));
+        TableIter {
+            table,
+            index,
+            data: None,
+            data_handle: BlockHandle::default(),
+            status: None,
+        }
+    }
+
+    /// The table being iterated.
+    pub fn table(&self) -> &Arc<Table> {
+        &self.table
+    }
+
+    fn set_error(&mut self, e: Error) {
+        if self.status.is_none() {
+            self.status = Some(e);
+        }
+        self.data = None;
+    }
+
+    /// Moves any index or data iterator error into `self.status`.
+    /// Returns false if there is one.
+    fn absorb_errors(&mut self) -> bool {
+        if self.status.is_some() {
+            return false;
+        }
+        if let Err(e) = self.index.status() {
+            let e = self
+                .table
+                .block_error(e, self.table.index_handle, self.table.index.compressed);
+            self.set_error(e);
+            return false;
+        }
+        if let Some(Err(e)) = self.data.as_ref().map(|d| d.status()) {
+            let compressed = self.data.as_ref().is_some_and(|d| d.block().compressed);
+            let e = self.table.block_error(e, self.data_handle, compressed);
+            self.set_error(e);
+            return false;
+        }
+        true
+    }
+
+    /// Points `data` at the block the index iterator is on.
+    fn init_data_block(&mut self) {
+        if !self.index.valid() {
+            self.data = None;
+            return;
+        }
+        let handle = match self.table.decode_index_value(self.index.value()) {
+            Ok(h) => h,
+            Err(e) => return self.set_error(e),
+        };
+        if self.data.is_some() && handle == self.data_handle {
+            return;
+        }
+        match self.table.data_block(handle) {
+            Ok(b) => {
+                self.data = Some(BlockIter::new(b));
+                self.data_handle = handle;
+            }
+            Err(e) => self.set_error(e),
+        }
+    }
+
+    fn data_valid(&self) -> bool {
+        self.data.as_ref().is_some_and(|d| d.valid())
+    }
+
+    fn skip_empty_blocks_forward(&mut self) {
+        while self.absorb_errors() && !self.data_valid() {
+            if !self.index.valid() {
+                self.data = None;
+                return;
+            }
+            self.index.next();
+            self.init_data_block();
+            if let Some(d) = &mut self.data {
+                d.seek_to_first();
+            }
+        }
+    }
+
+    fn skip_empty_blocks_backward(&mut self) {
+        while self.absorb_errors() && !self.data_valid() {
+            if !self.index.valid() {
+                self.data = None;
+                return;
+            }
+            self.index.prev();
+            self.init_data_block();
+            if let Some(d) = &mut self.data {
+                d.seek_to_last();
+            }
+        }
+    }
+}
+
+impl InternalIterator for TableIter {
+    fn valid(&self) -> bool {
+        self.status.is_none() && self.data_valid()
+    }
+
+    fn seek_to_first(&mut self) {
+        if self.status.is_some() {
+            return;
+        }
+        self.index.seek_to_first();
+        self.init_data_block();
+        if let Some(d) = &mut self.data {
+            d.seek_to_first();
+        }
+        self.skip_empty_blocks_forward();
+    }
+
+    fn seek_to_last(&mut self) {
+        if self.status.is_some() {
+            return;
+        }
+        self.index.seek_to_last();
+        self.init_data_block();
+        if let Some(d) = &mut self.data {
+            d.seek_to_last();
+        }
+        self.skip_empty_blocks_backward();
+    }
+
+    fn seek(&mut self, target: &[u8]) {
+        if self.status.is_some() {
+            return;
+        }
+        self.index.seek(target);
+        self.init_data_block();
+        if let Some(d) = &mut self.data {
+            d.seek(target);
+        }
+        self.skip_empty_blocks_forward();
+    }
+
+    fn next(&mut self) {
+        if !self.valid() {
+            return;
+        }
+        if let Some(d) = &mut self.data {
+            d.next();
+        }
+        self.skip_empty_blocks_forward();
+    }
+
+    fn prev(&mut self) {
+        if !self.valid() {
+            return;
+        }
+        if let Some(d) = &mut self.data {
+            d.prev();
+        }
+        self.skip_empty_blocks_backward();
+    }
+
+    fn key(&self) -> &[u8] {
+        match &self.data {
+            Some(d) if self.status.is_none() => d.key(),
+            _ => &[],
+        }
+    }
+
+    fn value(&self) -> &[u8] {
+        match &self.data {
+            Some(d) if self.status.is_none() => d.value(),
+            _ => &[],
+        }
+    }
+
+    fn status(&self) -> Result<()> {
+        match &self.status {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
+        }
+    }
+}
