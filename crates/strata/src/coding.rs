@@ -136,7 +136,10 @@ mod tests {
             assert_eq!(get_varint(&b[..b.len() - 1]), None);
         }
         assert_eq!(get_varint(&[0xff; 11]), None);
-        assert_eq!(get_varint(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02]), None);
+        assert_eq!(
+            get_varint(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02]),
+            None
+        );
     }
 
     #[test]

@@ -65,8 +65,14 @@ mod tests {
         let w = wal_path(d, 7);
         let t = table_path(d, 12);
         let name = |p: &PathBuf| p.file_name().and_then(|n| n.to_str()).map(str::to_owned);
-        assert_eq!(parse(&name(&w).unwrap_or_default()), Some((FileKind::Wal, 7)));
-        assert_eq!(parse(&name(&t).unwrap_or_default()), Some((FileKind::Table, 12)));
+        assert_eq!(
+            parse(&name(&w).unwrap_or_default()),
+            Some((FileKind::Wal, 7))
+        );
+        assert_eq!(
+            parse(&name(&t).unwrap_or_default()),
+            Some((FileKind::Table, 12))
+        );
         assert_eq!(parse(&manifest_name(3)), Some((FileKind::Manifest, 3)));
         assert_eq!(parse("CURRENT"), Some((FileKind::Current, 0)));
         assert_eq!(parse("notes.txt"), None);

@@ -5,11 +5,12 @@
 pub mod batch;
 pub mod coding;
 pub mod compaction;
+mod db;
 pub mod error;
 pub mod filename;
 pub mod io;
-pub mod memtable;
 pub mod iter;
+pub mod memtable;
 pub mod options;
 pub mod stats;
 pub mod table;
@@ -17,5 +18,9 @@ pub mod types;
 pub mod version;
 pub mod wal;
 
+pub use batch::WriteBatch;
+pub use db::{Db, ReadOptions, Scan, Snapshot};
 pub use error::{Error, Result};
+pub use iter::DbIter;
 pub use options::{Compression, Options, WalRecovery, WriteOptions};
+pub use stats::StatsSnapshot;

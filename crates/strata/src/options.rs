@@ -284,7 +284,9 @@ impl Options {
             match v {
                 "true" | "on" | "1" => Ok(true),
                 "false" | "off" | "0" => Ok(false),
-                _ => Err(Error::InvalidArgument(format!("option {name}: bad flag {v:?}"))),
+                _ => Err(Error::InvalidArgument(format!(
+                    "option {name}: bad flag {v:?}"
+                ))),
             }
         }
         match name {
@@ -350,9 +352,9 @@ impl Options {
     /// Applies a comma-separated list of `name=value` pairs.
     pub fn apply(&mut self, spec: &str) -> Result<()> {
         for pair in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (k, v) = pair
-                .split_once('=')
-                .ok_or_else(|| Error::InvalidArgument(format!("expected name=value, got {pair:?}")))?;
+            let (k, v) = pair.split_once('=').ok_or_else(|| {
+                Error::InvalidArgument(format!("expected name=value, got {pair:?}"))
+            })?;
             self.set(k.trim(), v.trim())?;
         }
         Ok(())

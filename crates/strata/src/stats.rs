@@ -196,7 +196,10 @@ fn mib(b: u64) -> f64 {
 
 impl fmt::Display for StatsSnapshot {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "level  files      size MiB   compacted-in MiB  compacted-out MiB")?;
+        writeln!(
+            f,
+            "level  files      size MiB   compacted-in MiB  compacted-out MiB"
+        )?;
         for (i, l) in self.levels.iter().enumerate() {
             writeln!(
                 f,
@@ -207,10 +210,27 @@ impl fmt::Display for StatsSnapshot {
                 mib(l.compaction_bytes_read)
             )?;
         }
-        writeln!(f, "user writes:        {} ({:.2} MiB)", self.user_writes, mib(self.user_bytes_written))?;
+        writeln!(
+            f,
+            "user writes:        {} ({:.2} MiB)",
+            self.user_writes,
+            mib(self.user_bytes_written)
+        )?;
         writeln!(f, "user reads:         {}", self.user_reads)?;
-        writeln!(f, "WAL written:        {:.2} MiB in {} groups, {} syncs", mib(self.wal_bytes), self.write_groups, self.wal_syncs)?;
-        writeln!(f, "flushes:            {} ({:.2} MiB, {:.3} s)", self.flush_count, mib(self.flush_bytes), self.flush_micros as f64 / 1e6)?;
+        writeln!(
+            f,
+            "WAL written:        {:.2} MiB in {} groups, {} syncs",
+            mib(self.wal_bytes),
+            self.write_groups,
+            self.wal_syncs
+        )?;
+        writeln!(
+            f,
+            "flushes:            {} ({:.2} MiB, {:.3} s)",
+            self.flush_count,
+            mib(self.flush_bytes),
+            self.flush_micros as f64 / 1e6
+        )?;
         writeln!(
             f,
             "compactions:        {} ({:.2} MiB read, {:.2} MiB written, {:.3} s, {} trivial moves)",
@@ -221,8 +241,19 @@ impl fmt::Display for StatsSnapshot {
             self.trivial_moves
         )?;
         writeln!(f, "write amplification: {:.3}", self.write_amplification())?;
-        writeln!(f, "stalls:             {} ({:.3} s); slowdowns {} ({:.3} s)", self.stall_count, self.stall_micros as f64 / 1e6, self.slowdown_count, self.slowdown_micros as f64 / 1e6)?;
-        writeln!(f, "table bytes read:   {:.2} MiB", mib(self.table_bytes_read))?;
+        writeln!(
+            f,
+            "stalls:             {} ({:.3} s); slowdowns {} ({:.3} s)",
+            self.stall_count,
+            self.stall_micros as f64 / 1e6,
+            self.slowdown_count,
+            self.slowdown_micros as f64 / 1e6
+        )?;
+        writeln!(
+            f,
+            "table bytes read:   {:.2} MiB",
+            mib(self.table_bytes_read)
+        )?;
         writeln!(
             f,
             "block cache:        {:.1}% hits ({} hits, {} misses), {:.2} MiB used; pinned index+filter {:.2} MiB",
@@ -232,6 +263,12 @@ impl fmt::Display for StatsSnapshot {
             mib(self.block_cache_usage),
             mib(self.pinned_index_filter_bytes)
         )?;
-        write!(f, "memtables:          {:.2} MiB active, {} immutable; last sequence {}", mib(self.memtable_bytes), self.immutable_memtables, self.last_sequence)
+        write!(
+            f,
+            "memtables:          {:.2} MiB active, {} immutable; last sequence {}",
+            mib(self.memtable_bytes),
+            self.immutable_memtables,
+            self.last_sequence
+        )
     }
 }

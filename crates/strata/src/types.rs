@@ -150,6 +150,9 @@ mod tests {
         assert!(parse_internal_key(b"short").is_none());
         assert!(parse_internal_key(&internal_key(b"k", 1, 7)).is_none());
         // Empty user keys are legal.
-        assert_eq!(parse_internal_key(&internal_key(b"", 3, 1)).map(|p| p.seq), Some(3));
+        assert_eq!(
+            parse_internal_key(&internal_key(b"", 3, 1)).map(|p| p.seq),
+            Some(3)
+        );
     }
 }

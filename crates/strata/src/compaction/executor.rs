@@ -40,15 +40,22 @@ fn find(v: &Version, level: usize, id: u64) -> Result<Arc<FileMeta>> {
         .get(level)
         .and_then(|l| l.iter().find(|f| f.id() == id))
         .cloned()
-        .ok_or_else(|| Error::InvalidArgument(format!("plan names table {id} not in level {level}")))
+        .ok_or_else(|| {
+            Error::InvalidArgument(format!("plan names table {id} not in level {level}"))
+        })
 }
 
 /// Executes `plan` against `version` and returns the edit to install.
-pub fn run_linear(plan: &Plan, version: &Version, ctx: &mut Context<'_>) -> Result<(Edit, Outcome)> {
+pub fn run_linear(
+    plan: &Plan,
+    version: &Version,
+    ctx: &mut Context<'_>,
+) -> Result<(Edit, Outcome)> {
     let mut edit = Edit::default();
     let mut outcome = Outcome::default();
     if !plan.compact_pointer.is_empty() {
-        edit.compact_pointers.push((plan.level, plan.compact_pointer.clone()));
+        edit.compact_pointers
+            .push((plan.level, plan.compact_pointer.clone()));
     }
     if plan.kind == PlanKind::Move {
         for (level, id) in plan.all_inputs() {
@@ -100,7 +107,7 @@ pub fn run_linear(plan: &Plan, version: &Version, ctx: &mut Context<'_>) -> Resu
     let mut outputs = Outputs::new(
         ctx.dir,
         ctx.fs.clone(),
-        ctx.table_opts.clone(),
+        ctx.table_opts,
         plan.target_file_size,
         ctx.new_file_number,
     );

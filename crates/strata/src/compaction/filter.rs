@@ -93,10 +93,8 @@ mod tests {
 
     #[test]
     fn tombstones_drop_only_at_bottom_and_below_all_snapshots() {
-        let e: &[(&[u8], SeqNo, ValueKind)] = &[
-            (b"a", 8, ValueKind::Delete),
-            (b"a", 4, ValueKind::Value),
-        ];
+        let e: &[(&[u8], SeqNo, ValueKind)] =
+            &[(b"a", 8, ValueKind::Delete), (b"a", 4, ValueKind::Value)];
         assert_eq!(run(vec![], false, e), vec![8]);
         assert_eq!(run(vec![], true, e), Vec::<SeqNo>::new());
         // A snapshot at 5 still needs a@4, and the tombstone above it.

@@ -51,7 +51,9 @@ impl<'a> Outputs<'a> {
     pub fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
         let uk = types::user_key(ikey);
         let cut = match &self.current {
-            Some((_, b)) => b.estimated_size() >= self.target_size && uk != self.last_user_key.as_slice(),
+            Some((_, b)) => {
+                b.estimated_size() >= self.target_size && uk != self.last_user_key.as_slice()
+            }
             None => false,
         };
         if cut {
@@ -60,7 +62,7 @@ impl<'a> Outputs<'a> {
         if self.current.is_none() {
             let id = (self.new_file_number)();
             let file = self.fs.create(&table_path(&self.dir, id))?;
-            self.current = Some((id, TableBuilder::new(file, self.table_opts.clone())));
+            self.current = Some((id, TableBuilder::new(file, self.table_opts)));
         }
         if let Some((_, b)) = self.current.as_mut() {
             b.add(ikey, value)?;

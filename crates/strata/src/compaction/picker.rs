@@ -46,7 +46,9 @@ pub fn compaction_debt(v: &Version, opts: &Options) -> u64 {
         debt += v.level_bytes(0);
     }
     for level in 1..v.levels.len().saturating_sub(1) {
-        debt += v.level_bytes(level).saturating_sub(level_target(opts, level));
+        debt += v
+            .level_bytes(level)
+            .saturating_sub(level_target(opts, level));
     }
     debt
 }
@@ -106,8 +108,8 @@ fn plan_for(v: &Version, opts: &Options, level: usize, inputs: Vec<Arc<FileMeta>
     let lo = inputs.iter().map(|f| f.smallest_user_key()).min()?.to_vec();
     let hi = inputs.iter().map(|f| f.largest_user_key()).max()?.to_vec();
     let next = v.overlapping(level + 1, Some(&lo), Some(&hi));
-    let bottommost = ((level + 2)..v.levels.len())
-        .all(|l| v.overlapping(l, Some(&lo), Some(&hi)).is_empty());
+    let bottommost =
+        ((level + 2)..v.levels.len()).all(|l| v.overlapping(l, Some(&lo), Some(&hi)).is_empty());
     let compact_pointer = inputs
         .iter()
         .map(|f| f.desc.largest.clone())

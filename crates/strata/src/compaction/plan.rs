@@ -67,7 +67,9 @@ impl Plan {
 
     pub fn decode(buf: &[u8]) -> Result<Plan> {
         let mut r = Reader::new(buf);
-        let bad = |r: &Reader<'_>, what: &str| corrupt(r.pos() as u64, format!("compaction plan: {what}"));
+        let bad = |r: &Reader<'_>, what: &str| {
+            corrupt(r.pos() as u64, format!("compaction plan: {what}"))
+        };
         if r.u8() != Some(PLAN_VERSION) {
             return Err(bad(&r, "unknown version"));
         }
@@ -81,7 +83,10 @@ impl Plan {
         let output_level = small(&mut r).ok_or_else(|| bad(&r, "bad level"))?;
         let mut lists = [Vec::new(), Vec::new()];
         for list in &mut lists {
-            let n = r.varint().filter(|n| *n <= 1 << 20).ok_or_else(|| bad(&r, "bad count"))?;
+            let n = r
+                .varint()
+                .filter(|n| *n <= 1 << 20)
+                .ok_or_else(|| bad(&r, "bad count"))?;
             for _ in 0..n {
                 list.push(r.varint().ok_or_else(|| bad(&r, "truncated id"))?);
             }
@@ -93,7 +98,10 @@ impl Plan {
             Some(1) => true,
             _ => return Err(bad(&r, "bad flag")),
         };
-        let compact_pointer = r.len_prefixed().ok_or_else(|| bad(&r, "truncated key"))?.to_vec();
+        let compact_pointer = r
+            .len_prefixed()
+            .ok_or_else(|| bad(&r, "truncated key"))?
+            .to_vec();
         if !r.is_empty() {
             return Err(bad(&r, "trailing bytes"));
         }

@@ -97,7 +97,9 @@ impl Inner {
                 break;
             }
             bytes += size;
-            let Some(p) = q.pending.pop_front() else { break };
+            let Some(p) = q.pending.pop_front() else {
+                break;
+            };
             let stop = p.force_switch;
             group.push(p);
             if stop {

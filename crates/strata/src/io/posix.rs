@@ -177,7 +177,9 @@ impl FileSystem for PosixFs {
     }
 
     fn file_size(&self, path: &Path) -> Result<u64> {
-        Ok(std::fs::metadata(path).map_err(|e| Error::io(path, e))?.len())
+        Ok(std::fs::metadata(path)
+            .map_err(|e| Error::io(path, e))?
+            .len())
     }
 
     fn sync_dir(&self, path: &Path) -> Result<()> {

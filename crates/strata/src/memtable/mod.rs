@@ -131,7 +131,12 @@ mod tests {
         let mut expect = Vec::new();
         for i in 0..200u32 {
             let k = format!("key{:05}", i * 7 % 200);
-            m.add(u64::from(i) + 1, ValueKind::Value, k.as_bytes(), &i.to_le_bytes());
+            m.add(
+                u64::from(i) + 1,
+                ValueKind::Value,
+                k.as_bytes(),
+                &i.to_le_bytes(),
+            );
             expect.push(types::internal_key(k.as_bytes(), u64::from(i) + 1, 1));
         }
         expect.sort_by(|a, b| types::compare_internal(a, b));

@@ -75,7 +75,7 @@ fn entries(n: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
         let versions = (i % 3) as u64 + 1;
         for seq in (1..=versions).rev() {
             let seq = seq * 10 + i as u64 * 100;
-            let kind = if seq % 20 == 0 && i % 2 == 0 {
+            let kind = if seq.is_multiple_of(20) && i % 2 == 0 {
                 ValueKind::Delete
             } else {
                 ValueKind::Value

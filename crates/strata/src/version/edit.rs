@@ -111,8 +111,10 @@ impl Edit {
                     e.log_number = Some(r.varint().ok_or_else(|| bad("truncated log number"))?)
                 }
                 TAG_NEXT_FILE => {
-                    e.next_file_number =
-                        Some(r.varint().ok_or_else(|| bad("truncated next file number"))?)
+                    e.next_file_number = Some(
+                        r.varint()
+                            .ok_or_else(|| bad("truncated next file number"))?,
+                    )
                 }
                 TAG_LAST_SEQ => {
                     e.last_sequence = Some(r.varint().ok_or_else(|| bad("truncated sequence"))?)
@@ -134,8 +136,14 @@ impl Edit {
                         size: r.varint().ok_or_else(|| bad("truncated size"))?,
                         ..FileDesc::default()
                     };
-                    f.smallest = r.len_prefixed().ok_or_else(|| bad("truncated key"))?.to_vec();
-                    f.largest = r.len_prefixed().ok_or_else(|| bad("truncated key"))?.to_vec();
+                    f.smallest = r
+                        .len_prefixed()
+                        .ok_or_else(|| bad("truncated key"))?
+                        .to_vec();
+                    f.largest = r
+                        .len_prefixed()
+                        .ok_or_else(|| bad("truncated key"))?
+                        .to_vec();
                     f.entries = r.varint().ok_or_else(|| bad("truncated count"))?;
                     f.deletions = r.varint().ok_or_else(|| bad("truncated count"))?;
                     f.max_seq = r.varint().ok_or_else(|| bad("truncated sequence"))?;

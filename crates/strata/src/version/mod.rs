@@ -122,17 +122,19 @@ impl Version {
     ) -> Vec<Arc<FileMeta>> {
         self.levels
             .get(level)
-            .map(|files| files.iter().filter(|f| f.overlaps(lo, hi)).cloned().collect())
+            .map(|files| {
+                files
+                    .iter()
+                    .filter(|f| f.overlaps(lo, hi))
+                    .cloned()
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
     /// The newest version of `user_key` visible at `seq` stored in tables.
     /// `seek` is `types::seek_key(user_key, seq)`.
-    pub fn get(
-        &self,
-        user_key: &[u8],
-        seek: &[u8],
-    ) -> Result<Option<(SeqNo, ValueKind, Vec<u8>)>> {
+    pub fn get(&self, user_key: &[u8], seek: &[u8]) -> Result<Option<(SeqNo, ValueKind, Vec<u8>)>> {
         for (level, files) in self.levels.iter().enumerate() {
             if level == 0 {
                 for f in files {
@@ -146,9 +148,8 @@ impl Version {
             }
             // Sorted, disjoint: the only candidate is the first file whose
             // largest key is >= the seek key.
-            let i = files.partition_point(|f| {
-                types::compare_internal(&f.desc.largest, seek).is_lt()
-            });
+            let i =
+                files.partition_point(|f| types::compare_internal(&f.desc.largest, seek).is_lt());
             if let Some(f) = files.get(i) {
                 if f.smallest_user_key() <= user_key {
                     if let Some(hit) = f.table.get(seek, user_key)? {

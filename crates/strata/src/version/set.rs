@@ -89,10 +89,16 @@ impl VersionSet {
             .ok()
             .and_then(|s| s.strip_suffix('\n'))
             .filter(|s| filename::parse(s).is_some_and(|(k, _)| k == filename::FileKind::Manifest))
-            .ok_or_else(|| Error::corruption(&current_path, 0, "CURRENT does not name a manifest"))?;
+            .ok_or_else(|| {
+                Error::corruption(&current_path, 0, "CURRENT does not name a manifest")
+            })?;
         let manifest_path = self.dir.join(name);
         let file = self.fs.open_sequential(&manifest_path)?;
-        let mut reader = wal::Reader::new(file, manifest_path.clone(), WalRecovery::TolerateCorruptedTail);
+        let mut reader = wal::Reader::new(
+            file,
+            manifest_path.clone(),
+            WalRecovery::TolerateCorruptedTail,
+        );
         let header = reader
             .read_record()?
             .ok_or_else(|| Error::corruption(&manifest_path, 0, "empty manifest"))?;
@@ -111,7 +117,11 @@ impl VersionSet {
             }
             for (level, f) in &edit.added {
                 let l = files.get_mut(*level).ok_or_else(|| {
-                    Error::corruption(&manifest_path, at, format!("level {level} beyond num_levels"))
+                    Error::corruption(
+                        &manifest_path,
+                        at,
+                        format!("level {level} beyond num_levels"),
+                    )
                 })?;
                 l.insert(f.id, f.clone());
             }
@@ -124,7 +134,8 @@ impl VersionSet {
             last_seq = edit.last_sequence.or(last_seq);
             log_number = edit.log_number.or(log_number);
         }
-        let missing = |what: &str| Error::corruption(&manifest_path, 0, format!("manifest lacks {what}"));
+        let missing =
+            |what: &str| Error::corruption(&manifest_path, 0, format!("manifest lacks {what}"));
         self.next_file_number = next_file.ok_or_else(|| missing("next file number"))?;
         self.last_sequence = last_seq.ok_or_else(|| missing("last sequence"))?;
         self.log_number = log_number.ok_or_else(|| missing("log number"))?;
@@ -132,7 +143,11 @@ impl VersionSet {
         for (level, descs) in files.into_iter().enumerate() {
             for (_, d) in descs {
                 if d.id >= self.next_file_number {
-                    return Err(Error::corruption(&manifest_path, 0, "file number beyond counter"));
+                    return Err(Error::corruption(
+                        &manifest_path,
+                        0,
+                        "file number beyond counter",
+                    ));
                 }
                 let meta = self.open_file(d)?;
                 if let Some(l) = v.levels.get_mut(level) {
@@ -158,8 +173,19 @@ impl VersionSet {
                 format!("table is {} bytes, manifest says {}", file.len(), d.size),
             ));
         }
-        let table = Table::open(file, path.clone(), d.id, self.cache.clone(), self.verify_checksums)?;
-        Ok(Arc::new(FileMeta::new(d, Arc::new(table), path, self.fs.clone())))
+        let table = Table::open(
+            file,
+            path.clone(),
+            d.id,
+            self.cache.clone(),
+            self.verify_checksums,
+        )?;
+        Ok(Arc::new(FileMeta::new(
+            d,
+            Arc::new(table),
+            path,
+            self.fs.clone(),
+        )))
     }
 
     /// Writes `edit` (completed with the counters) to the manifest, syncs it,
@@ -169,7 +195,10 @@ impl VersionSet {
             debug_assert!(n >= self.log_number);
         }
         let log_number = edit.log_number.unwrap_or(self.log_number);
-        let last_sequence = edit.last_sequence.unwrap_or(self.last_sequence).max(self.last_sequence);
+        let last_sequence = edit
+            .last_sequence
+            .unwrap_or(self.last_sequence)
+            .max(self.last_sequence);
         edit.log_number = Some(log_number);
         edit.last_sequence = Some(last_sequence);
         edit.next_file_number = Some(self.next_file_number);
@@ -230,7 +259,13 @@ impl VersionSet {
         Ok(self.current.clone())
     }
 
-    fn write_new_manifest(&mut self, path: &Path, number: u64, v: &Version, edit: &Edit) -> Result<()> {
+    fn write_new_manifest(
+        &mut self,
+        path: &Path,
+        number: u64,
+        v: &Version,
+        edit: &Edit,
+    ) -> Result<()> {
         let mut w = wal::Writer::new(self.fs.create(path)?, number)?;
         let mut header = Vec::with_capacity(12);
         header.extend_from_slice(&MANIFEST_MAGIC.to_le_bytes());
@@ -252,10 +287,16 @@ impl VersionSet {
                 snap.compact_pointers.push((level, k.clone()));
             }
         }
-        snap.compact_pointers.extend(edit.compact_pointers.iter().cloned());
+        snap.compact_pointers
+            .extend(edit.compact_pointers.iter().cloned());
         w.add_record(&snap.encode())?;
         w.sync()?;
-        io::write_atomic(&*self.fs, &self.dir, CURRENT, format!("{}\n", manifest_name(number)).as_bytes())?;
+        io::write_atomic(
+            &*self.fs,
+            &self.dir,
+            CURRENT,
+            format!("{}\n", manifest_name(number)).as_bytes(),
+        )?;
         let old = self.manifest_number;
         self.manifest = Some(w);
         self.manifest_number = number;
@@ -271,13 +312,17 @@ impl VersionSet {
 }
 
 fn check_header(rec: &[u8]) -> Result<()> {
-    let magic = crate::coding::get_u64(rec, 0).ok_or_else(|| corrupt(0, "short manifest header"))?;
+    let magic =
+        crate::coding::get_u64(rec, 0).ok_or_else(|| corrupt(0, "short manifest header"))?;
     if magic != MANIFEST_MAGIC {
         return Err(corrupt(0, "not a strata manifest (bad magic)"));
     }
-    let version = crate::coding::get_u32(rec, 8).ok_or_else(|| corrupt(8, "short manifest header"))?;
+    let version =
+        crate::coding::get_u32(rec, 8).ok_or_else(|| corrupt(8, "short manifest header"))?;
     if version != MANIFEST_VERSION {
-        return Err(Error::NotSupported(format!("manifest format version {version}")));
+        return Err(Error::NotSupported(format!(
+            "manifest format version {version}"
+        )));
     }
     Ok(())
 }
@@ -286,7 +331,12 @@ fn check_header(rec: &[u8]) -> Result<()> {
 pub(crate) fn sort_levels(v: &mut Version) {
     for (level, files) in v.levels.iter_mut().enumerate() {
         if level == 0 {
-            files.sort_by(|a, b| b.desc.max_seq.cmp(&a.desc.max_seq).then(b.id().cmp(&a.id())));
+            files.sort_by(|a, b| {
+                b.desc
+                    .max_seq
+                    .cmp(&a.desc.max_seq)
+                    .then(b.id().cmp(&a.id()))
+            });
         } else {
             files.sort_by(|a, b| types::compare_internal(&a.desc.smallest, &b.desc.smallest));
         }

@@ -1,0 +1,293 @@
+//! Background work: flushing immutable memtables to L0 tables and running
+//! the compactions the picker chooses. `background_threads` threads run
+//! this loop; flushes go first because they unblock writers.
+
+use super::{Db, Inner, State};
+use crate::compaction::executor::{run_linear, Context};
+use crate::compaction::filter::Dropper;
+use crate::compaction::output::Outputs;
+use crate::compaction::{picker, Plan, PlanKind};
+use crate::error::{Error, Result};
+use crate::filename::{self, FileKind};
+use crate::memtable::MemTable;
+use crate::stats::Stats;
+use crate::version::{Edit, FileDesc, Version};
+use parking_lot::MutexGuard;
+use std::ops::Bound;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The loop of one background thread.
+pub(crate) fn run(inner: &Inner) {
+    let mut st = inner.state.lock();
+    loop {
+        if st.shutting_down {
+            return;
+        }
+        if st.bg_error.is_none() {
+            if !st.flushing && !st.imm.is_empty() {
+                st = flush_one(inner, st);
+                continue;
+            }
+            let pointers: Vec<Vec<u8>> = (0..inner.opts.num_levels)
+                .map(|l| st.versions.compact_pointer(l).to_vec())
+                .collect();
+            let version = st.versions.current();
+            if let Some(plan) = picker::pick(&version, &inner.opts, &st.busy, &pointers) {
+                st = compact(inner, st, plan, version);
+                continue;
+            }
+        }
+        inner.bg_cv.wait(&mut st);
+    }
+}
+
+/// Flushes the oldest immutable memtable. Called and returns with the state locked.
+fn flush_one<'a>(inner: &'a Inner, mut st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+    let Some(mem) = st.imm.first().cloned() else {
+        return st;
+    };
+    st.flushing = true;
+    let version = st.versions.current();
+    let snapshots = inner.snapshot_list();
+    let started = Instant::now();
+    let written =
+        MutexGuard::unlocked(&mut st, || write_l0_table(inner, &mem, &version, snapshots));
+    let result = written.and_then(|descs| {
+        let bytes: u64 = descs.iter().map(|d| d.size).sum();
+        let mut edit = Edit::default();
+        for d in descs {
+            edit.added.push((0, d));
+        }
+        // WALs older than the next memtable's are no longer needed.
+        let next_log = st.imm.get(1).unwrap_or(&st.mem).log_number();
+        edit.log_number = Some(next_log);
+        edit.last_sequence = Some(inner.last_seq.load(Ordering::Acquire));
+        st.versions.log_and_apply(&mut edit)?;
+        Ok(bytes)
+    });
+    st.flushing = false;
+    match result {
+        Ok(bytes) => {
+            st.imm.remove(0);
+            inner.install_super_version(&mut st);
+            Stats::add(&inner.stats.flush_count, 1);
+            Stats::add(&inner.stats.flush_bytes, bytes);
+            Stats::add(
+                &inner.stats.flush_micros,
+                started.elapsed().as_micros() as u64,
+            );
+            delete_obsolete_wals(inner, &st);
+        }
+        Err(e) => inner.set_bg_error(&mut st, e),
+    }
+    inner.done_cv.notify_all();
+    inner.bg_cv.notify_all();
+    st
+}
+
+/// Writes a memtable as one L0 table (none if everything was dropped).
+pub(crate) fn write_l0_table(
+    inner: &Inner,
+    mem: &MemTable,
+    version: &Version,
+    snapshots: Vec<u64>,
+) -> Result<Vec<FileDesc>> {
+    let mut next_number = || inner.state.lock().versions.new_file_number();
+    write_memtable_to(
+        &inner.dir,
+        inner.opts.fs.clone(),
+        inner.table_opts,
+        mem,
+        version,
+        snapshots,
+        &mut next_number,
+    )
+}
+
+/// Writes `mem` into one table (no size cut: L0 tables are whole memtables).
+pub(crate) fn write_memtable_to(
+    dir: &std::path::Path,
+    fs: Arc<dyn crate::io::FileSystem>,
+    table_opts: crate::table::TableOptions,
+    mem: &MemTable,
+    version: &Version,
+    snapshots: Vec<u64>,
+    next_number: &mut dyn FnMut() -> u64,
+) -> Result<Vec<FileDesc>> {
+    // Tombstones stay unless no table holds the key at all.
+    let is_bottom_for = |uk: &[u8]| {
+        version
+            .levels
+            .iter()
+            .all(|files| files.iter().all(|f| !f.overlaps(Some(uk), Some(uk))))
+    };
+    let mut dropper = Dropper::new(snapshots, is_bottom_for);
+    let mut out = Outputs::new(dir, fs, table_opts, u64::MAX, next_number);
+    let result = (|| {
+        for e in mem.map.iter() {
+            let k = &e.key().0;
+            if dropper.keep(k)? {
+                out.add(k, e.value())?;
+            }
+        }
+        out.finish()
+    })();
+    match result {
+        Ok(d) => Ok(d),
+        Err(e) => {
+            out.abandon();
+            Err(e)
+        }
+    }
+}
+
+/// Runs one compaction plan. Called and returns with the state locked.
+fn compact<'a>(
+    inner: &'a Inner,
+    mut st: MutexGuard<'a, State>,
+    plan: Plan,
+    version: Arc<Version>,
+) -> MutexGuard<'a, State> {
+    set_busy(&mut st, &plan, true);
+    st.running_compactions += 1;
+    let snapshots = inner.snapshot_list();
+    let started = Instant::now();
+    let result = MutexGuard::unlocked(&mut st, || execute(inner, &plan, &version, snapshots));
+    let result = result.and_then(|(mut edit, outcome)| {
+        st.versions.log_and_apply(&mut edit)?;
+        Ok(outcome)
+    });
+    set_busy(&mut st, &plan, false);
+    st.running_compactions -= 1;
+    match result {
+        Ok(outcome) => {
+            inner.install_super_version(&mut st);
+            let s = &inner.stats;
+            if plan.kind == PlanKind::Move {
+                Stats::add(&s.trivial_moves, 1);
+            } else {
+                Stats::add(&s.compaction_count, 1);
+                Stats::add(&s.compaction_bytes_read, outcome.bytes_read);
+                Stats::add(&s.compaction_bytes_written, outcome.bytes_written);
+                if let Some(c) = s.compaction_written_by_level.get(plan.output_level) {
+                    Stats::add(c, outcome.bytes_written);
+                }
+                if let Some(c) = s.compaction_read_by_level.get(plan.level) {
+                    Stats::add(c, outcome.bytes_read);
+                }
+                Stats::add(&s.compaction_micros, started.elapsed().as_micros() as u64);
+            }
+        }
+        Err(e) => inner.set_bg_error(&mut st, e),
+    }
+    inner.done_cv.notify_all();
+    inner.bg_cv.notify_all();
+    st
+}
+
+fn set_busy(st: &mut State, plan: &Plan, busy: bool) {
+    for l in [plan.level, plan.output_level] {
+        if let Some(b) = st.busy.get_mut(l) {
+            *b = busy;
+        }
+    }
+}
+
+fn execute(
+    inner: &Inner,
+    plan: &Plan,
+    version: &Version,
+    snapshots: Vec<u64>,
+) -> Result<(Edit, crate::compaction::executor::Outcome)> {
+    let mut next_number = || inner.state.lock().versions.new_file_number();
+    let mut ctx = Context {
+        dir: &inner.dir,
+        fs: inner.opts.fs.clone(),
+        table_opts: inner.table_opts,
+        snapshots,
+        new_file_number: &mut next_number,
+    };
+    run_linear(plan, version, &mut ctx)
+}
+
+/// Removes WAL files that every memtable has moved past.
+pub(crate) fn delete_obsolete_wals(inner: &Inner, st: &State) {
+    let keep_from = st.versions.log_number;
+    if let Ok(names) = inner.opts.fs.list_dir(&inner.dir) {
+        for name in names {
+            if let Some((FileKind::Wal, n)) = filename::parse(&name) {
+                if n < keep_from {
+                    let _ = inner.opts.fs.remove_file(&inner.dir.join(name));
+                }
+            }
+        }
+    }
+}
+
+impl Db {
+    /// Writes the memtable to a table and waits until every immutable
+    /// memtable is flushed.
+    pub fn flush(&self) -> Result<()> {
+        self.check_open()?;
+        let inner = &self.inner;
+        inner.submit(crate::batch::WriteBatch::new(), false, true)?;
+        let mut st = inner.state.lock();
+        loop {
+            if let Some(e) = &st.bg_error {
+                return Err(Error::Poisoned(Arc::new(e.clone())));
+            }
+            if st.imm.is_empty() {
+                return Ok(());
+            }
+            if st.shutting_down {
+                return Err(Error::Closed);
+            }
+            inner.bg_cv.notify_all();
+            inner.done_cv.wait_for(&mut st, Duration::from_millis(50));
+        }
+    }
+
+    /// Compacts every table holding keys in `range` down the levels, dropping
+    /// overwritten versions and tombstones no snapshot needs.
+    pub fn compact_range<K: AsRef<[u8]>, R: std::ops::RangeBounds<K>>(
+        &self,
+        range: R,
+    ) -> Result<()> {
+        self.flush()?;
+        let inner = &self.inner;
+        let bound = |b: Bound<&K>| match b {
+            Bound::Included(k) | Bound::Excluded(k) => Some(k.as_ref().to_vec()),
+            Bound::Unbounded => None,
+        };
+        let lo = bound(range.start_bound());
+        let hi = bound(range.end_bound());
+        for level in 0..inner.opts.num_levels.saturating_sub(1) {
+            let mut st = inner.state.lock();
+            // Wait for background compactions touching these levels.
+            while st.busy.get(level).copied().unwrap_or(false)
+                || st.busy.get(level + 1).copied().unwrap_or(false)
+            {
+                if let Some(e) = &st.bg_error {
+                    return Err(Error::Poisoned(Arc::new(e.clone())));
+                }
+                inner.done_cv.wait_for(&mut st, Duration::from_millis(50));
+            }
+            if let Some(e) = &st.bg_error {
+                return Err(Error::Poisoned(Arc::new(e.clone())));
+            }
+            let version = st.versions.current();
+            // One plan takes every overlapping table of the level.
+            if let Some(plan) =
+                picker::pick_range(&version, &inner.opts, level, lo.as_deref(), hi.as_deref())
+            {
+                let st = compact(inner, st, plan, version);
+                if let Some(e) = &st.bg_error {
+                    return Err(Error::Poisoned(Arc::new(e.clone())));
+                }
+            }
+        }
+        Ok(())
+    }
+}

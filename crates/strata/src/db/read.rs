@@ -1,0 +1,233 @@
+//! The read path: memtable → immutable memtables → L0 → L1..Ln, at one
+//! sequence number, with no lock taken.
+
+use super::{Db, SuperVersion};
+use crate::error::Result;
+use crate::iter::{DbIter, InternalIterator, LevelIter, MergeIter};
+use crate::memtable::MemIter;
+use crate::stats::Stats;
+use crate::table::TableIter;
+use crate::types::{self, SeqNo, ValueKind};
+use std::ops::{Bound, RangeBounds};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// Options of one read.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReadOptions<'a> {
+    /// Read at this snapshot instead of the latest state.
+    pub snapshot: Option<&'a super::Snapshot>,
+}
+
+impl Db {
+    /// The value of `key`, or `None`.
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        self.get_opt(key, &ReadOptions::default())
+    }
+
+    /// The value of `key` under `opts`.
+    pub fn get_opt(
+        &self,
+        key: impl AsRef<[u8]>,
+        opts: &ReadOptions<'_>,
+    ) -> Result<Option<Vec<u8>>> {
+        self.check_open()?;
+        let key = key.as_ref();
+        let inner = &self.inner;
+        Stats::add(&inner.stats.user_reads, 1);
+        let sv = inner.super_version.load();
+        let seq = self.read_seq(opts);
+        let found = match sv.mem.get(key, seq) {
+            Some(hit) => Some(hit),
+            None => {
+                let mut hit = None;
+                for m in &sv.imm {
+                    if let Some(h) = m.get(key, seq) {
+                        hit = Some(h);
+                        break;
+                    }
+                }
+                match hit {
+                    Some(h) => Some(h),
+                    None => sv.version.get(key, &types::seek_key(key, seq))?,
+                }
+            }
+        };
+        Ok(match found {
+            Some((_, ValueKind::Value, v)) => Some(v),
+            _ => None,
+        })
+    }
+
+    fn read_seq(&self, opts: &ReadOptions<'_>) -> SeqNo {
+        match opts.snapshot {
+            Some(s) => s.sequence(),
+            None => self.inner.last_seq.load(Ordering::Acquire),
+        }
+    }
+
+    /// An unpositioned iterator over the database at `opts`' snapshot (or
+    /// now). Position it with `seek_to_first`, `seek_to_last`, `seek` or
+    /// `seek_for_prev`.
+    pub fn iter(&self, opts: &ReadOptions<'_>) -> Result<DbIter> {
+        self.check_open()?;
+        let sv: Arc<SuperVersion> = self.inner.super_version.load_full();
+        let seq = self.read_seq(opts);
+        let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+        children.push(Box::new(MemIter::new(sv.mem.clone())));
+        for m in &sv.imm {
+            children.push(Box::new(MemIter::new(m.clone())));
+        }
+        for (level, files) in sv.version.levels.iter().enumerate() {
+            if level == 0 {
+                for f in files {
+                    children.push(Box::new(TableIter::new(f.table.clone())));
+                }
+            } else if !files.is_empty() {
+                children.push(Box::new(LevelIter::new(files.clone())));
+            }
+        }
+        Ok(DbIter::new(Box::new(MergeIter::new(children)), seq, sv))
+    }
+
+    /// The entries with keys in `range`, in order (reverse it with `.rev()`).
+    pub fn scan<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<Scan> {
+        self.scan_opt(range, &ReadOptions::default())
+    }
+
+    /// `scan` under `opts`.
+    pub fn scan_opt<K: AsRef<[u8]>, R: RangeBounds<K>>(
+        &self,
+        range: R,
+        opts: &ReadOptions<'_>,
+    ) -> Result<Scan> {
+        let own = |b: Bound<&K>| match b {
+            Bound::Included(k) => Bound::Included(k.as_ref().to_vec()),
+            Bound::Excluded(k) => Bound::Excluded(k.as_ref().to_vec()),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        Ok(Scan {
+            front: self.iter(opts)?,
+            back: self.iter(opts)?,
+            lo: own(range.start_bound()),
+            hi: own(range.end_bound()),
+            started: (false, false),
+            last_front: None,
+            last_back: None,
+            done: false,
+        })
+    }
+}
+
+/// A range scan as a double-ended Rust iterator of `Result<(key, value)>`.
+pub struct Scan {
+    front: DbIter,
+    back: DbIter,
+    lo: Bound<Vec<u8>>,
+    hi: Bound<Vec<u8>>,
+    started: (bool, bool),
+    last_front: Option<Vec<u8>>,
+    last_back: Option<Vec<u8>>,
+    done: bool,
+}
+
+impl Scan {
+    fn below_hi(&self, k: &[u8]) -> bool {
+        match &self.hi {
+            Bound::Included(h) => k <= h.as_slice(),
+            Bound::Excluded(h) => k < h.as_slice(),
+            Bound::Unbounded => true,
+        }
+    }
+
+    fn above_lo(&self, k: &[u8]) -> bool {
+        match &self.lo {
+            Bound::Included(l) => k >= l.as_slice(),
+            Bound::Excluded(l) => k > l.as_slice(),
+            Bound::Unbounded => true,
+        }
+    }
+
+    /// The two ends met: a key already returned from the other side.
+    fn crossed(&self, k: &[u8], from_front: bool) -> bool {
+        if from_front {
+            self.last_back.as_deref().is_some_and(|b| k >= b)
+        } else {
+            self.last_front.as_deref().is_some_and(|f| k <= f)
+        }
+    }
+}
+
+impl Iterator for Scan {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        if !self.started.0 {
+            self.started.0 = true;
+            match &self.lo {
+                Bound::Included(l) | Bound::Excluded(l) => {
+                    let l = l.clone();
+                    self.front.seek(&l);
+                }
+                Bound::Unbounded => self.front.seek_to_first(),
+            }
+            if let Bound::Excluded(l) = &self.lo {
+                if self.front.valid() && self.front.key() == l.as_slice() {
+                    self.front.next();
+                }
+            }
+        } else {
+            self.front.next();
+        }
+        if !self.front.valid() {
+            self.done = true;
+            return self.front.status().err().map(Err);
+        }
+        let k = self.front.key();
+        if !self.below_hi(k) || self.crossed(k, true) {
+            self.done = true;
+            return None;
+        }
+        self.last_front = Some(k.to_vec());
+        Some(Ok((k.to_vec(), self.front.value().to_vec())))
+    }
+}
+
+impl DoubleEndedIterator for Scan {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        if !self.started.1 {
+            self.started.1 = true;
+            match &self.hi {
+                Bound::Included(h) | Bound::Excluded(h) => {
+                    let h = h.clone();
+                    self.back.seek_for_prev(&h);
+                }
+                Bound::Unbounded => self.back.seek_to_last(),
+            }
+            if let Bound::Excluded(h) = &self.hi {
+                if self.back.valid() && self.back.key() == h.as_slice() {
+                    self.back.prev();
+                }
+            }
+        } else {
+            self.back.prev();
+        }
+        if !self.back.valid() {
+            self.done = true;
+            return self.back.status().err().map(Err);
+        }
+        let k = self.back.key();
+        if !self.above_lo(k) || self.crossed(k, false) {
+            self.done = true;
+            return None;
+        }
+        self.last_back = Some(k.to_vec());
+        Some(Ok((k.to_vec(), self.back.value().to_vec())))
+    }
+}

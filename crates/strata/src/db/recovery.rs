@@ -1,0 +1,199 @@
+//! Opening a database: lock, load the manifest, replay the WALs, write what
+//! they held to L0 tables, start a fresh WAL and manifest, and remove files
+//! no version needs.
+
+use super::background::write_memtable_to;
+use super::{Inner, LogState, State};
+use crate::batch::WriteBatch;
+use crate::error::{Error, Result};
+use crate::filename::{self, table_path, wal_path, FileKind, CURRENT, LOCK};
+use crate::memtable::MemTable;
+use crate::options::{Options, WalRecovery};
+use crate::stats::Stats;
+use crate::table::{BlockCache, TableOptions};
+use crate::version::{Edit, VersionSet};
+use crate::wal;
+use arc_swap::ArcSwap;
+use parking_lot::{Condvar, Mutex};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::Arc;
+
+pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
+    let fs = opts.fs.clone();
+    if !fs.exists(dir) {
+        if !opts.create_if_missing {
+            return Err(Error::NotFound(dir.to_path_buf()));
+        }
+        fs.create_dir_all(dir)?;
+    }
+    let lock = fs.lock(&dir.join(LOCK))?;
+    let cache = Arc::new(BlockCache::new(opts.block_cache_size));
+    let table_opts = TableOptions::from_options(&opts);
+    let mut versions = VersionSet::new(dir, &opts, cache.clone());
+    let names = fs.list_dir(dir)?;
+    if fs.exists(&dir.join(CURRENT)) {
+        if opts.error_if_exists {
+            return Err(Error::AlreadyExists(dir.to_path_buf()));
+        }
+        versions.recover()?;
+    } else {
+        let ours = names.iter().any(|n| {
+            matches!(
+                filename::parse(n),
+                Some((FileKind::Table | FileKind::Wal | FileKind::Manifest, _))
+            )
+        });
+        if ours {
+            return Err(Error::corruption(
+                dir.join(CURRENT),
+                0,
+                "database files present but CURRENT is missing",
+            ));
+        }
+        if !opts.create_if_missing {
+            return Err(Error::NotFound(dir.to_path_buf()));
+        }
+    }
+
+    // Replay every WAL the manifest does not cover, oldest first.
+    let mut wals: Vec<u64> = names
+        .iter()
+        .filter_map(|n| match filename::parse(n) {
+            Some((FileKind::Wal, n)) if n >= versions.log_number => Some(n),
+            _ => None,
+        })
+        .collect();
+    wals.sort_unstable();
+    let mut edit = Edit::default();
+    let mut max_seq = versions.last_sequence;
+    let mut mem = MemTable::new(0);
+    let version = versions.current();
+    for n in wals {
+        let path = wal_path(dir, n);
+        let mut reader =
+            wal::Reader::new(fs.open_sequential(&path)?, path.clone(), opts.wal_recovery);
+        while let Some(rec) = reader.read_record()? {
+            let batch = match WriteBatch::decode(&rec) {
+                Ok(b) => b,
+                Err(_) if opts.wal_recovery == WalRecovery::SkipAnyCorrupted => continue,
+                Err(e) => return Err(e.in_file(&path, reader.last_good_offset())),
+            };
+            let seq = batch.sequence();
+            let mut i = 0u64;
+            for entry in batch.iter() {
+                let e = entry.map_err(|e| e.in_file(&path, reader.last_good_offset()))?;
+                mem.add(seq + i, e.kind, e.key, e.value);
+                i += 1;
+            }
+            if i > 0 {
+                max_seq = max_seq.max(seq + i - 1);
+            }
+            if mem.approximate_size() >= opts.write_buffer_size {
+                let mut next = || versions.new_file_number();
+                let descs = write_memtable_to(
+                    dir,
+                    fs.clone(),
+                    table_opts,
+                    &mem,
+                    &version,
+                    Vec::new(),
+                    &mut next,
+                )?;
+                edit.added.extend(descs.into_iter().map(|d| (0, d)));
+                mem = MemTable::new(0);
+            }
+        }
+        let stopped = reader.dropped().is_some();
+        if stopped && opts.wal_recovery == WalRecovery::PointInTime {
+            // Later logs would leave a gap in the history.
+            break;
+        }
+    }
+    if !mem.is_empty() {
+        let mut next = || versions.new_file_number();
+        let descs = write_memtable_to(
+            dir,
+            fs.clone(),
+            table_opts,
+            &mem,
+            &version,
+            Vec::new(),
+            &mut next,
+        )?;
+        edit.added.extend(descs.into_iter().map(|d| (0, d)));
+    }
+
+    // A fresh WAL, and a fresh manifest naming it.
+    let log_number = versions.new_file_number();
+    let writer = wal::Writer::new(fs.create(&wal_path(dir, log_number))?, log_number)?;
+    edit.log_number = Some(log_number);
+    edit.last_sequence = Some(max_seq);
+    versions.log_and_apply(&mut edit)?;
+    fs.sync_dir(dir)?;
+
+    let mem = Arc::new(MemTable::new(log_number));
+    let num_levels = opts.num_levels;
+    let inner = Inner {
+        dir: dir.to_path_buf(),
+        table_opts,
+        cache,
+        state: Mutex::new(State {
+            versions,
+            mem: mem.clone(),
+            imm: Vec::new(),
+            flushing: false,
+            busy: vec![false; num_levels],
+            running_compactions: 0,
+            bg_error: None,
+            shutting_down: false,
+            compaction_debt: 0,
+        }),
+        bg_cv: Condvar::new(),
+        done_cv: Condvar::new(),
+        super_version: ArcSwap::from_pointee(super::SuperVersion {
+            mem: mem.clone(),
+            imm: Vec::new(),
+            version: Arc::new(crate::version::Version::new(num_levels)),
+        }),
+        last_seq: AtomicU64::new(max_seq),
+        log: Mutex::new(LogState { writer, mem }),
+        writers: Mutex::new(Default::default()),
+        writers_cv: Condvar::new(),
+        snapshots: Mutex::new(BTreeMap::new()),
+        stats: Stats::default(),
+        closed: AtomicBool::new(false),
+        opts,
+        _lock: lock,
+    };
+    {
+        let mut st = inner.state.lock();
+        inner.install_super_version(&mut st);
+        remove_obsolete_files(&inner, &st)?;
+    }
+    Ok(inner)
+}
+
+/// Deletes tables no version names, old WALs and manifests, and temp files.
+fn remove_obsolete_files(inner: &Inner, st: &State) -> Result<()> {
+    let fs = &inner.opts.fs;
+    let version = st.versions.current();
+    let live: std::collections::HashSet<u64> =
+        version.levels.iter().flatten().map(|f| f.id()).collect();
+    for name in fs.list_dir(&inner.dir)? {
+        let remove = match filename::parse(&name) {
+            Some((FileKind::Table, n)) => !live.contains(&n),
+            Some((FileKind::Wal, n)) => n < st.versions.log_number,
+            Some((FileKind::Manifest, n)) => n != st.versions.manifest_number(),
+            Some((FileKind::Temp, _)) => true,
+            _ => false,
+        };
+        if remove {
+            let path = inner.dir.join(&name);
+            debug_assert!(path != table_path(&inner.dir, u64::MAX));
+            fs.remove_file(&path)?;
+        }
+    }
+    Ok(())
+}

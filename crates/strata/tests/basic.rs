@@ -1,0 +1,168 @@
+//! Basic API behaviour of `Db`.
+
+mod common;
+
+use common::{all, open, tiny_options};
+use strata::{Db, Error, Options, ReadOptions, WriteBatch, WriteOptions};
+
+#[test]
+fn put_get_delete_and_reopen() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let db = open(dir.path(), Options::default());
+        db.put(b"a", b"1").expect("put");
+        db.put(b"b", b"2").expect("put");
+        db.put(b"", b"empty key").expect("put empty key");
+        db.delete(b"b").expect("delete");
+        assert_eq!(db.get(b"a").expect("get"), Some(b"1".to_vec()));
+        assert_eq!(db.get(b"b").expect("get"), None);
+        assert_eq!(db.get(b"").expect("get"), Some(b"empty key".to_vec()));
+        assert_eq!(db.get(b"zz").expect("get"), None);
+    }
+    let db = open(dir.path(), Options::default());
+    assert_eq!(db.get(b"a").expect("get"), Some(b"1".to_vec()));
+    assert_eq!(db.get(b"b").expect("get"), None);
+    assert_eq!(all(&db).len(), 2);
+}
+
+#[test]
+fn oversized_key_or_value_is_rejected_and_nothing_written() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = open(dir.path(), Options::default());
+    let big_key = vec![7u8; 64 * 1024 + 1];
+    assert!(matches!(
+        db.put(&big_key, b"v"),
+        Err(Error::InvalidArgument(_))
+    ));
+    let ok_key = vec![7u8; 64 * 1024];
+    db.put(&ok_key, b"v").expect("64 KiB key is allowed");
+    let mut b = WriteBatch::new();
+    b.put(b"x", b"1");
+    b.put(&big_key, b"2");
+    assert!(matches!(
+        db.write(b, &WriteOptions::default()),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert_eq!(
+        db.get(b"x").expect("get"),
+        None,
+        "a rejected batch writes nothing"
+    );
+}
+
+#[test]
+fn second_open_is_locked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let _db = open(dir.path(), Options::default());
+    assert!(matches!(
+        Db::open(dir.path(), Options::default()),
+        Err(Error::Locked(_))
+    ));
+}
+
+#[test]
+fn create_if_missing_and_error_if_exists() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = dir.path().join("db");
+    assert!(matches!(
+        Db::open(&p, Options::default().create_if_missing(false)),
+        Err(Error::NotFound(_))
+    ));
+    drop(open(&p, Options::default()));
+    assert!(matches!(
+        Db::open(&p, Options::default().error_if_exists(true)),
+        Err(Error::AlreadyExists(_))
+    ));
+}
+
+#[test]
+fn snapshot_keeps_its_view_through_flush_and_compaction() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = open(dir.path(), tiny_options());
+    for i in 0..500u32 {
+        db.put(format!("k{i:04}"), b"old").expect("put");
+    }
+    let snap = db.snapshot();
+    let mut it = db.iter(&ReadOptions::default()).expect("iter");
+    for i in 0..500u32 {
+        if i % 2 == 0 {
+            db.delete(format!("k{i:04}")).expect("delete");
+        } else {
+            db.put(format!("k{i:04}"), b"new").expect("put");
+        }
+    }
+    db.flush().expect("flush");
+    db.compact_range::<&[u8], _>(..).expect("compact");
+    let ro = ReadOptions {
+        snapshot: Some(&snap),
+    };
+    for i in 0..500u32 {
+        assert_eq!(
+            db.get_opt(format!("k{i:04}"), &ro).expect("get"),
+            Some(b"old".to_vec())
+        );
+    }
+    // The iterator created before the overwrites still sees the old state.
+    it.seek_to_first();
+    let mut n = 0;
+    while it.valid() {
+        assert_eq!(it.value(), b"old");
+        n += 1;
+        it.next();
+    }
+    it.status().expect("iterator status");
+    assert_eq!(n, 500);
+    assert_eq!(all(&db).len(), 250);
+}
+
+#[test]
+fn scan_ranges_and_reverse() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = open(dir.path(), tiny_options());
+    for i in 0..100u32 {
+        db.put(format!("{i:03}"), i.to_le_bytes()).expect("put");
+    }
+    let keys = |r: Vec<(Vec<u8>, Vec<u8>)>| -> Vec<String> {
+        r.into_iter()
+            .map(|(k, _)| String::from_utf8(k).unwrap_or_default())
+            .collect()
+    };
+    let fwd: Vec<_> = db
+        .scan("010".as_bytes().."015".as_bytes())
+        .expect("scan")
+        .map(|r| r.expect("entry"))
+        .collect();
+    assert_eq!(keys(fwd), ["010", "011", "012", "013", "014"]);
+    let rev: Vec<_> = db
+        .scan("010".as_bytes()..="015".as_bytes())
+        .expect("scan")
+        .rev()
+        .map(|r| r.expect("entry"))
+        .collect();
+    assert_eq!(keys(rev), ["015", "014", "013", "012", "011", "010"]);
+    let mut s = db.scan::<&[u8], _>(..).expect("scan");
+    assert_eq!(s.next().map(|r| r.expect("e").0), Some(b"000".to_vec()));
+    assert_eq!(
+        s.next_back().map(|r| r.expect("e").0),
+        Some(b"099".to_vec())
+    );
+    assert_eq!(s.count(), 98);
+}
+
+#[test]
+fn stats_report_writes_flushes_and_amplification() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = open(dir.path(), tiny_options());
+    for i in 0..2000u32 {
+        db.put(format!("key{:06}", (i * 7919) % 2000), [1u8; 100])
+            .expect("put");
+    }
+    db.flush().expect("flush");
+    let s = db.stats();
+    assert_eq!(s.user_writes, 2000);
+    assert!(s.flush_count > 0);
+    assert!(s.wal_bytes > s.user_bytes_written);
+    assert!(s.write_amplification() > 1.0);
+    assert!(s.levels.iter().map(|l| l.files).sum::<usize>() > 0);
+    assert!(s.to_json().contains("\"write_amplification\""));
+}
