@@ -1,0 +1,291 @@
+//! The spine: random operation sequences checked against a `BTreeMap`.
+//!
+//! Each case is seeded and reproducible (`STRATA_MODEL_SEED=n` reruns one;
+//! `STRATA_MODEL_CASES=n` runs more). Tiny memtables and tables make flushes
+//! and multi-level compactions happen constantly; snapshots are checked
+//! against copies of the model taken when they were created.
+
+mod common;
+
+use common::{open, tiny_options};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use strata::{Db, Options, ReadOptions, WriteBatch, WriteOptions};
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+fn key(rng: &mut StdRng) -> Vec<u8> {
+    // A small key space so that overwrites and deletes hit existing keys.
+    let n: u32 = rng.gen_range(0..400);
+    let mut k = format!("k{n:05}").into_bytes();
+    if rng.gen_bool(0.05) {
+        k.truncate(rng.gen_range(0..k.len()));
+    }
+    k
+}
+
+fn value(rng: &mut StdRng) -> Vec<u8> {
+    let len = match rng.gen_range(0..10) {
+        0 => 0,
+        1 => rng.gen_range(500..3000),
+        _ => rng.gen_range(1..60),
+    };
+    (0..len).map(|_| rng.gen()).collect()
+}
+
+fn check_scan(db: &Db, model: &Model, ro: &ReadOptions<'_>, rng: &mut StdRng, ctx: &str) {
+    let a = key(rng);
+    let b = key(rng);
+    let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+    let lo_b = if rng.gen_bool(0.2) {
+        Bound::Unbounded
+    } else {
+        Bound::Included(lo.clone())
+    };
+    let hi_b = if rng.gen_bool(0.2) {
+        Bound::Unbounded
+    } else if rng.gen_bool(0.5) {
+        Bound::Excluded(hi.clone())
+    } else {
+        Bound::Included(hi.clone())
+    };
+    let expect: Vec<_> = model
+        .range::<Vec<u8>, _>((lo_b.clone(), hi_b.clone()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let scan = db.scan_opt((lo_b, hi_b), ro).expect("scan");
+    let got: Vec<_> = if rng.gen_bool(0.5) {
+        scan.collect::<Result<_, _>>().expect("scan entries")
+    } else {
+        let mut v: Vec<_> = scan.rev().collect::<Result<_, _>>().expect("scan entries");
+        v.reverse();
+        v
+    };
+    assert_eq!(got.len(), expect.len(), "{ctx}: scan length");
+    assert!(got == expect, "{ctx}: scan contents differ");
+}
+
+/// Walks a DbIter with a random mix of next/prev/seek and compares each step.
+fn check_iter(db: &Db, model: &Model, ro: &ReadOptions<'_>, rng: &mut StdRng, ctx: &str) {
+    let keys: Vec<&Vec<u8>> = model.keys().collect();
+    let mut it = db.iter(ro).expect("iter");
+    // Position in `keys`; None = invalid.
+    let mut pos: Option<usize>;
+    match rng.gen_range(0..4) {
+        0 => {
+            it.seek_to_first();
+            pos = if keys.is_empty() { None } else { Some(0) };
+        }
+        1 => {
+            it.seek_to_last();
+            pos = keys.len().checked_sub(1);
+        }
+        2 => {
+            let t = key(rng);
+            it.seek(&t);
+            let i = keys.partition_point(|k| k.as_slice() < t.as_slice());
+            pos = (i < keys.len()).then_some(i);
+        }
+        _ => {
+            let t = key(rng);
+            it.seek_for_prev(&t);
+            let i = keys.partition_point(|k| k.as_slice() <= t.as_slice());
+            pos = i.checked_sub(1);
+        }
+    }
+    for step in 0..rng.gen_range(1..60) {
+        match pos {
+            None => {
+                assert!(
+                    !it.valid(),
+                    "{ctx}: step {step}: iterator valid, model exhausted"
+                );
+                break;
+            }
+            Some(i) => {
+                assert!(
+                    it.valid(),
+                    "{ctx}: step {step}: iterator invalid at model key {i}"
+                );
+                assert_eq!(it.key(), keys[i].as_slice(), "{ctx}: step {step}: key");
+                assert_eq!(
+                    it.value(),
+                    model[keys[i]].as_slice(),
+                    "{ctx}: step {step}: value"
+                );
+                if rng.gen_bool(0.6) {
+                    it.next();
+                    pos = (i + 1 < keys.len()).then_some(i + 1);
+                } else {
+                    it.prev();
+                    pos = i.checked_sub(1);
+                }
+            }
+        }
+    }
+    it.status().expect("iterator status");
+}
+
+fn run_case(seed: u64, ops: usize) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut rng = StdRng::seed_from_u64(seed);
+    let opts = || -> Options {
+        let o = tiny_options();
+        match seed % 3 {
+            0 => o,
+            1 => o
+                .compression(strata::Compression::Lz4)
+                .bloom_bits_per_key(0),
+            _ => o
+                .compression(strata::Compression::Zstd)
+                .background_threads(1),
+        }
+    };
+    let mut db = open(dir.path(), opts());
+    let mut model = Model::new();
+    let mut snaps: Vec<(strata::Snapshot, Model)> = Vec::new();
+    for op in 0..ops {
+        let ctx = format!("seed {seed} op {op}");
+        match rng.gen_range(0..100) {
+            0..=39 => {
+                let (k, v) = (key(&mut rng), value(&mut rng));
+                db.put(&k, &v).expect("put");
+                model.insert(k, v);
+            }
+            40..=49 => {
+                let k = key(&mut rng);
+                db.delete(&k).expect("delete");
+                model.remove(&k);
+            }
+            50..=56 => {
+                let mut b = WriteBatch::new();
+                for _ in 0..rng.gen_range(1..20) {
+                    let k = key(&mut rng);
+                    if rng.gen_bool(0.7) {
+                        let v = value(&mut rng);
+                        b.put(&k, &v);
+                        model.insert(k, v);
+                    } else {
+                        b.delete(&k);
+                        model.remove(&k);
+                    }
+                }
+                let sync = rng.gen_bool(0.1);
+                db.write(b, &WriteOptions { sync }).expect("batch");
+            }
+            57..=74 => {
+                let k = key(&mut rng);
+                assert_eq!(
+                    db.get(&k).expect("get"),
+                    model.get(&k).cloned(),
+                    "{ctx}: get"
+                );
+            }
+            75..=79 => check_scan(&db, &model, &ReadOptions::default(), &mut rng, &ctx),
+            80..=84 => check_iter(&db, &model, &ReadOptions::default(), &mut rng, &ctx),
+            85..=87 => {
+                if snaps.len() < 4 {
+                    snaps.push((db.snapshot(), model.clone()));
+                } else {
+                    snaps.remove(rng.gen_range(0..snaps.len()));
+                }
+            }
+            88..=91 => {
+                if let Some((s, m)) = snaps.get(rng.gen_range(0..snaps.len().max(1))) {
+                    let ro = ReadOptions { snapshot: Some(s) };
+                    let k = key(&mut rng);
+                    assert_eq!(
+                        db.get_opt(&k, &ro).expect("get"),
+                        m.get(&k).cloned(),
+                        "{ctx}: snapshot get"
+                    );
+                    check_scan(&db, m, &ro, &mut rng, &format!("{ctx} (snapshot)"));
+                    check_iter(&db, m, &ro, &mut rng, &format!("{ctx} (snapshot)"));
+                }
+            }
+            92..=93 => db.flush().expect("flush"),
+            94..=95 => {
+                let a = key(&mut rng);
+                let b = key(&mut rng);
+                let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+                db.compact_range(lo.as_slice()..=hi.as_slice())
+                    .expect("compact_range");
+            }
+            _ => {
+                // Reopen: snapshots do not survive it.
+                snaps.clear();
+                db.close().expect("close");
+                drop(db);
+                db = open(dir.path(), opts());
+            }
+        }
+    }
+    // Final full comparison, both directions, then after a reopen.
+    let ro = ReadOptions::default();
+    let fwd: Vec<_> = db
+        .scan::<&[u8], _>(..)
+        .expect("scan")
+        .collect::<Result<_, _>>()
+        .expect("scan");
+    let expect: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    assert!(fwd == expect, "seed {seed}: final scan differs");
+    check_iter(&db, &model, &ro, &mut rng, &format!("seed {seed} final"));
+    snaps.clear();
+    drop(db);
+    let db = open(dir.path(), opts());
+    let again: Vec<_> = db
+        .scan::<&[u8], _>(..)
+        .expect("scan")
+        .collect::<Result<_, _>>()
+        .expect("scan");
+    assert!(again == expect, "seed {seed}: scan after reopen differs");
+}
+
+#[test]
+fn model_random_operations() {
+    if let Ok(seed) = std::env::var("STRATA_MODEL_SEED") {
+        run_case(seed.parse().expect("numeric seed"), 3000);
+        return;
+    }
+    let cases: u64 = std::env::var("STRATA_MODEL_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(12);
+    for seed in 0..cases {
+        run_case(seed, 1500);
+    }
+}
+
+/// Many compactions across levels: every level must stay sorted and
+/// disjoint, and the data must survive rewriting.
+#[test]
+fn model_heavy_overwrite_reaches_deep_levels() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = open(dir.path(), tiny_options());
+    let mut rng = StdRng::seed_from_u64(99);
+    let mut model = Model::new();
+    for _ in 0..20_000 {
+        let k = format!("{:06}", rng.gen_range(0..3000u32)).into_bytes();
+        let v: Vec<u8> = (0..rng.gen_range(10..100)).map(|_| rng.gen()).collect();
+        db.put(&k, &v).expect("put");
+        model.insert(k, v);
+    }
+    db.flush().expect("flush");
+    let s = db.stats();
+    assert!(s.compaction_count > 0, "compactions ran");
+    assert!(
+        s.levels.iter().skip(2).any(|l| l.files > 0),
+        "data reached L2 or deeper: {s}"
+    );
+    for (k, v) in &model {
+        assert_eq!(db.get(k).expect("get").as_ref(), Some(v));
+    }
+    let got: Vec<_> = db
+        .scan::<&[u8], _>(..)
+        .expect("scan")
+        .collect::<Result<_, _>>()
+        .expect("scan");
+    assert_eq!(got.len(), model.len());
+}
