@@ -125,15 +125,14 @@ pub(crate) fn write_memtable_to(
     };
     let mut dropper = Dropper::new(snapshots, is_bottom_for);
     let mut out = Outputs::new(dir, fs, table_opts, u64::MAX, next_number);
-    let result = (|| {
-        for e in mem.map.iter() {
-            let k = &e.key().0;
+    let result = mem
+        .for_each(|k, v| {
             if dropper.keep(k)? {
-                out.add(k, e.value())?;
+                out.add(k, v)?;
             }
-        }
-        out.finish()
-    })();
+            Ok(())
+        })
+        .and_then(|()| out.finish());
     match result {
         Ok(d) => Ok(d),
         Err(e) => {

@@ -1,100 +1,91 @@
 //! A bidirectional iterator over a memtable.
 //!
-//! It holds the memtable alive through an `Arc` and remembers the current
-//! entry by copying it, re-finding neighbours through the skiplist's bound
-//! searches (O(log n) per step), which keeps it free of self-references.
+//! It holds the memtable alive through an `Arc` and points at a skiplist
+//! node; nodes never move or disappear while the memtable lives. `prev`
+//! re-searches the list for the predecessor (O(log n)), as LevelDB does.
 
-use super::{MemKey, MemTable};
+use super::skiplist::{node_key, node_value, NodePtr};
+use super::MemTable;
 use crate::error::Result;
 use crate::iter::InternalIterator;
-use std::ops::Bound;
+use crate::types;
 use std::sync::Arc;
 
 /// Iterator over one memtable; see the module doc.
 pub struct MemIter {
     mem: Arc<MemTable>,
-    key: MemKey,
-    value: Vec<u8>,
-    valid: bool,
+    node: NodePtr,
 }
+
+// SAFETY: `node` points into the arena of `mem`, which this iterator keeps
+// alive; the node's bytes are immutable and its links atomic, so moving the
+// iterator to another thread is sound.
+unsafe impl Send for MemIter {}
 
 impl MemIter {
     pub fn new(mem: Arc<MemTable>) -> Self {
         MemIter {
             mem,
-            key: MemKey(Box::default()),
-            value: Vec::new(),
-            valid: false,
-        }
-    }
-
-    fn set(&mut self, e: Option<crossbeam_skiplist::map::Entry<'_, MemKey, Box<[u8]>>>) {
-        match e {
-            Some(e) => {
-                self.key = e.key().clone();
-                self.value.clear();
-                self.value.extend_from_slice(e.value());
-                self.valid = true;
-            }
-            None => self.valid = false,
+            node: std::ptr::null(),
         }
     }
 }
 
 impl InternalIterator for MemIter {
     fn valid(&self) -> bool {
-        self.valid
+        !self.node.is_null()
     }
 
     fn seek_to_first(&mut self) {
-        let mem = self.mem.clone();
-        self.set(mem.map.front());
+        self.node = self.mem.list.first();
     }
 
     fn seek_to_last(&mut self) {
-        let mem = self.mem.clone();
-        self.set(mem.map.back());
+        self.node = self.mem.list.last();
     }
 
     fn seek(&mut self, target: &[u8]) {
-        let mem = self.mem.clone();
-        let t = MemKey(target.into());
-        self.set(mem.map.lower_bound(Bound::Included(&t)));
+        self.node = self.mem.seek_node(target);
     }
 
     fn seek_for_prev(&mut self, target: &[u8]) {
-        let mem = self.mem.clone();
-        let t = MemKey(target.into());
-        self.set(mem.map.upper_bound(Bound::Included(&t)));
+        // Last node <= target.
+        self.node = self.mem.list.seek_lt(&mut |k| {
+            if types::compare_internal(k, target).is_le() {
+                std::cmp::Ordering::Less
+            } else {
+                std::cmp::Ordering::Greater
+            }
+        });
     }
 
     fn next(&mut self) {
-        if self.valid {
-            let mem = self.mem.clone();
-            let e = mem.map.lower_bound(Bound::Excluded(&self.key));
-            self.set(e);
+        if self.valid() {
+            self.node = self.mem.list.successor(self.node);
         }
     }
 
     fn prev(&mut self) {
-        if self.valid {
-            let mem = self.mem.clone();
-            let e = mem.map.upper_bound(Bound::Excluded(&self.key));
-            self.set(e);
+        if self.valid() {
+            let cur = node_key(self.node);
+            self.node = self
+                .mem
+                .list
+                .seek_lt(&mut |k| types::compare_internal(k, cur));
         }
     }
 
     fn key(&self) -> &[u8] {
-        if self.valid {
-            &self.key.0
+        if self.valid() {
+            node_key(self.node)
         } else {
             &[]
         }
     }
 
     fn value(&self) -> &[u8] {
-        if self.valid {
-            &self.value
+        if self.valid() {
+            node_value(self.node)
         } else {
             &[]
         }

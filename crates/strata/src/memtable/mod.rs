@@ -6,37 +6,27 @@
 //! Invariant: every internal key is unique (sequence numbers are unique).
 
 mod iter;
+mod skiplist;
 
 pub use iter::MemIter;
 
 use crate::types::{self, SeqNo, ValueKind};
-use crossbeam_skiplist::SkipMap;
+use skiplist::{node_key, node_value, NodePtr, SkipList};
 use std::cmp::Ordering;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
 
-/// An encoded internal key ordered by [`types::compare_internal`].
-#[derive(Clone, PartialEq, Eq)]
-pub(crate) struct MemKey(pub(crate) Box<[u8]>);
-
-impl Ord for MemKey {
-    fn cmp(&self, other: &Self) -> Ordering {
-        types::compare_internal(&self.0, &other.0)
+/// Orders a stored internal key against the probe `(user_key, trailer)`.
+#[inline]
+fn cmp_probe(node: &[u8], user_key: &[u8], trailer: u64) -> Ordering {
+    match types::user_key(node).cmp(user_key) {
+        Ordering::Equal => trailer.cmp(&types::trailer(node)),
+        o => o,
     }
 }
-
-impl PartialOrd for MemKey {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-/// Per-entry bookkeeping overhead counted against the write buffer (skiplist
-/// node, boxes), so that many tiny entries still trigger a flush.
-const ENTRY_OVERHEAD: usize = 48;
 
 /// A memtable bound to the write-ahead log that holds its entries.
 pub struct MemTable {
-    pub(crate) map: SkipMap<MemKey, Box<[u8]>>,
+    list: SkipList,
     size: AtomicUsize,
     max_seq: AtomicU64,
     log_number: u64,
@@ -46,7 +36,7 @@ impl MemTable {
     /// An empty memtable whose entries are logged in WAL `log_number`.
     pub fn new(log_number: u64) -> Self {
         MemTable {
-            map: SkipMap::new(),
+            list: SkipList::new(),
             size: AtomicUsize::new(0),
             max_seq: AtomicU64::new(0),
             log_number,
@@ -60,25 +50,41 @@ impl MemTable {
 
     /// Inserts one entry. Caller guarantees `seq` is unique.
     pub fn add(&self, seq: SeqNo, kind: ValueKind, user_key: &[u8], value: &[u8]) {
-        let ikey = types::internal_key(user_key, seq, kind as u8);
-        self.size.fetch_add(
-            ikey.len() + value.len() + ENTRY_OVERHEAD,
-            AtomicOrdering::Relaxed,
-        );
+        let trailer = types::pack_trailer(seq, kind as u8);
+        self.list
+            .insert(user_key, &trailer.to_le_bytes(), value, &mut |n| {
+                cmp_probe(n, user_key, trailer)
+            });
+        self.size.store(self.list.memory(), AtomicOrdering::Relaxed);
         self.max_seq.fetch_max(seq, AtomicOrdering::Relaxed);
-        self.map
-            .insert(MemKey(ikey.into_boxed_slice()), value.into());
     }
 
     /// The newest entry of `user_key` with sequence `<= seq`.
     pub fn get(&self, user_key: &[u8], seq: SeqNo) -> Option<(SeqNo, ValueKind, Vec<u8>)> {
-        let seek = MemKey(types::seek_key(user_key, seq).into_boxed_slice());
-        let entry = self.map.lower_bound(std::ops::Bound::Included(&seek))?;
-        let p = types::parse_internal_key(&entry.key().0)?;
+        let probe = types::pack_trailer(seq, types::KIND_FOR_SEEK);
+        let n = self.list.seek(&mut |k| cmp_probe(k, user_key, probe));
+        if n.is_null() {
+            return None;
+        }
+        let p = types::parse_internal_key(node_key(n))?;
         if p.user_key != user_key {
             return None;
         }
-        Some((p.seq, p.kind, entry.value().to_vec()))
+        Some((p.seq, p.kind, node_value(n).to_vec()))
+    }
+
+    /// Calls `f(internal_key, value)` for every entry in order (used by flush).
+    pub fn for_each<E>(&self, mut f: impl FnMut(&[u8], &[u8]) -> Result<(), E>) -> Result<(), E> {
+        let mut n = self.list.first();
+        while !n.is_null() {
+            f(node_key(n), node_value(n))?;
+            n = self.list.successor(n);
+        }
+        Ok(())
+    }
+
+    fn seek_node(&self, target: &[u8]) -> NodePtr {
+        self.list.seek(&mut |k| types::compare_internal(k, target))
     }
 
     /// Approximate bytes used.
@@ -88,12 +94,12 @@ impl MemTable {
 
     /// Number of entries.
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.list.len()
     }
 
     /// True when no entry was added.
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.list.is_empty()
     }
 
     /// Largest sequence number inserted.

@@ -1,0 +1,392 @@
+//! An arena-backed concurrent skiplist: one writer at a time, any number of
+//! lock-free readers (the LevelDB design).
+//!
+//! Why not `crossbeam-skiplist`: measured on 1 M random 16-byte-key puts and
+//! gets, its epoch pinning and per-node allocations took about half of all
+//! CPU time; this list allocates nodes from a bump arena and never frees or
+//! moves them until the whole list is dropped, so readers need no epochs.
+//!
+//! Invariants:
+//! - Nodes are written completely before they are linked; links are
+//!   published with `Release` stores and read with `Acquire` loads, so a
+//!   reader that reaches a node sees its bytes.
+//! - Nodes are never unlinked, moved or freed while the list lives.
+//! - Inserts are serialised by the `writer` mutex.
+//!
+//! Node layout in the arena (8-byte aligned):
+//! `NodeHeader { key_len u32, value_len u32, height u32, pad u32 }`,
+//! `height × AtomicPtr<NodeHeader>` (the tower), key bytes, value bytes.
+
+use parking_lot::Mutex;
+use std::cmp::Ordering;
+use std::mem::size_of;
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering as AO};
+
+pub const MAX_HEIGHT: usize = 12;
+const CHUNK_WORDS: usize = (1 << 20) / 8;
+
+#[repr(C)]
+pub struct NodeHeader {
+    key_len: u32,
+    value_len: u32,
+    height: u32,
+    _pad: u32,
+}
+
+/// A node pointer; null means "end".
+pub type NodePtr = *const NodeHeader;
+
+struct Writer {
+    chunks: Vec<Box<[u64]>>,
+    /// Free words at the end of the last chunk start here.
+    used: usize,
+    rng: u64,
+}
+
+/// The skiplist; see the module doc.
+pub struct SkipList {
+    head: Box<[AtomicPtr<NodeHeader>; MAX_HEIGHT]>,
+    height: AtomicUsize,
+    writer: Mutex<Writer>,
+    len: AtomicUsize,
+    memory: AtomicUsize,
+}
+
+// SAFETY: all shared mutable state is either atomic (links, counters) or
+// behind the `writer` mutex (arena bookkeeping). Node bytes are immutable
+// after publication, and the arena chunks they live in are owned by the
+// list and outlive every `&SkipList` borrow.
+unsafe impl Send for SkipList {}
+// SAFETY: see `Send` above.
+unsafe impl Sync for SkipList {}
+
+impl Default for SkipList {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[inline]
+fn tower<'a>(n: NodePtr) -> &'a [AtomicPtr<NodeHeader>] {
+    // SAFETY: `n` is a non-null node allocated by `SkipList::insert` with
+    // `height` tower slots directly after the header; the arena keeps it
+    // alive and in place for the list's lifetime, which bounds 'a in callers.
+    unsafe {
+        let h = (*n).height as usize;
+        let first = n.add(1) as *const AtomicPtr<NodeHeader>;
+        std::slice::from_raw_parts(first, h)
+    }
+}
+
+/// The key bytes of a node.
+#[inline]
+pub fn node_key<'a>(n: NodePtr) -> &'a [u8] {
+    // SAFETY: as in `tower`; the key follows the tower and is `key_len`
+    // bytes, written before the node was published.
+    unsafe {
+        let h = (*n).height as usize;
+        let start = (n.add(1) as *const AtomicPtr<NodeHeader>).add(h) as *const u8;
+        std::slice::from_raw_parts(start, (*n).key_len as usize)
+    }
+}
+
+/// The value bytes of a node.
+#[inline]
+pub fn node_value<'a>(n: NodePtr) -> &'a [u8] {
+    // SAFETY: as in `node_key`; the value follows the key.
+    unsafe {
+        let h = (*n).height as usize;
+        let start = (n.add(1) as *const AtomicPtr<NodeHeader>).add(h) as *const u8;
+        std::slice::from_raw_parts(start.add((*n).key_len as usize), (*n).value_len as usize)
+    }
+}
+
+impl SkipList {
+    pub fn new() -> Self {
+        SkipList {
+            head: Box::new(std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut()))),
+            height: AtomicUsize::new(1),
+            writer: Mutex::new(Writer {
+                chunks: Vec::new(),
+                used: CHUNK_WORDS,
+                rng: 0x2545_f491_4f6c_dd1d,
+            }),
+            len: AtomicUsize::new(0),
+            memory: AtomicUsize::new(0),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len.load(AO::Relaxed)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Arena bytes in use.
+    pub fn memory(&self) -> usize {
+        self.memory.load(AO::Relaxed)
+    }
+
+    /// Link `level` of `prev` (null = head).
+    #[inline]
+    fn next(&self, prev: NodePtr, level: usize) -> NodePtr {
+        let slot = if prev.is_null() {
+            &self.head[level]
+        } else {
+            &tower(prev)[level]
+        };
+        slot.load(AO::Acquire)
+    }
+
+    /// The first node for which `cmp(node_key)` is not `Less` (i.e. the
+    /// first node >= the probe), filling `prevs` with its predecessors.
+    #[inline]
+    fn find_ge(
+        &self,
+        cmp: &mut dyn FnMut(&[u8]) -> Ordering,
+        mut prevs: Option<&mut [NodePtr; MAX_HEIGHT]>,
+    ) -> NodePtr {
+        let mut x: NodePtr = ptr::null();
+        let mut level = self.height.load(AO::Acquire) - 1;
+        loop {
+            let next = self.next(x, level);
+            if !next.is_null() && cmp(node_key(next)) == Ordering::Less {
+                x = next;
+            } else {
+                if let Some(p) = prevs.as_deref_mut() {
+                    p[level] = x;
+                }
+                if level == 0 {
+                    return next;
+                }
+                level -= 1;
+            }
+        }
+    }
+
+    /// First node >= probe.
+    pub fn seek(&self, cmp: &mut dyn FnMut(&[u8]) -> Ordering) -> NodePtr {
+        self.find_ge(cmp, None)
+    }
+
+    /// Last node < probe (null if none).
+    pub fn seek_lt(&self, cmp: &mut dyn FnMut(&[u8]) -> Ordering) -> NodePtr {
+        let mut x: NodePtr = ptr::null();
+        let mut level = self.height.load(AO::Acquire) - 1;
+        loop {
+            let next = self.next(x, level);
+            if !next.is_null() && cmp(node_key(next)) == Ordering::Less {
+                x = next;
+            } else if level == 0 {
+                return x;
+            } else {
+                level -= 1;
+            }
+        }
+    }
+
+    /// First node.
+    pub fn first(&self) -> NodePtr {
+        self.next(ptr::null(), 0)
+    }
+
+    /// Last node (null if empty).
+    pub fn last(&self) -> NodePtr {
+        let mut x: NodePtr = ptr::null();
+        let mut level = self.height.load(AO::Acquire) - 1;
+        loop {
+            let next = self.next(x, level);
+            if !next.is_null() {
+                x = next;
+            } else if level == 0 {
+                return x;
+            } else {
+                level -= 1;
+            }
+        }
+    }
+
+    /// The node after `n` (non-null).
+    pub fn successor(&self, n: NodePtr) -> NodePtr {
+        self.next(n, 0)
+    }
+
+    /// Inserts the key `key_head ++ key_tail` with `value`. `cmp(node_key)`
+    /// orders an existing key against the new one; keys must be unique.
+    pub fn insert(
+        &self,
+        key_head: &[u8],
+        key_tail: &[u8],
+        value: &[u8],
+        cmp: &mut dyn FnMut(&[u8]) -> Ordering,
+    ) {
+        let mut w = self.writer.lock();
+        let height = random_height(&mut w.rng);
+        let key_len = key_head.len() + key_tail.len();
+        let bytes = size_of::<NodeHeader>()
+            + height * size_of::<AtomicPtr<NodeHeader>>()
+            + key_len
+            + value.len();
+        let words = bytes.div_ceil(8);
+        let node = alloc(&mut w, words) as *mut NodeHeader;
+        // SAFETY: `node` points to `words * 8 >= bytes` fresh, 8-byte-aligned,
+        // exclusively owned bytes in the arena; we initialise the header,
+        // every tower slot, the key and the value before publishing the node.
+        unsafe {
+            node.write(NodeHeader {
+                key_len: key_len as u32,
+                value_len: value.len() as u32,
+                height: height as u32,
+                _pad: 0,
+            });
+            let tower_start = node.add(1) as *mut AtomicPtr<NodeHeader>;
+            for i in 0..height {
+                tower_start.add(i).write(AtomicPtr::new(ptr::null_mut()));
+            }
+            let data = tower_start.add(height) as *mut u8;
+            ptr::copy_nonoverlapping(key_head.as_ptr(), data, key_head.len());
+            ptr::copy_nonoverlapping(key_tail.as_ptr(), data.add(key_head.len()), key_tail.len());
+            ptr::copy_nonoverlapping(value.as_ptr(), data.add(key_len), value.len());
+        }
+        let mut prevs: [NodePtr; MAX_HEIGHT] = [ptr::null(); MAX_HEIGHT];
+        let cur_height = self.height.load(AO::Relaxed);
+        self.find_ge(cmp, Some(&mut prevs));
+        if height > cur_height {
+            // Levels above the old height start at the head (null prev).
+            self.height.store(height, AO::Release);
+        }
+        let node_tower = tower(node);
+        for (level, slot) in node_tower.iter().enumerate() {
+            let prev = if level < cur_height {
+                prevs[level]
+            } else {
+                ptr::null()
+            };
+            let prev_slot = if prev.is_null() {
+                &self.head[level]
+            } else {
+                &tower(prev)[level]
+            };
+            slot.store(prev_slot.load(AO::Relaxed), AO::Relaxed);
+            prev_slot.store(node, AO::Release);
+        }
+        self.len.fetch_add(1, AO::Relaxed);
+        self.memory.fetch_add(words * 8, AO::Relaxed);
+    }
+}
+
+fn random_height(rng: &mut u64) -> usize {
+    let mut h = 1;
+    loop {
+        // xorshift64
+        *rng ^= *rng << 13;
+        *rng ^= *rng >> 7;
+        *rng ^= *rng << 17;
+        if h < MAX_HEIGHT && (*rng).is_multiple_of(4) {
+            h += 1;
+        } else {
+            return h;
+        }
+    }
+}
+
+/// Bump-allocates `words` 8-byte words.
+fn alloc(w: &mut Writer, words: usize) -> *mut u64 {
+    if words > CHUNK_WORDS / 4 {
+        // Large entries get a chunk of their own; the current chunk stays last.
+        let mut chunk = vec![0u64; words].into_boxed_slice();
+        let p = chunk.as_mut_ptr();
+        w.chunks.push(chunk);
+        let n = w.chunks.len();
+        if n >= 2 {
+            w.chunks.swap(n - 2, n - 1);
+        }
+        return p;
+    }
+    if w.used + words > CHUNK_WORDS || w.chunks.is_empty() {
+        w.chunks.push(vec![0u64; CHUNK_WORDS].into_boxed_slice());
+        w.used = 0;
+    }
+    let used = w.used;
+    w.used += words;
+    let last = w.chunks.len() - 1;
+    // SAFETY: `used + words <= CHUNK_WORDS`, the length of the last chunk.
+    unsafe { w.chunks[last].as_mut_ptr().add(used) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(l: &SkipList, k: &[u8], v: &[u8]) {
+        l.insert(k, &[], v, &mut |n| n.cmp(k));
+    }
+
+    #[test]
+    fn insert_and_walk_in_order() {
+        let l = SkipList::new();
+        let mut keys: Vec<Vec<u8>> = (0..5000u32)
+            .map(|i| {
+                (i.wrapping_mul(2654435761) % 100_000)
+                    .to_be_bytes()
+                    .to_vec()
+            })
+            .collect();
+        keys.sort();
+        keys.dedup();
+        let mut shuffled = keys.clone();
+        shuffled.reverse();
+        shuffled.rotate_left(1234);
+        for k in &shuffled {
+            put(&l, k, &[k[3]; 3]);
+        }
+        // A large value takes a chunk of its own.
+        put(&l, b"\xff\xff\xff\xff\xff", &vec![9u8; 400_000]);
+        assert_eq!(l.len(), keys.len() + 1);
+        let mut n = l.first();
+        for k in &keys {
+            assert_eq!(node_key(n), k.as_slice());
+            assert_eq!(node_value(n), &[k[3]; 3]);
+            n = l.successor(n);
+        }
+        assert_eq!(node_value(n).len(), 400_000);
+        assert!(l.successor(n).is_null());
+        assert_eq!(l.last(), n);
+        let mid = &keys[keys.len() / 2];
+        assert_eq!(node_key(l.seek(&mut |k| k.cmp(mid))), mid.as_slice());
+        assert_eq!(
+            node_key(l.seek_lt(&mut |k| k.cmp(mid))),
+            keys[keys.len() / 2 - 1].as_slice()
+        );
+        assert!(l.seek_lt(&mut |k| k.cmp(&keys[0])).is_null());
+    }
+
+    #[test]
+    fn readers_run_during_inserts() {
+        let l = std::sync::Arc::new(SkipList::new());
+        let w = {
+            let l = l.clone();
+            std::thread::spawn(move || {
+                for i in 0..20_000u32 {
+                    put(&l, &i.to_be_bytes(), b"v");
+                }
+            })
+        };
+        for _ in 0..50 {
+            // Every walk sees a sorted prefix-closed set.
+            let mut prev: Option<Vec<u8>> = None;
+            let mut n = l.first();
+            while !n.is_null() {
+                let k = node_key(n).to_vec();
+                assert!(prev.as_ref().is_none_or(|p| *p < k));
+                prev = Some(k);
+                n = l.successor(n);
+            }
+        }
+        w.join().expect("writer");
+        assert_eq!(l.len(), 20_000);
+    }
+}
