@@ -13,14 +13,17 @@ pub mod iter;
 pub mod memtable;
 pub mod options;
 pub mod stats;
+pub mod store;
 pub mod table;
 pub mod types;
 pub mod version;
 pub mod wal;
 
 pub use batch::WriteBatch;
+pub use compaction::events::{EventListener, TableCreated, TableReason};
 pub use db::{Db, ReadOptions, Scan, Snapshot};
 pub use error::{Error, Result};
 pub use iter::DbIter;
 pub use options::{Compression, Options, WalRecovery, WriteOptions};
 pub use stats::StatsSnapshot;
+pub use store::KvStore;

@@ -4,6 +4,7 @@
 //! `key=value` pairs (`Display`) and parses back from them
 //! ([`Options::set`]), so reports and failures name their configuration.
 
+use crate::compaction::events::EventListener;
 use crate::error::{Error, Result};
 use crate::io::{FileSystem, PosixFs};
 use std::fmt;
@@ -136,6 +137,8 @@ pub struct Options {
     pub executor: ExecutorKind,
     /// The file layer; tests substitute a fault-injecting one. Default the OS.
     pub fs: Arc<dyn FileSystem>,
+    /// Receivers of flush/compaction events. Default none.
+    pub listeners: Vec<Arc<dyn EventListener>>,
 }
 
 impl Default for Options {
@@ -165,6 +168,7 @@ impl Default for Options {
             l0: L0Kind::Tables,
             executor: ExecutorKind::Linear,
             fs: Arc::new(PosixFs),
+            listeners: Vec::new(),
         }
     }
 }
@@ -231,6 +235,13 @@ impl Options {
     /// The defaults; chain setters on it.
     pub fn builder() -> Self {
         Self::default()
+    }
+
+    /// Adds an event listener.
+    #[must_use]
+    pub fn listener(mut self, l: Arc<dyn EventListener>) -> Self {
+        self.listeners.push(l);
+        self
     }
 
     /// Checks the options for consistency; called by `Db::open`.

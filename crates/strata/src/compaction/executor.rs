@@ -25,6 +25,8 @@ pub struct Context<'a> {
     /// Live snapshot sequence numbers.
     pub snapshots: Vec<SeqNo>,
     pub new_file_number: &'a mut dyn FnMut() -> u64,
+    /// Record the user keys of each output (for event listeners).
+    pub collect_keys: bool,
 }
 
 /// Figures of one executed plan.
@@ -33,6 +35,8 @@ pub struct Outcome {
     pub bytes_read: u64,
     pub bytes_written: u64,
     pub entries_dropped: u64,
+    /// With `collect_keys`, the user keys of each added table, in edit order.
+    pub keys: Vec<Vec<Vec<u8>>>,
 }
 
 fn find(v: &Version, level: usize, id: u64) -> Result<Arc<FileMeta>> {
@@ -110,7 +114,8 @@ pub fn run_linear(
         ctx.table_opts,
         plan.target_file_size,
         ctx.new_file_number,
-    );
+    )
+    .collect_keys(ctx.collect_keys);
     let result = (|| -> Result<Vec<crate::version::FileDesc>> {
         merged.seek_to_first();
         while merged.valid() {
@@ -131,6 +136,7 @@ pub fn run_linear(
     };
     outcome.bytes_written = outputs.bytes_written;
     outcome.entries_dropped = dropper.dropped;
+    outcome.keys = std::mem::take(&mut outputs.keys);
     for (level, id) in plan.all_inputs() {
         edit.deleted.push((level, id));
     }

@@ -22,7 +22,11 @@ pub struct Outputs<'a> {
     new_file_number: &'a mut dyn FnMut() -> u64,
     current: Option<(u64, TableBuilder)>,
     last_user_key: Vec<u8>,
+    collect_keys: bool,
+    current_keys: Vec<Vec<u8>>,
     pub finished: Vec<FileDesc>,
+    /// With `collect_keys`, the distinct user keys of each finished table.
+    pub keys: Vec<Vec<Vec<u8>>>,
     pub bytes_written: u64,
 }
 
@@ -42,9 +46,18 @@ impl<'a> Outputs<'a> {
             new_file_number,
             current: None,
             last_user_key: Vec::new(),
+            collect_keys: false,
+            current_keys: Vec::new(),
             finished: Vec::new(),
+            keys: Vec::new(),
             bytes_written: 0,
         }
+    }
+
+    /// Also records the user keys of every table (for event listeners).
+    pub fn collect_keys(mut self, on: bool) -> Self {
+        self.collect_keys = on;
+        self
     }
 
     /// Appends one entry; entries must arrive in internal-key order.
@@ -65,6 +78,9 @@ impl<'a> Outputs<'a> {
             self.current = Some((id, TableBuilder::new(file, self.table_opts)));
         }
         if let Some((_, b)) = self.current.as_mut() {
+            if self.collect_keys && (b.entries() == 0 || uk != self.last_user_key.as_slice()) {
+                self.current_keys.push(uk.to_vec());
+            }
             b.add(ikey, value)?;
         }
         self.last_user_key.clear();
@@ -76,6 +92,7 @@ impl<'a> Outputs<'a> {
         if let Some((id, b)) = self.current.take() {
             let props = b.finish()?;
             self.bytes_written += props.file_size;
+            self.keys.push(std::mem::take(&mut self.current_keys));
             self.finished.push(FileDesc {
                 id,
                 size: props.file_size,

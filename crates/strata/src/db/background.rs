@@ -3,6 +3,7 @@
 //! this loop; flushes go first because they unblock writers.
 
 use super::{Db, Inner, State};
+use crate::compaction::events::{TableCreated, TableReason};
 use crate::compaction::executor::{run_linear, Context};
 use crate::compaction::filter::Dropper;
 use crate::compaction::output::Outputs;
@@ -54,7 +55,7 @@ fn flush_one<'a>(inner: &'a Inner, mut st: MutexGuard<'a, State>) -> MutexGuard<
     let started = Instant::now();
     let written =
         MutexGuard::unlocked(&mut st, || write_l0_table(inner, &mem, &version, snapshots));
-    let result = written.and_then(|descs| {
+    let result = written.and_then(|(descs, keys)| {
         let bytes: u64 = descs.iter().map(|d| d.size).sum();
         let mut edit = Edit::default();
         for d in descs {
@@ -65,11 +66,12 @@ fn flush_one<'a>(inner: &'a Inner, mut st: MutexGuard<'a, State>) -> MutexGuard<
         edit.log_number = Some(next_log);
         edit.last_sequence = Some(inner.last_seq.load(Ordering::Acquire));
         st.versions.log_and_apply(&mut edit)?;
-        Ok(bytes)
+        Ok((bytes, edit, keys))
     });
     st.flushing = false;
     match result {
-        Ok(bytes) => {
+        Ok((bytes, edit, keys)) => {
+            inner.emit_events(TableReason::Flush, &edit, &keys);
             st.imm.remove(0);
             inner.install_super_version(&mut st);
             Stats::add(&inner.stats.flush_count, 1);
@@ -93,29 +95,36 @@ pub(crate) fn write_l0_table(
     mem: &MemTable,
     version: &Version,
     snapshots: Vec<u64>,
-) -> Result<Vec<FileDesc>> {
+) -> Result<(Vec<FileDesc>, Vec<TableKeys>)> {
     let mut next_number = || inner.state.lock().versions.new_file_number();
-    write_memtable_to(
-        &inner.dir,
-        inner.opts.fs.clone(),
-        inner.table_opts,
-        mem,
-        version,
-        snapshots,
-        &mut next_number,
-    )
+    let sink = TableSink {
+        dir: &inner.dir,
+        fs: inner.opts.fs.clone(),
+        table_opts: inner.table_opts,
+        collect_keys: inner.opts.listeners.iter().any(|l| l.wants_keys()),
+    };
+    write_memtable_to(&sink, mem, version, snapshots, &mut next_number)
+}
+
+/// The user keys of one table.
+pub(crate) type TableKeys = Vec<Vec<u8>>;
+
+/// Where and how a memtable is written.
+pub(crate) struct TableSink<'a> {
+    pub dir: &'a std::path::Path,
+    pub fs: Arc<dyn crate::io::FileSystem>,
+    pub table_opts: crate::table::TableOptions,
+    pub collect_keys: bool,
 }
 
 /// Writes `mem` into one table (no size cut: L0 tables are whole memtables).
 pub(crate) fn write_memtable_to(
-    dir: &std::path::Path,
-    fs: Arc<dyn crate::io::FileSystem>,
-    table_opts: crate::table::TableOptions,
+    sink: &TableSink<'_>,
     mem: &MemTable,
     version: &Version,
     snapshots: Vec<u64>,
     next_number: &mut dyn FnMut() -> u64,
-) -> Result<Vec<FileDesc>> {
+) -> Result<(Vec<FileDesc>, Vec<TableKeys>)> {
     // Tombstones stay unless no table holds the key at all.
     let is_bottom_for = |uk: &[u8]| {
         version
@@ -124,7 +133,14 @@ pub(crate) fn write_memtable_to(
             .all(|files| files.iter().all(|f| !f.overlaps(Some(uk), Some(uk))))
     };
     let mut dropper = Dropper::new(snapshots, is_bottom_for);
-    let mut out = Outputs::new(dir, fs, table_opts, u64::MAX, next_number);
+    let mut out = Outputs::new(
+        sink.dir,
+        sink.fs.clone(),
+        sink.table_opts,
+        u64::MAX,
+        next_number,
+    )
+    .collect_keys(sink.collect_keys);
     let result = mem
         .for_each(|k, v| {
             if dropper.keep(k)? {
@@ -134,7 +150,7 @@ pub(crate) fn write_memtable_to(
         })
         .and_then(|()| out.finish());
     match result {
-        Ok(d) => Ok(d),
+        Ok(d) => Ok((d, std::mem::take(&mut out.keys))),
         Err(e) => {
             out.abandon();
             Err(e)
@@ -156,13 +172,14 @@ fn compact<'a>(
     let result = MutexGuard::unlocked(&mut st, || execute(inner, &plan, &version, snapshots));
     let result = result.and_then(|(mut edit, outcome)| {
         st.versions.log_and_apply(&mut edit)?;
-        Ok(outcome)
+        Ok((edit, outcome))
     });
     set_busy(&mut st, &plan, false);
     st.running_compactions -= 1;
     match result {
-        Ok(outcome) => {
+        Ok((edit, outcome)) => {
             inner.install_super_version(&mut st);
+            inner.emit_events(TableReason::Compaction, &edit, &outcome.keys);
             let s = &inner.stats;
             if plan.kind == PlanKind::Move {
                 Stats::add(&s.trivial_moves, 1);
@@ -207,6 +224,7 @@ fn execute(
         table_opts: inner.table_opts,
         snapshots,
         new_file_number: &mut next_number,
+        collect_keys: inner.opts.listeners.iter().any(|l| l.wants_keys()),
     };
     run_linear(plan, version, &mut ctx)
 }
@@ -288,5 +306,32 @@ impl Db {
             }
         }
         Ok(())
+    }
+}
+
+impl Inner {
+    /// Tells the listeners about an installed edit. `keys` holds the user
+    /// keys of the edit's added tables, in order, when they were collected.
+    fn emit_events(&self, reason: TableReason, edit: &Edit, keys: &[TableKeys]) {
+        if self.opts.listeners.is_empty() {
+            return;
+        }
+        let moved = |id: u64| edit.added.iter().any(|(_, d)| d.id == id);
+        for l in &self.opts.listeners {
+            for (level, id) in &edit.deleted {
+                if !moved(*id) {
+                    l.on_table_removed(*level, *id);
+                }
+            }
+            for (i, (level, file)) in edit.added.iter().enumerate() {
+                let keys = keys.get(i).map_or(&[][..], Vec::as_slice);
+                l.on_table_created(&TableCreated {
+                    reason,
+                    level: *level,
+                    file,
+                    keys,
+                });
+            }
+        }
     }
 }

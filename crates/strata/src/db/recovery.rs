@@ -2,7 +2,7 @@
 //! they held to L0 tables, start a fresh WAL and manifest, and remove files
 //! no version needs.
 
-use super::background::write_memtable_to;
+use super::background::{write_memtable_to, TableSink};
 use super::{Inner, LogState, State};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
@@ -70,6 +70,19 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
     let mut max_seq = versions.last_sequence;
     let mut mem = MemTable::new(0);
     let version = versions.current();
+    let sink = TableSink {
+        dir,
+        fs: fs.clone(),
+        table_opts,
+        collect_keys: false,
+    };
+    // Recovered data goes straight to L0 tables.
+    let write_out = |mem: &MemTable, versions: &mut VersionSet, edit: &mut Edit| -> Result<()> {
+        let mut next = || versions.new_file_number();
+        let (descs, _) = write_memtable_to(&sink, mem, &version, Vec::new(), &mut next)?;
+        edit.added.extend(descs.into_iter().map(|d| (0, d)));
+        Ok(())
+    };
     for n in wals {
         let path = wal_path(dir, n);
         let mut reader =
@@ -91,17 +104,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
                 max_seq = max_seq.max(seq + i - 1);
             }
             if mem.approximate_size() >= opts.write_buffer_size {
-                let mut next = || versions.new_file_number();
-                let descs = write_memtable_to(
-                    dir,
-                    fs.clone(),
-                    table_opts,
-                    &mem,
-                    &version,
-                    Vec::new(),
-                    &mut next,
-                )?;
-                edit.added.extend(descs.into_iter().map(|d| (0, d)));
+                write_out(&mem, &mut versions, &mut edit)?;
                 mem = MemTable::new(0);
             }
         }
@@ -112,17 +115,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         }
     }
     if !mem.is_empty() {
-        let mut next = || versions.new_file_number();
-        let descs = write_memtable_to(
-            dir,
-            fs.clone(),
-            table_opts,
-            &mem,
-            &version,
-            Vec::new(),
-            &mut next,
-        )?;
-        edit.added.extend(descs.into_iter().map(|d| (0, d)));
+        write_out(&mem, &mut versions, &mut edit)?;
     }
 
     // A fresh WAL, and a fresh manifest naming it.

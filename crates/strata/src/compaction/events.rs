@@ -1,0 +1,35 @@
+//! Flush and compaction output events: which table was created or removed,
+//! and (when a listener asks) which user keys went into each new table. The
+//! stale-version tracker of active compaction (DESIGN §2.5) listens here.
+
+use crate::version::FileDesc;
+
+/// Why a table was written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TableReason {
+    Flush,
+    Compaction,
+}
+
+/// A table that became part of the current version.
+#[derive(Debug)]
+pub struct TableCreated<'a> {
+    pub reason: TableReason,
+    pub level: usize,
+    pub file: &'a FileDesc,
+    /// The distinct user keys of the table, in order; empty unless some
+    /// listener's `wants_keys` is true.
+    pub keys: &'a [Vec<u8>],
+}
+
+/// Receives engine events. Called from background threads after the
+/// version that contains the change is installed; must not block for long.
+pub trait EventListener: Send + Sync {
+    /// Ask for the keys of every new table (costs a copy of each key).
+    fn wants_keys(&self) -> bool {
+        false
+    }
+    fn on_table_created(&self, _event: &TableCreated<'_>) {}
+    /// A table left the current version (it is deleted once unreferenced).
+    fn on_table_removed(&self, _level: usize, _id: u64) {}
+}
