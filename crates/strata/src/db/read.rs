@@ -6,7 +6,6 @@ use crate::error::Result;
 use crate::iter::{DbIter, InternalIterator, LevelIter, MergeIter};
 use crate::memtable::MemIter;
 use crate::stats::Stats;
-use crate::table::TableIter;
 use crate::types::{self, SeqNo, ValueKind};
 use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::Ordering;
@@ -78,12 +77,9 @@ impl Db {
         for m in &sv.imm {
             children.push(Box::new(MemIter::new(m.clone())));
         }
-        for (level, files) in sv.version.levels.iter().enumerate() {
-            if level == 0 {
-                for f in files {
-                    children.push(Box::new(TableIter::new(f.table.clone())));
-                }
-            } else if !files.is_empty() {
+        sv.version.level0().add_iterators(&mut children);
+        for files in sv.version.levels.iter().skip(1) {
+            if !files.is_empty() {
                 children.push(Box::new(LevelIter::new(files.clone())));
             }
         }

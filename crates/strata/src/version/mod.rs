@@ -6,9 +6,11 @@
 //! version, iterator or compaction holding its [`FileMeta`] lets go.
 
 mod edit;
+mod level0;
 mod set;
 
 pub use edit::{Edit, FileDesc};
+pub use level0::Level0;
 pub use set::VersionSet;
 
 use crate::error::Result;
@@ -101,6 +103,12 @@ impl Version {
         }
     }
 
+    /// Level 0 behind its read interface.
+    pub fn level0(&self) -> &dyn Level0 {
+        static NONE: Vec<Arc<FileMeta>> = Vec::new();
+        self.levels.first().unwrap_or(&NONE)
+    }
+
     /// Bytes in `level`.
     pub fn level_bytes(&self, level: usize) -> u64 {
         self.levels
@@ -135,17 +143,10 @@ impl Version {
     /// The newest version of `user_key` visible at `seq` stored in tables.
     /// `seek` is `types::seek_key(user_key, seq)`.
     pub fn get(&self, user_key: &[u8], seek: &[u8]) -> Result<Option<(SeqNo, ValueKind, Vec<u8>)>> {
-        for (level, files) in self.levels.iter().enumerate() {
-            if level == 0 {
-                for f in files {
-                    if f.overlaps(Some(user_key), Some(user_key)) {
-                        if let Some(hit) = f.table.get(seek, user_key)? {
-                            return Ok(Some(hit));
-                        }
-                    }
-                }
-                continue;
-            }
+        if let Some(hit) = self.level0().lookup(user_key, seek)? {
+            return Ok(Some(hit));
+        }
+        for files in self.levels.iter().skip(1) {
             // Sorted, disjoint: the only candidate is the first file whose
             // largest key is >= the seek key.
             let i =

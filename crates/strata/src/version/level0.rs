@@ -1,0 +1,55 @@
+//! Level 0 as the read path sees it.
+//!
+//! Level 0 receives every flush, so its pieces overlap and are searched
+//! newest first. Today it is a list of tables (`Options::l0 = Tables`); the
+//! MatrixKV container (DESIGN §2.2) will implement the same trait with rows,
+//! cross-row hints and segment bloom filters, and replace the flush sink
+//! (`db::background::write_l0_table`) and the L0→L1 plan (column compaction).
+
+use super::FileMeta;
+use crate::error::Result;
+use crate::iter::InternalIterator;
+use crate::table::TableIter;
+use crate::types::{SeqNo, ValueKind};
+use std::sync::Arc;
+
+/// Read access to level 0 within one version.
+pub trait Level0: Send + Sync {
+    /// The newest entry of `user_key` visible at the sequence in `seek`
+    /// (`types::seek_key(user_key, seq)`).
+    fn lookup(&self, user_key: &[u8], seek: &[u8]) -> Result<Option<(SeqNo, ValueKind, Vec<u8>)>>;
+    /// Adds iterators covering all of level 0 to `out`.
+    fn add_iterators(&self, out: &mut Vec<Box<dyn InternalIterator>>);
+    /// Number of flushed pieces (tables or rows): drives stalls and the picker.
+    fn pieces(&self) -> usize;
+    /// Bytes held.
+    fn bytes(&self) -> u64;
+}
+
+/// Level 0 as overlapping tables, newest first.
+impl Level0 for Vec<Arc<FileMeta>> {
+    fn lookup(&self, user_key: &[u8], seek: &[u8]) -> Result<Option<(SeqNo, ValueKind, Vec<u8>)>> {
+        for f in self {
+            if f.overlaps(Some(user_key), Some(user_key)) {
+                if let Some(hit) = f.table.get(seek, user_key)? {
+                    return Ok(Some(hit));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    fn add_iterators(&self, out: &mut Vec<Box<dyn InternalIterator>>) {
+        for f in self {
+            out.push(Box::new(TableIter::new(f.table.clone())));
+        }
+    }
+
+    fn pieces(&self) -> usize {
+        self.len()
+    }
+
+    fn bytes(&self) -> u64 {
+        self.iter().map(|f| f.size()).sum()
+    }
+}
