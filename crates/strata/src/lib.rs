@@ -15,6 +15,7 @@ pub mod options;
 pub mod stats;
 pub mod table;
 pub mod types;
+pub mod verify;
 pub mod version;
 pub mod wal;
 

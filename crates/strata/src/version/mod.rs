@@ -10,6 +10,7 @@ mod set;
 
 pub use edit::{Edit, FileDesc};
 pub use set::VersionSet;
+pub(crate) use set::{check_header, current_manifest};
 
 use crate::error::Result;
 use crate::io::FileSystem;
