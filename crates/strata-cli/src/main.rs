@@ -1,1 +1,188 @@
-fn main() {}
+//! `strata`: the command-line tool of the strata storage engine.
+//!
+//! Exit codes: 0 success; 1 a negative answer (`get` found nothing,
+//! `verify` found damage, `demo` found a mismatch); 2 an error (bad
+//! arguments, a missing or unreadable database, an I/O failure).
+
+mod commands;
+mod demo;
+mod workload;
+
+use clap::{Parser, Subcommand};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use strata::Options;
+use workload::Order;
+
+/// strata: an embedded, crash-safe, ordered key-value store (LSM core).
+#[derive(Parser, Debug)]
+#[command(name = "strata", version, about, max_term_width = 100)]
+pub struct Cli {
+    /// Database directory (required by every command but `demo`).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+
+    /// Engine options as name=value pairs separated by commas, e.g.
+    /// `write_buffer_size=4M,compression=lz4` (may be repeated).
+    #[arg(long = "opt", global = true, value_name = "NAME=VALUE,...")]
+    pub opts: Vec<String>,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Store VALUE under KEY (creates the database if missing).
+    Put {
+        key: String,
+        value: String,
+        /// fdatasync the WAL before returning.
+        #[arg(long)]
+        sync: bool,
+    },
+    /// Print the value of KEY; exit code 1 if it is absent.
+    Get {
+        key: String,
+        /// Print the value hex-encoded.
+        #[arg(long)]
+        hex: bool,
+    },
+    /// Delete KEY.
+    Delete {
+        key: String,
+        /// fdatasync the WAL before returning.
+        #[arg(long)]
+        sync: bool,
+    },
+    /// Print `key<TAB>value` lines of a key range, in order.
+    Scan {
+        /// First key (inclusive).
+        #[arg(long, value_name = "KEY")]
+        from: Option<String>,
+        /// End key (exclusive).
+        #[arg(long, value_name = "KEY")]
+        to: Option<String>,
+        /// Print at most N entries.
+        #[arg(long, value_name = "N")]
+        limit: Option<usize>,
+        /// Largest keys first.
+        #[arg(long)]
+        reverse: bool,
+        /// Print keys and values hex-encoded instead of as (lossy) UTF-8.
+        #[arg(long)]
+        hex: bool,
+    },
+    /// Write COUNT generated keys and print the rate (creates the database if missing).
+    Load(LoadArgs),
+    /// Print the engine statistics and the shape of the tree.
+    Stats {
+        /// Print as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Compact the whole key range down the levels, then print the statistics.
+    Compact,
+    /// Check every file of the database without opening it; exit code 1 on damage.
+    Verify,
+    /// The end-to-end demo: load, read back, delete, scan, flush, compact,
+    /// reopen and verify a fresh database, timing each phase.
+    Demo {
+        /// Number of keys (16-byte keys, 100-byte values).
+        #[arg(long, default_value_t = 200_000)]
+        count: u64,
+        /// Seed of the key order and the values.
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+    },
+}
+
+#[derive(clap::Args, Debug)]
+pub struct LoadArgs {
+    /// Number of keys to write.
+    #[arg(long)]
+    pub count: u64,
+    /// Bytes per key (keys are zero-padded decimal numbers).
+    #[arg(long, default_value_t = 16)]
+    pub key_size: usize,
+    /// Bytes per value.
+    #[arg(long, default_value_t = 100)]
+    pub value_size: usize,
+    /// Key order.
+    #[arg(long, value_enum, default_value_t = Order::Random)]
+    pub order: Order,
+    /// Seed of the key order and the values.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// fdatasync the WAL on every write.
+    #[arg(long)]
+    pub sync: bool,
+}
+
+/// Why a command failed (exit code 2).
+#[derive(Debug)]
+pub enum CliError {
+    /// An engine error.
+    Db(strata::Error),
+    /// A bad combination of arguments.
+    Usage(String),
+    /// Writing the output failed.
+    Output(std::io::Error),
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CliError::Db(e) => write!(f, "{e}"),
+            CliError::Usage(m) => write!(f, "{m}"),
+            CliError::Output(e) => write!(f, "writing output: {e}"),
+        }
+    }
+}
+
+impl From<strata::Error> for CliError {
+    fn from(e: strata::Error) -> Self {
+        CliError::Db(e)
+    }
+}
+
+impl From<std::io::Error> for CliError {
+    fn from(e: std::io::Error) -> Self {
+        CliError::Output(e)
+    }
+}
+
+impl Cli {
+    /// Default options with every `--opt` applied on top of `base`.
+    pub fn options(&self, base: Options) -> Result<Options, CliError> {
+        let mut o = base;
+        for spec in &self.opts {
+            o.apply(spec)?;
+        }
+        o.validate()?;
+        Ok(o)
+    }
+
+    /// The `--dir` a data command needs.
+    pub fn dir(&self, command: &str) -> Result<&Path, CliError> {
+        self.dir.as_deref().ok_or_else(|| {
+            CliError::Usage(format!(
+                "`strata {command}` needs --dir DIR (the database directory)"
+            ))
+        })
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match commands::run(&cli) {
+        Ok(code) => code,
+        // `strata scan | head`: the reader went away; not an error.
+        Err(CliError::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

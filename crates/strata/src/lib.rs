@@ -16,6 +16,7 @@ pub mod stats;
 pub mod store;
 pub mod table;
 pub mod types;
+pub mod verify;
 pub mod version;
 pub mod wal;
 

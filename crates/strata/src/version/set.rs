@@ -83,16 +83,7 @@ impl VersionSet {
 
     /// Loads the manifest named by CURRENT and rebuilds the current version.
     pub fn recover(&mut self) -> Result<()> {
-        let current_path = self.dir.join(CURRENT);
-        let cur = io::read_all(&*self.fs, &current_path)?;
-        let name = std::str::from_utf8(&cur)
-            .ok()
-            .and_then(|s| s.strip_suffix('\n'))
-            .filter(|s| filename::parse(s).is_some_and(|(k, _)| k == filename::FileKind::Manifest))
-            .ok_or_else(|| {
-                Error::corruption(&current_path, 0, "CURRENT does not name a manifest")
-            })?;
-        let manifest_path = self.dir.join(name);
+        let manifest_path = current_manifest(&*self.fs, &self.dir)?;
         let file = self.fs.open_sequential(&manifest_path)?;
         let mut reader = wal::Reader::new(
             file,
@@ -311,7 +302,21 @@ impl VersionSet {
     }
 }
 
-fn check_header(rec: &[u8]) -> Result<()> {
+/// The path of the manifest that `CURRENT` in `dir` names (the file itself
+/// may be missing).
+pub(crate) fn current_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<PathBuf> {
+    let current_path = dir.join(CURRENT);
+    let cur = io::read_all(fs, &current_path)?;
+    let name = std::str::from_utf8(&cur)
+        .ok()
+        .and_then(|s| s.strip_suffix('\n'))
+        .filter(|s| filename::parse(s).is_some_and(|(k, _)| k == filename::FileKind::Manifest))
+        .ok_or_else(|| Error::corruption(&current_path, 0, "CURRENT does not name a manifest"))?;
+    Ok(dir.join(name))
+}
+
+/// Checks the manifest header record (magic and format version).
+pub(crate) fn check_header(rec: &[u8]) -> Result<()> {
     let magic =
         crate::coding::get_u64(rec, 0).ok_or_else(|| corrupt(0, "short manifest header"))?;
     if magic != MANIFEST_MAGIC {

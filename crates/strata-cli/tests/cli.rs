@@ -1,0 +1,146 @@
+//! Runs the `strata` binary end to end.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn strata(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_strata"))
+        .arg("--dir")
+        .arg(dir)
+        .args(args)
+        .output()
+        .expect("run strata")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().expect("exit code")
+}
+
+#[test]
+fn put_get_scan_delete_stats_verify() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let db = tmp.path().join("db");
+    for (k, v) in [("a", "1"), ("b", "2"), ("c", "3")] {
+        let o = strata(&db, &["put", k, v]);
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+    }
+    let o = strata(&db, &["get", "b"]);
+    assert_eq!((code(&o), stdout(&o).as_str()), (0, "2\n"));
+    let o = strata(&db, &["get", "zz"]);
+    assert_eq!(code(&o), 1);
+    assert_eq!(stdout(&o), "");
+
+    let o = strata(&db, &["scan"]);
+    assert_eq!(stdout(&o), "a\t1\nb\t2\nc\t3\n");
+    let o = strata(&db, &["scan", "--from", "b", "--to", "c"]);
+    assert_eq!(stdout(&o), "b\t2\n");
+    let o = strata(&db, &["scan", "--reverse", "--limit", "2"]);
+    assert_eq!(stdout(&o), "c\t3\nb\t2\n");
+    let o = strata(&db, &["scan", "--hex", "--limit", "1"]);
+    assert_eq!(stdout(&o), "61\t31\n");
+
+    let o = strata(&db, &["delete", "b"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(code(&strata(&db, &["get", "b"])), 1);
+    assert_eq!(stdout(&strata(&db, &["scan"])), "a\t1\nc\t3\n");
+
+    let o = strata(&db, &["stats"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(stdout(&o).contains("L0"), "{}", stdout(&o));
+    let o = strata(&db, &["stats", "--json"]);
+    assert!(stdout(&o).starts_with('{'), "{}", stdout(&o));
+
+    let o = strata(&db, &["compact"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+
+    let o = strata(&db, &["verify"]);
+    assert_eq!(code(&o), 0, "{}", stdout(&o));
+    assert!(stdout(&o).contains("all ok"), "{}", stdout(&o));
+}
+
+#[test]
+fn missing_database_is_a_clear_error() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let missing = tmp.path().join("nope");
+    for cmd in [&["get", "k"][..], &["scan"], &["stats"], &["verify"]] {
+        let o = strata(&missing, cmd);
+        assert_eq!(code(&o), 2, "{cmd:?}");
+        let err = stderr(&o);
+        assert!(
+            err.starts_with("error: ") && err.contains("no database"),
+            "{cmd:?}: {err}"
+        );
+        assert!(!missing.exists(), "{cmd:?} created the directory");
+    }
+    // An existing directory that holds no database.
+    let o = strata(tmp.path(), &["get", "k"]);
+    assert_eq!(code(&o), 2);
+    assert!(stderr(&o).contains("no database"), "{}", stderr(&o));
+
+    let o = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["get", "k"])
+        .output()
+        .expect("run strata");
+    assert_eq!(code(&o), 2);
+    assert!(stderr(&o).contains("--dir"), "{}", stderr(&o));
+
+    let o = strata(tmp.path(), &["--opt", "no_such_option=1", "put", "k", "v"]);
+    assert_eq!(code(&o), 2);
+    assert!(stderr(&o).contains("no_such_option"), "{}", stderr(&o));
+}
+
+#[test]
+fn verify_fails_after_a_table_is_corrupted() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let db = tmp.path().join("db");
+    let o = strata(&db, &["load", "--count", "5000", "--order", "sequential"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(stdout(&o).contains("ops/s"), "{}", stdout(&o));
+    assert_eq!(code(&strata(&db, &["verify"])), 0);
+
+    let table = std::fs::read_dir(&db)
+        .expect("read_dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|x| x == "table"))
+        .expect("the load left a table");
+    let mut bytes = std::fs::read(&table).expect("read table");
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x01;
+    std::fs::write(&table, &bytes).expect("write table");
+
+    let o = strata(&db, &["verify"]);
+    assert_eq!(code(&o), 1, "{}", stdout(&o));
+    let name = table.file_name().and_then(|n| n.to_str()).expect("name");
+    let out = stdout(&o);
+    assert!(
+        out.lines()
+            .any(|l| l.contains(name) && l.contains("DAMAGED")),
+        "{out}"
+    );
+}
+
+#[test]
+fn demo_passes_on_a_small_count() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let db = tmp.path().join("demo");
+    let o = strata(&db, &["demo", "--count", "3000"]);
+    assert_eq!(code(&o), 0, "{}\n{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("demo passed"), "{}", stdout(&o));
+    // Running it again replaces the database.
+    let o = strata(&db, &["demo", "--count", "1000"]);
+    assert_eq!(code(&o), 0, "{}\n{}", stdout(&o), stderr(&o));
+
+    // It never removes a directory that is not a database.
+    std::fs::write(tmp.path().join("notes.txt"), b"keep me").expect("write");
+    let o = strata(tmp.path(), &["demo", "--count", "10"]);
+    assert_eq!(code(&o), 2);
+    assert!(tmp.path().join("notes.txt").exists());
+}
