@@ -75,7 +75,7 @@ fn missing_database_is_a_clear_error() {
         assert_eq!(code(&o), 2, "{cmd:?}");
         let err = stderr(&o);
         assert!(
-            err.starts_with("error: ") && err.contains("no database"),
+            err.starts_with("error: ") && err.contains("no strata database"),
             "{cmd:?}: {err}"
         );
         assert!(!missing.exists(), "{cmd:?} created the directory");
@@ -83,7 +83,8 @@ fn missing_database_is_a_clear_error() {
     // An existing directory that holds no database.
     let o = strata(tmp.path(), &["get", "k"]);
     assert_eq!(code(&o), 2);
-    assert!(stderr(&o).contains("no database"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("no strata database"), "{}", stderr(&o));
+    assert!(!tmp.path().join("LOCK").exists(), "a failed open leaves no LOCK file");
 
     let o = Command::new(env!("CARGO_BIN_EXE_strata"))
         .args(["get", "k"])

@@ -39,7 +39,7 @@ pub enum Error {
     #[error("database directory {} is locked by another process", .0.display())]
     Locked(PathBuf),
     /// The directory holds no database and `create_if_missing` is off.
-    #[error("no database at {} (create_if_missing is off)", .0.display())]
+    #[error("no strata database at {}", .0.display())]
     NotFound(PathBuf),
     /// A database exists and `error_if_exists` is on.
     #[error("a database already exists at {}", .0.display())]

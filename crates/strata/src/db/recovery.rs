@@ -28,6 +28,10 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         }
         fs.create_dir_all(dir)?;
     }
+    if !opts.create_if_missing && !fs.exists(&dir.join(CURRENT)) {
+        // Checked before locking so that a wrong path is left untouched.
+        return Err(Error::NotFound(dir.to_path_buf()));
+    }
     let lock = fs.lock(&dir.join(LOCK))?;
     let cache = Arc::new(BlockCache::new(opts.block_cache_size));
     let table_opts = TableOptions::from_options(&opts);
