@@ -111,7 +111,10 @@ fn collect_group(g: usize, vals: Vec<Option<Vec<u8>>>) -> Option<Vec<Vec<u8>>> {
     if present == 0 {
         return None;
     }
-    assert_eq!(present, GROUP_KEYS, "group {g}: torn batch (some keys missing)");
+    assert_eq!(
+        present, GROUP_KEYS,
+        "group {g}: torn batch (some keys missing)"
+    );
     let vals: Vec<Vec<u8>> = vals.into_iter().flatten().collect();
     for v in &vals {
         assert!(

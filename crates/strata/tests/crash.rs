@@ -240,7 +240,11 @@ fn round(dir: &Path, model: &mut Model, seed: u64, round: u64, rng: &mut StdRng)
 
     eprintln!(
         "round {round}: {n_ops} ops acknowledged, child {}",
-        if status.signal().is_some() { "killed" } else { "finished" }
+        if status.signal().is_some() {
+            "killed"
+        } else {
+            "finished"
+        }
     );
     let db = open(dir, tiny_options());
     let got: Model = all(&db).into_iter().collect();

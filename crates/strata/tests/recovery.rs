@@ -56,7 +56,10 @@ fn unsynced_writes_survive_drop_and_reopen() {
     }
     let db = open(dir.path(), tiny_options());
     let got: BTreeMap<_, _> = all(&db).into_iter().collect();
-    assert!(got == model, "state after reopen differs from what was written");
+    assert!(
+        got == model,
+        "state after reopen differs from what was written"
+    );
 }
 
 #[test]
@@ -78,7 +81,10 @@ fn wal_only_data_survives_reopen() {
             .filter(|f| f.0 == FileKind::Wal)
             .map(|f| std::fs::metadata(dir.path().join(&f.2)).map_or(0, |m| m.len()))
             .sum();
-        assert!(wal_bytes > 2000 * 8, "WAL holds the writes ({wal_bytes} bytes)");
+        assert!(
+            wal_bytes > 2000 * 8,
+            "WAL holds the writes ({wal_bytes} bytes)"
+        );
     }
     let db = open(dir.path(), opts());
     for i in 0..2000u32 {
@@ -113,7 +119,12 @@ fn many_reopens_with_writes_in_between() {
             db.flush().expect("flush");
         }
         // Files of a live database: one manifest, CURRENT, LOCK.
-        assert_eq!(count(dir.path(), FileKind::Manifest), 1, "{:?}", names(dir.path()));
+        assert_eq!(
+            count(dir.path(), FileKind::Manifest),
+            1,
+            "{:?}",
+            names(dir.path())
+        );
         assert_eq!(count(dir.path(), FileKind::Current), 1);
     }
     let db = open(dir.path(), tiny_options());
@@ -152,7 +163,12 @@ fn reopen_removes_obsolete_wals_and_tables() {
     );
     assert!(live_now >= 1 && live_now <= live.max(1) + 1);
     // Exactly the fresh WAL, one manifest, no temp files.
-    assert_eq!(count(dir.path(), FileKind::Wal), 1, "{:?}", names(dir.path()));
+    assert_eq!(
+        count(dir.path(), FileKind::Wal),
+        1,
+        "{:?}",
+        names(dir.path())
+    );
     assert_eq!(count(dir.path(), FileKind::Manifest), 1);
     assert_eq!(count(dir.path(), FileKind::Temp), 0);
     assert_eq!(all(&db).len(), 1200);
