@@ -84,7 +84,10 @@ fn missing_database_is_a_clear_error() {
     let o = strata(tmp.path(), &["get", "k"]);
     assert_eq!(code(&o), 2);
     assert!(stderr(&o).contains("no strata database"), "{}", stderr(&o));
-    assert!(!tmp.path().join("LOCK").exists(), "a failed open leaves no LOCK file");
+    assert!(
+        !tmp.path().join("LOCK").exists(),
+        "a failed open leaves no LOCK file"
+    );
 
     let o = Command::new(env!("CARGO_BIN_EXE_strata"))
         .args(["get", "k"])

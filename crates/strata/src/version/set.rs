@@ -11,7 +11,7 @@
 
 use super::{Edit, FileDesc, FileMeta, Version};
 use crate::error::{corrupt, Error, Result};
-use crate::filename::{self, manifest_name, table_path, CURRENT};
+use crate::filename::{self, manifest_name, table_path, wal_path, CURRENT};
 use crate::io::{self, FileSystem};
 use crate::options::{Options, WalRecovery};
 use crate::table::{BlockCache, Table};
@@ -130,6 +130,24 @@ impl VersionSet {
         self.next_file_number = next_file.ok_or_else(|| missing("next file number"))?;
         self.last_sequence = last_seq.ok_or_else(|| missing("last sequence"))?;
         self.log_number = log_number.ok_or_else(|| missing("log number"))?;
+        if let Some((offset, reason)) = reader.dropped() {
+            // A torn tail is a crash during an append whose sync never
+            // finished, so nothing the dropped edits did has happened. A
+            // flush edit is followed by deleting the logs before its log
+            // number: if the log to replay from is gone, the dropped edits
+            // had taken effect and dropping them would lose data.
+            let wal = wal_path(&self.dir, self.log_number);
+            if !self.fs.exists(&wal) {
+                return Err(Error::corruption(
+                    &manifest_path,
+                    offset,
+                    format!(
+                        "damaged manifest tail ({reason}) while {} it leaves to replay is gone",
+                        wal.display()
+                    ),
+                ));
+            }
+        }
         let mut v = Version::new(self.num_levels);
         for (level, descs) in files.into_iter().enumerate() {
             for (_, d) in descs {
@@ -140,7 +158,18 @@ impl VersionSet {
                         "file number beyond counter",
                     ));
                 }
-                let meta = self.open_file(d)?;
+                let id = d.id;
+                let meta = self.open_file(d).map_err(|e| {
+                    if e.io_kind() == Some(std::io::ErrorKind::NotFound) {
+                        Error::corruption(
+                            &manifest_path,
+                            0,
+                            format!("table {id:06} named by the manifest is missing"),
+                        )
+                    } else {
+                        e
+                    }
+                })?;
                 if let Some(l) = v.levels.get_mut(level) {
                     l.push(meta);
                 }
@@ -312,7 +341,15 @@ pub(crate) fn current_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<PathBu
         .and_then(|s| s.strip_suffix('\n'))
         .filter(|s| filename::parse(s).is_some_and(|(k, _)| k == filename::FileKind::Manifest))
         .ok_or_else(|| Error::corruption(&current_path, 0, "CURRENT does not name a manifest"))?;
-    Ok(dir.join(name))
+    let path = dir.join(name);
+    if !fs.exists(&path) {
+        return Err(Error::corruption(
+            &current_path,
+            0,
+            format!("CURRENT names {name}, which is missing"),
+        ));
+    }
+    Ok(path)
 }
 
 /// Checks the manifest header record (magic and format version).

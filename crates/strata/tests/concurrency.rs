@@ -1,0 +1,254 @@
+//! Concurrent writers and readers on one `Arc<Db>`, with tiny options so
+//! memtable switches, flushes and compactions run underneath.
+//!
+//! Longer run: `STRATA_CONC_BATCHES=20000 cargo test --release --test concurrency`
+//! (batches per writer thread; default 600).
+
+mod common;
+
+use common::{open, tiny_options};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use strata::{Db, ReadOptions, WriteBatch, WriteOptions};
+
+const fn assert_send_sync<T: Send + Sync>() {}
+const _: () = assert_send_sync::<Db>();
+const _: () = assert_send_sync::<Arc<Db>>();
+
+const WRITERS: usize = 3;
+const READERS: usize = 2;
+const GROUPS: usize = 12;
+const GROUP_KEYS: usize = 6;
+
+fn batches_per_writer() -> u64 {
+    std::env::var("STRATA_CONC_BATCHES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(600)
+}
+
+fn group_key(g: usize, i: usize) -> String {
+    format!("g/{g:02}/{i}")
+}
+
+fn counter_key(w: usize) -> String {
+    format!("w/{w}")
+}
+
+/// Value written by writer `w` at its counter `c`: "w:c:" plus padding so
+/// that the tiny memtables fill quickly.
+fn value(w: usize, c: u64) -> Vec<u8> {
+    let mut v = format!("{w}:{c}:").into_bytes();
+    v.resize(v.len() + 40 + (c % 50) as usize, b'.');
+    v
+}
+
+fn parse(v: &[u8]) -> (usize, u64) {
+    let s = std::str::from_utf8(v).expect("utf8 value");
+    let mut it = s.split(':');
+    let w = it.next().and_then(|x| x.parse().ok()).expect("writer id");
+    let c = it.next().and_then(|x| x.parse().ok()).expect("counter");
+    (w, c)
+}
+
+/// One consistent read view: group values (all keys of a group) and the
+/// writer counters, either through a snapshot + gets or one iterator.
+struct View {
+    groups: Vec<Option<Vec<Vec<u8>>>>,
+    counters: Vec<u64>,
+}
+
+fn read_view(db: &Db, use_iter: bool) -> View {
+    let mut groups: Vec<Option<Vec<Vec<u8>>>> = vec![None; GROUPS];
+    let mut counters = vec![0u64; WRITERS];
+    if use_iter {
+        let mut it = db.iter(&ReadOptions::default()).expect("iter");
+        it.seek_to_first();
+        let mut seen: HashMap<String, Vec<u8>> = HashMap::new();
+        while it.valid() {
+            let k = String::from_utf8(it.key().to_vec()).expect("utf8 key");
+            seen.insert(k, it.value().to_vec());
+            it.next();
+        }
+        it.status().expect("iterator status");
+        for (g, slot) in groups.iter_mut().enumerate() {
+            let vals: Vec<Option<Vec<u8>>> = (0..GROUP_KEYS)
+                .map(|i| seen.get(&group_key(g, i)).cloned())
+                .collect();
+            *slot = collect_group(g, vals);
+        }
+        for (w, c) in counters.iter_mut().enumerate() {
+            if let Some(v) = seen.get(&counter_key(w)) {
+                *c = parse(v).1;
+            }
+        }
+    } else {
+        let snap = db.snapshot();
+        let ro = ReadOptions {
+            snapshot: Some(&snap),
+        };
+        // Read the counters first and the groups after: with a snapshot the
+        // order must not matter.
+        for (w, c) in counters.iter_mut().enumerate() {
+            if let Some(v) = db.get_opt(counter_key(w), &ro).expect("get") {
+                *c = parse(&v).1;
+            }
+        }
+        for (g, slot) in groups.iter_mut().enumerate() {
+            let vals: Vec<Option<Vec<u8>>> = (0..GROUP_KEYS)
+                .map(|i| db.get_opt(group_key(g, i), &ro).expect("get"))
+                .collect();
+            *slot = collect_group(g, vals);
+        }
+    }
+    View { groups, counters }
+}
+
+/// Asserts the keys of a group are all absent or all present and equal.
+fn collect_group(g: usize, vals: Vec<Option<Vec<u8>>>) -> Option<Vec<Vec<u8>>> {
+    let present = vals.iter().filter(|v| v.is_some()).count();
+    if present == 0 {
+        return None;
+    }
+    assert_eq!(
+        present, GROUP_KEYS,
+        "group {g}: torn batch (some keys missing)"
+    );
+    let vals: Vec<Vec<u8>> = vals.into_iter().flatten().collect();
+    for v in &vals {
+        assert!(
+            v == &vals[0],
+            "group {g}: torn batch: {:?} vs {:?}",
+            parse(v),
+            parse(&vals[0])
+        );
+    }
+    Some(vals)
+}
+
+#[test]
+fn readers_never_see_torn_batches_or_counters_going_back() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Arc::new(open(dir.path(), tiny_options()));
+    let n = batches_per_writer();
+    let done = Arc::new(AtomicBool::new(false));
+
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                for c in 1..=n {
+                    let g = (w * 7 + c as usize * 5) % GROUPS;
+                    let v = value(w, c);
+                    let mut b = WriteBatch::new();
+                    for i in 0..GROUP_KEYS {
+                        b.put(group_key(g, i), &v);
+                    }
+                    b.put(counter_key(w), &v);
+                    db.write(b, &WriteOptions::default()).expect("write");
+                }
+            })
+        })
+        .collect();
+
+    let readers: Vec<_> = (0..READERS)
+        .map(|r| {
+            let db = db.clone();
+            let done = done.clone();
+            std::thread::spawn(move || {
+                let mut last = vec![0u64; WRITERS];
+                let mut reads = 0u64;
+                let mut k = r;
+                loop {
+                    let finished = done.load(Ordering::Acquire);
+                    let view = read_view(&db, k % 2 == 0);
+                    k += 1;
+                    reads += 1;
+                    for (w, (&now, &before)) in view.counters.iter().zip(&last).enumerate() {
+                        assert!(
+                            now >= before,
+                            "reader {r}: writer {w}'s counter went back from {before} to {now}"
+                        );
+                    }
+                    // A group written by writer w at counter c is in the same
+                    // batch as w's counter key, so the counter is at least c.
+                    for (g, vals) in view.groups.iter().enumerate() {
+                        if let Some(vals) = vals {
+                            let (w, c) = parse(&vals[0]);
+                            assert!(
+                                c <= view.counters[w],
+                                "group {g} holds writer {w} counter {c} but the counter key says {}",
+                                view.counters[w]
+                            );
+                        }
+                    }
+                    last = view.counters;
+                    if finished {
+                        return (reads, last);
+                    }
+                }
+            })
+        })
+        .collect();
+
+    for t in writers {
+        t.join().expect("writer thread");
+    }
+    done.store(true, Ordering::Release);
+    for t in readers {
+        let (reads, last) = t.join().expect("reader thread");
+        assert!(reads > 0);
+        // The last read started after every writer finished.
+        assert_eq!(last, vec![n; WRITERS]);
+    }
+    let s = db.stats();
+    assert_eq!(s.user_writes, n * WRITERS as u64 * (GROUP_KEYS as u64 + 1));
+    assert!(s.flush_count > 0, "tiny options must flush: {s:?}");
+}
+
+#[test]
+fn concurrent_sync_puts_are_all_readable() {
+    const THREADS: usize = 8;
+    const PER_THREAD: usize = 25;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Arc::new(open(dir.path(), tiny_options()));
+    let threads: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                for i in 0..PER_THREAD {
+                    let mut b = WriteBatch::new();
+                    b.put(format!("t{t}/{i:03}"), format!("v{t}.{i}"));
+                    db.write(b, &WriteOptions { sync: true }).expect("sync put");
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("writer thread");
+    }
+    let total = (THREADS * PER_THREAD) as u64;
+    let s = db.stats();
+    assert_eq!(s.user_writes, total);
+    // Group commit may merge writers; it never makes more groups than writes.
+    assert!(s.write_groups >= 1 && s.write_groups <= total, "{s:?}");
+    assert!(s.wal_syncs >= 1, "{s:?}");
+    let check = |db: &Db| {
+        for t in 0..THREADS {
+            for i in 0..PER_THREAD {
+                assert_eq!(
+                    db.get(format!("t{t}/{i:03}")).expect("get"),
+                    Some(format!("v{t}.{i}").into_bytes()),
+                    "t{t}/{i:03}"
+                );
+            }
+        }
+        assert_eq!(common::all(db).len(), THREADS * PER_THREAD);
+    };
+    check(&db);
+    let db = Arc::into_inner(db).expect("sole owner");
+    drop(db);
+    let db = open(dir.path(), tiny_options());
+    check(&db);
+}

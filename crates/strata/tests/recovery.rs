@@ -1,0 +1,214 @@
+//! Recovery after a clean shutdown: unsynced writes, WAL-only data, many
+//! reopens, and the directory cleanup done at open.
+
+mod common;
+
+use common::{all, open, tiny_options};
+use std::collections::BTreeMap;
+use std::path::Path;
+use strata::filename::{self, FileKind};
+use strata::{Options, WriteBatch, WriteOptions};
+
+fn files(dir: &Path) -> Vec<(FileKind, u64, String)> {
+    let mut out: Vec<_> = std::fs::read_dir(dir)
+        .expect("read_dir")
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+        .filter_map(|n| filename::parse(&n).map(|(k, x)| (k, x, n)))
+        .collect();
+    out.sort_by(|a, b| a.2.cmp(&b.2));
+    out
+}
+
+fn count(dir: &Path, kind: FileKind) -> usize {
+    files(dir).iter().filter(|f| f.0 == kind).count()
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    files(dir).into_iter().map(|f| f.2).collect()
+}
+
+#[test]
+fn unsynced_writes_survive_drop_and_reopen() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut model = BTreeMap::new();
+    {
+        let db = open(dir.path(), tiny_options());
+        for i in 0..1500u32 {
+            let k = format!("key{:05}", (i * 37) % 1000).into_bytes();
+            if i % 9 == 0 {
+                db.delete(&k).expect("delete");
+                model.remove(&k);
+            } else {
+                let v = format!("value-{i}-{}", "x".repeat((i % 80) as usize)).into_bytes();
+                db.write(
+                    {
+                        let mut b = WriteBatch::new();
+                        b.put(&k, &v);
+                        b
+                    },
+                    &WriteOptions { sync: false },
+                )
+                .expect("put");
+                model.insert(k, v);
+            }
+        }
+    }
+    let db = open(dir.path(), tiny_options());
+    let got: BTreeMap<_, _> = all(&db).into_iter().collect();
+    assert!(
+        got == model,
+        "state after reopen differs from what was written"
+    );
+}
+
+#[test]
+fn wal_only_data_survives_reopen() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let opts = || Options::default().write_buffer_size(64 << 20);
+    {
+        let db = open(dir.path(), opts());
+        for i in 0..2000u32 {
+            db.put(format!("k{i:05}"), format!("v{i}")).expect("put");
+        }
+        let s = db.stats();
+        assert_eq!(s.flush_count, 0, "nothing may flush before the drop");
+        assert_eq!(s.levels.iter().map(|l| l.files).sum::<usize>(), 0);
+        // The data is only in the WAL.
+        assert_eq!(count(dir.path(), FileKind::Table), 0);
+        let wal_bytes: u64 = files(dir.path())
+            .iter()
+            .filter(|f| f.0 == FileKind::Wal)
+            .map(|f| std::fs::metadata(dir.path().join(&f.2)).map_or(0, |m| m.len()))
+            .sum();
+        assert!(
+            wal_bytes > 2000 * 8,
+            "WAL holds the writes ({wal_bytes} bytes)"
+        );
+    }
+    let db = open(dir.path(), opts());
+    for i in 0..2000u32 {
+        assert_eq!(
+            db.get(format!("k{i:05}")).expect("get"),
+            Some(format!("v{i}").into_bytes())
+        );
+    }
+    assert_eq!(all(&db).len(), 2000);
+}
+
+#[test]
+fn many_reopens_with_writes_in_between() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut model = BTreeMap::new();
+    for round in 0..25u32 {
+        let db = open(dir.path(), tiny_options());
+        let got: BTreeMap<_, _> = all(&db).into_iter().collect();
+        assert!(got == model, "round {round}: state differs after reopen");
+        for i in 0..60u32 {
+            let k = format!("k{:04}", (round * 31 + i * 7) % 400).into_bytes();
+            if (round + i) % 5 == 0 {
+                db.delete(&k).expect("delete");
+                model.remove(&k);
+            } else {
+                let v = format!("r{round}i{i}{}", "y".repeat((i * 3) as usize)).into_bytes();
+                db.put(&k, &v).expect("put");
+                model.insert(k, v);
+            }
+        }
+        if round % 4 == 1 {
+            db.flush().expect("flush");
+        }
+        // Files of a live database: one manifest, CURRENT, LOCK.
+        assert_eq!(
+            count(dir.path(), FileKind::Manifest),
+            1,
+            "{:?}",
+            names(dir.path())
+        );
+        assert_eq!(count(dir.path(), FileKind::Current), 1);
+    }
+    let db = open(dir.path(), tiny_options());
+    let got: BTreeMap<_, _> = all(&db).into_iter().collect();
+    assert!(got == model, "final state differs");
+}
+
+#[test]
+fn reopen_removes_obsolete_wals_and_tables() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let db = open(dir.path(), tiny_options());
+        for i in 0..3000u32 {
+            db.put(format!("k{:05}", (i * 13) % 1200), [i as u8; 64])
+                .expect("put");
+        }
+        db.flush().expect("flush");
+        db.compact_range::<&[u8], _>(..).expect("compact");
+    }
+    let live = {
+        let db = open(dir.path(), tiny_options());
+        // Wait for any compaction that open started, then close.
+        db.flush().expect("flush");
+        let s = db.stats();
+        s.levels.iter().map(|l| l.files).sum::<usize>()
+    };
+    let db = open(dir.path(), tiny_options());
+    let s = db.stats();
+    let live_now: usize = s.levels.iter().map(|l| l.files).sum();
+    // Every table in the directory is one the version uses.
+    assert_eq!(
+        count(dir.path(), FileKind::Table),
+        live_now,
+        "{:?}",
+        names(dir.path())
+    );
+    assert!(live_now >= 1 && live_now <= live.max(1) + 1);
+    // Exactly the fresh WAL, one manifest, no temp files.
+    assert_eq!(
+        count(dir.path(), FileKind::Wal),
+        1,
+        "{:?}",
+        names(dir.path())
+    );
+    assert_eq!(count(dir.path(), FileKind::Manifest), 1);
+    assert_eq!(count(dir.path(), FileKind::Temp), 0);
+    assert_eq!(all(&db).len(), 1200);
+}
+
+#[test]
+fn stray_temp_and_unknown_table_are_removed_at_open() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let db = open(dir.path(), tiny_options());
+        for i in 0..500u32 {
+            db.put(format!("k{i:04}"), format!("v{i}")).expect("put");
+        }
+    }
+    // A table number no manifest names (beyond every number in use), a
+    // leftover temp file of an interrupted CURRENT update, and a file that
+    // is not ours.
+    let max = files(dir.path()).iter().map(|f| f.1).max().unwrap_or(0);
+    let stray_table = filename::table_path(dir.path(), max + 1000);
+    std::fs::write(&stray_table, b"not really a table").expect("write");
+    let low_table = filename::table_path(dir.path(), 1);
+    std::fs::write(&low_table, b"junk").expect("write");
+    let tmp = dir.path().join("CURRENT.tmp");
+    std::fs::write(&tmp, b"MANIFEST-999999\n").expect("write");
+    let foreign = dir.path().join("notes.txt");
+    std::fs::write(&foreign, b"keep me").expect("write");
+
+    let db = open(dir.path(), tiny_options());
+    assert!(!stray_table.exists(), "unknown table removed");
+    assert!(!low_table.exists(), "unknown table removed");
+    assert!(!tmp.exists(), "temp file removed");
+    assert!(foreign.exists(), "files that are not ours stay");
+    for i in 0..500u32 {
+        assert_eq!(
+            db.get(format!("k{i:04}")).expect("get"),
+            Some(format!("v{i}").into_bytes())
+        );
+    }
+    drop(db);
+    // And the database still opens after the cleanup.
+    let db = open(dir.path(), tiny_options());
+    assert_eq!(all(&db).len(), 500);
+}
