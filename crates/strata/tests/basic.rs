@@ -166,3 +166,15 @@ fn stats_report_writes_flushes_and_amplification() {
     assert!(s.levels.iter().map(|l| l.files).sum::<usize>() > 0);
     assert!(s.to_json().contains("\"write_amplification\""));
 }
+
+#[test]
+fn a_snapshot_outliving_its_db_does_not_keep_the_lock() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = open(dir.path(), Options::default());
+    db.put(b"k", b"v").expect("put");
+    let snap = db.snapshot();
+    drop(db);
+    let db = open(dir.path(), Options::default());
+    assert_eq!(db.get(b"k").expect("get"), Some(b"v".to_vec()));
+    drop(snap);
+}

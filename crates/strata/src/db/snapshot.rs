@@ -3,13 +3,15 @@
 use super::{Db, Inner};
 use crate::types::SeqNo;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 /// A consistent read view. While it lives, no compaction drops a version it
 /// can see. Release it by dropping it.
 pub struct Snapshot {
     seq: SeqNo,
-    inner: Arc<Inner>,
+    // Weak, so that a snapshot outliving its `Db` does not keep the
+    // directory locked.
+    inner: Weak<Inner>,
 }
 
 impl Snapshot {
@@ -21,7 +23,10 @@ impl Snapshot {
 
 impl Drop for Snapshot {
     fn drop(&mut self) {
-        let mut s = self.inner.snapshots.lock();
+        let Some(inner) = self.inner.upgrade() else {
+            return;
+        };
+        let mut s = inner.snapshots.lock();
         if let Some(n) = s.get_mut(&self.seq) {
             *n -= 1;
             if *n == 0 {
@@ -47,7 +52,7 @@ impl Db {
         *s.entry(seq).or_insert(0) += 1;
         Snapshot {
             seq,
-            inner: self.inner.clone(),
+            inner: Arc::downgrade(&self.inner),
         }
     }
 }
