@@ -43,9 +43,10 @@ impl Compression {
 /// What recovery does with a damaged write-ahead log (RocksDB `wal_recovery_mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WalRecovery {
-    /// A torn record at the very end of the newest log is dropped (a crash
-    /// during a write); any other damage fails the open with `Corruption`.
-    /// RocksDB `kTolerateCorruptedTailRecords`. Default.
+    /// A torn record at the end of a log (damage after which no valid
+    /// record follows: a crash during a write) is dropped; any other damage
+    /// fails the open with `Corruption`. RocksDB
+    /// `kTolerateCorruptedTailRecords`. Default.
     TolerateCorruptedTail,
     /// Any damage, even a torn tail, fails the open. RocksDB `kAbsoluteConsistency`.
     AbsoluteConsistency,

@@ -30,7 +30,6 @@ pub struct Stats {
     pub stall_micros: AtomicU64,
     pub slowdown_count: AtomicU64,
     pub slowdown_micros: AtomicU64,
-    pub manifest_bytes: AtomicU64,
 }
 
 impl Stats {
@@ -105,7 +104,6 @@ impl StatsSnapshot {
             stall_micros: g(&s.stall_micros),
             slowdown_count: g(&s.slowdown_count),
             slowdown_micros: g(&s.slowdown_micros),
-            manifest_bytes: g(&s.manifest_bytes),
             ..StatsSnapshot::default()
         }
     }

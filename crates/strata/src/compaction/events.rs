@@ -22,8 +22,9 @@ pub struct TableCreated<'a> {
     pub keys: &'a [Vec<u8>],
 }
 
-/// Receives engine events. Called from background threads after the
-/// version that contains the change is installed; must not block for long.
+/// Receives engine events. Called from background threads, without engine
+/// locks held, after the version that contains the change is installed.
+/// A listener should return quickly: the background thread waits for it.
 pub trait EventListener: Send + Sync {
     /// Ask for the keys of every new table (costs a copy of each key).
     fn wants_keys(&self) -> bool {

@@ -71,9 +71,12 @@ fn flush_one<'a>(inner: &'a Inner, mut st: MutexGuard<'a, State>) -> MutexGuard<
     st.flushing = false;
     match result {
         Ok((bytes, edit, keys)) => {
-            inner.emit_events(TableReason::Flush, &edit, &keys);
             st.imm.remove(0);
             inner.install_super_version(&mut st);
+            // Listeners run without the state lock and see the new version.
+            MutexGuard::unlocked(&mut st, || {
+                inner.emit_events(TableReason::Flush, &edit, &keys)
+            });
             Stats::add(&inner.stats.flush_count, 1);
             Stats::add(&inner.stats.flush_bytes, bytes);
             Stats::add(
@@ -102,6 +105,7 @@ pub(crate) fn write_l0_table(
         fs: inner.opts.fs.clone(),
         table_opts: inner.table_opts,
         collect_keys: inner.opts.listeners.iter().any(|l| l.wants_keys()),
+        drop_tombstones: true,
     };
     write_memtable_to(&sink, mem, version, snapshots, &mut next_number)
 }
@@ -115,6 +119,10 @@ pub(crate) struct TableSink<'a> {
     pub fs: Arc<dyn crate::io::FileSystem>,
     pub table_opts: crate::table::TableOptions,
     pub collect_keys: bool,
+    /// Tombstones may be dropped when no table of `version` holds their key.
+    /// Off during recovery, where earlier chunks of the replay are not in
+    /// `version` yet.
+    pub drop_tombstones: bool,
 }
 
 /// Writes `mem` into one table (no size cut: L0 tables are whole memtables).
@@ -127,10 +135,11 @@ pub(crate) fn write_memtable_to(
 ) -> Result<(Vec<FileDesc>, Vec<TableKeys>)> {
     // Tombstones stay unless no table holds the key at all.
     let is_bottom_for = |uk: &[u8]| {
-        version
-            .levels
-            .iter()
-            .all(|files| files.iter().all(|f| !f.overlaps(Some(uk), Some(uk))))
+        sink.drop_tombstones
+            && version
+                .levels
+                .iter()
+                .all(|files| files.iter().all(|f| !f.overlaps(Some(uk), Some(uk))))
     };
     let mut dropper = Dropper::new(snapshots, is_bottom_for);
     let mut out = Outputs::new(
@@ -179,7 +188,9 @@ fn compact<'a>(
     match result {
         Ok((edit, outcome)) => {
             inner.install_super_version(&mut st);
-            inner.emit_events(TableReason::Compaction, &edit, &outcome.keys);
+            MutexGuard::unlocked(&mut st, || {
+                inner.emit_events(TableReason::Compaction, &edit, &outcome.keys)
+            });
             let s = &inner.stats;
             if plan.kind == PlanKind::Move {
                 Stats::add(&s.trivial_moves, 1);

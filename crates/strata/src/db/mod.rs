@@ -179,6 +179,7 @@ impl Db {
             });
         }
         s.pinned_index_filter_bytes = pinned;
+        s.manifest_bytes = inner.state.lock().versions.manifest_bytes_written;
         s.table_bytes_read = read;
         s
     }

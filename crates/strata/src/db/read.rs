@@ -72,18 +72,7 @@ impl Db {
         self.check_open()?;
         let sv: Arc<SuperVersion> = self.inner.super_version.load_full();
         let seq = self.read_seq(opts);
-        let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
-        children.push(Box::new(MemIter::new(sv.mem.clone())));
-        for m in &sv.imm {
-            children.push(Box::new(MemIter::new(m.clone())));
-        }
-        sv.version.level0().add_iterators(&mut children);
-        for files in sv.version.levels.iter().skip(1) {
-            if !files.is_empty() {
-                children.push(Box::new(LevelIter::new(files.clone())));
-            }
-        }
-        Ok(DbIter::new(Box::new(MergeIter::new(children)), seq, sv))
+        Ok(iter_at(sv, seq))
     }
 
     /// The entries with keys in `range`, in order (reverse it with `.rev()`).
@@ -102,9 +91,13 @@ impl Db {
             Bound::Excluded(k) => Bound::Excluded(k.as_ref().to_vec()),
             Bound::Unbounded => Bound::Unbounded,
         };
+        self.check_open()?;
+        // Both ends read the same view.
+        let sv: Arc<SuperVersion> = self.inner.super_version.load_full();
+        let seq = self.read_seq(opts);
         Ok(Scan {
-            front: self.iter(opts)?,
-            back: self.iter(opts)?,
+            front: iter_at(sv.clone(), seq),
+            back: iter_at(sv, seq),
             lo: own(range.start_bound()),
             hi: own(range.end_bound()),
             started: (false, false),
@@ -113,6 +106,22 @@ impl Db {
             done: false,
         })
     }
+}
+
+/// An iterator over `sv` at sequence `seq`.
+fn iter_at(sv: Arc<SuperVersion>, seq: SeqNo) -> DbIter {
+    let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+    children.push(Box::new(MemIter::new(sv.mem.clone())));
+    for m in &sv.imm {
+        children.push(Box::new(MemIter::new(m.clone())));
+    }
+    sv.version.level0().add_iterators(&mut children);
+    for files in sv.version.levels.iter().skip(1) {
+        if !files.is_empty() {
+            children.push(Box::new(LevelIter::new(files.clone())));
+        }
+    }
+    DbIter::new(Box::new(MergeIter::new(children)), seq, sv)
 }
 
 /// A range scan as a double-ended Rust iterator of `Result<(key, value)>`.

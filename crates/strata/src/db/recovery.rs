@@ -79,6 +79,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         fs: fs.clone(),
         table_opts,
         collect_keys: false,
+        drop_tombstones: false,
     };
     // Recovered data goes straight to L0 tables.
     let write_out = |mem: &MemTable, versions: &mut VersionSet, edit: &mut Edit| -> Result<()> {
@@ -91,16 +92,21 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         let path = wal_path(dir, n);
         let mut reader =
             wal::Reader::new(fs.open_sequential(&path)?, path.clone(), opts.wal_recovery);
-        while let Some(rec) = reader.read_record()? {
+        loop {
+            // Decoding errors are reported relative to where the record starts.
+            let start = reader.last_good_offset();
+            let Some(rec) = reader.read_record()? else {
+                break;
+            };
             let batch = match WriteBatch::decode(&rec) {
                 Ok(b) => b,
                 Err(_) if opts.wal_recovery == WalRecovery::SkipAnyCorrupted => continue,
-                Err(e) => return Err(e.in_file(&path, reader.last_good_offset())),
+                Err(e) => return Err(e.in_file(&path, start)),
             };
             let seq = batch.sequence();
             let mut i = 0u64;
             for entry in batch.iter() {
-                let e = entry.map_err(|e| e.in_file(&path, reader.last_good_offset()))?;
+                let e = entry.map_err(|e| e.in_file(&path, start))?;
                 mem.add(seq + i, e.kind, e.key, e.value);
                 i += 1;
             }

@@ -144,6 +144,11 @@ impl Inner {
             return Ok(());
         }
         let seq = self.last_seq.load(Ordering::Acquire) + 1;
+        if seq + batch.len() as u64 > crate::types::MAX_SEQ {
+            return Err(Error::NotSupported(
+                "sequence numbers exhausted (2^56 writes)".into(),
+            ));
+        }
         batch.set_sequence(seq);
         let wal_before = log.writer.len();
         let logged = log.writer.add_record(batch.encoded()).and_then(|()| {
@@ -239,8 +244,14 @@ impl Inner {
         let file = self.opts.fs.create(&path)?;
         let writer = wal::Writer::new(file, number)?;
         // The old log must be durable before later writes land in the new
-        // one, or a power loss could keep a suffix without its prefix.
-        if let Err(e) = log.writer.sync() {
+        // one, or a power loss could keep a suffix without its prefix; and
+        // the new log's directory entry must be durable before a synced
+        // write in it is acknowledged.
+        if let Err(e) = log
+            .writer
+            .sync()
+            .and_then(|()| self.opts.fs.sync_dir(&self.dir))
+        {
             let _ = self.opts.fs.remove_file(&path);
             self.set_bg_error(st, e.clone());
             return Err(e);

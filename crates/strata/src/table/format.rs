@@ -6,7 +6,8 @@ use crate::error::{corrupt, Error, Result};
 use crate::options::Compression;
 use crate::types::{MAX_KEY_LEN, MAX_VALUE_LEN};
 
-/// Last 8 bytes of every table file ("STRATATB" read as a big-endian u64).
+/// Last 8 bytes of every table file, written little-endian (the bytes read
+/// "BTATARTS" on disk).
 pub const TABLE_MAGIC: u64 = 0x5354_5241_5441_5442;
 
 /// The table format version written by this build and the only one it reads.

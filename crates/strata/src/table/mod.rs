@@ -20,7 +20,7 @@
 //! Blocks are prefix compressed with restart points ([`block`]); data blocks
 //! may be LZ4/zstd compressed when that saves at least 12.5 %. The bloom
 //! filter is one per table over user keys ([`filter`]). The exact byte layout
-//! is in `FORMAT-table.md` next to this file.
+//! is in `docs/FORMAT.md`.
 //!
 //! Readers treat the file as untrusted: any malformed byte becomes
 //! [`Error::Corruption`](crate::Error::Corruption) naming the file and offset.

@@ -40,6 +40,8 @@ pub struct VersionSet {
     pub last_sequence: SeqNo,
     /// WALs numbered below this are fully flushed.
     pub log_number: u64,
+    /// Bytes written to manifests since open (for write amplification).
+    pub manifest_bytes_written: u64,
     compact_pointers: Vec<Vec<u8>>,
 }
 
@@ -59,6 +61,7 @@ impl VersionSet {
             next_file_number: 2,
             last_sequence: 0,
             log_number: 0,
+            manifest_bytes_written: 0,
             compact_pointers: vec![Vec::new(); opts.num_levels],
         }
     }
@@ -98,8 +101,11 @@ impl VersionSet {
         let mut next_file = None;
         let mut last_seq = None;
         let mut log_number = None;
-        while let Some(rec) = reader.read_record()? {
+        loop {
             let at = reader.last_good_offset();
+            let Some(rec) = reader.read_record()? else {
+                break;
+            };
             let edit = Edit::decode(&rec).map_err(|e| e.in_file(&manifest_path, at))?;
             for (level, id) in &edit.deleted {
                 if let Some(l) = files.get_mut(*level) {
@@ -260,8 +266,10 @@ impl VersionSet {
                 return Err(e);
             }
         } else if let Some(m) = self.manifest.as_mut() {
+            let before = m.len();
             m.add_record(&edit.encode())?;
             m.sync()?;
+            self.manifest_bytes_written += m.len() - before;
         }
         for (level, k) in &edit.compact_pointers {
             if let Some(p) = self.compact_pointers.get_mut(*level) {
@@ -318,6 +326,7 @@ impl VersionSet {
             format!("{}\n", manifest_name(number)).as_bytes(),
         )?;
         let old = self.manifest_number;
+        self.manifest_bytes_written += w.len();
         self.manifest = Some(w);
         self.manifest_number = number;
         if old != 0 {

@@ -1,7 +1,7 @@
 //! The write-ahead log: every write batch is appended here before it reaches
 //! the memtable, so a crash loses nothing that was acknowledged (and, with
 //! `sync`, nothing on power loss either). The format is LevelDB's log format,
-//! plus a header record; see `FORMAT-wal.md` for the byte-level description.
+//! plus a header record; see `docs/FORMAT.md` for the byte-level description.
 //!
 //! ```text
 //! file     := block* [partial block]
