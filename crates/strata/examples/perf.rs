@@ -2,7 +2,7 @@
 //! (16 B keys, 100 B values, WAL on, sync off). The benchmark issue replaces
 //! this with `strata bench`.
 //!
-//! `cargo run --release -p strata --example perf -- [N] [DIR]`
+//! `cargo run --release -p strata --example perf -- [N] [DIR] [VALUE_SIZE]`
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -37,15 +37,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .get(2)
         .cloned()
         .unwrap_or_else(|| "/tmp/strata-perf".into());
+    let value_size: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(100);
     let _ = std::fs::remove_dir_all(&dir);
     let db = Db::open(&dir, Options::default())?;
     let mut rng = SmallRng::seed_from_u64(1);
-    let mut value = [0u8; 100];
+    let mut value = vec![0u8; value_size];
     let t = Instant::now();
     for _ in 0..n {
         let i = rng.gen_range(0..n);
         rng.fill(&mut value[..]);
-        db.put(key(i), value)?;
+        db.put(key(i), &value)?;
     }
     let put_secs = t.elapsed().as_secs_f64();
     println!(

@@ -85,12 +85,12 @@ pub fn run_linear(
     let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
     if plan.level == 0 {
         for f in &inputs {
-            children.push(Box::new(TableIter::new(f.table.clone())));
+            children.push(Box::new(TableIter::sequential(f.table.clone())));
         }
     } else {
-        children.push(Box::new(LevelIter::new(inputs.clone())));
+        children.push(Box::new(LevelIter::sequential(inputs.clone())));
     }
-    children.push(Box::new(LevelIter::new(next.clone())));
+    children.push(Box::new(LevelIter::sequential(next.clone())));
     let mut merged = MergeIter::new(children);
 
     // A tombstone may go only if no deeper level can hold its key.

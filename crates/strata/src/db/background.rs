@@ -83,6 +83,12 @@ fn flush_one<'a>(inner: &'a Inner, mut st: MutexGuard<'a, State>) -> MutexGuard<
                 &inner.stats.flush_micros,
                 started.elapsed().as_micros() as u64,
             );
+            // Logs below the new log number are flushed: no need to sync them.
+            let keep_from = st.versions.log_number;
+            inner
+                .unsynced_logs
+                .lock()
+                .retain(|w| w.log_number() >= keep_from);
             delete_obsolete_wals(inner, &st);
         }
         Err(e) => inner.set_bg_error(&mut st, e),

@@ -61,6 +61,8 @@ pub(crate) struct State {
 pub(crate) struct LogState {
     pub writer: wal::Writer,
     pub mem: Arc<MemTable>,
+    /// The directory entry of `writer`'s file is not durable yet.
+    pub dir_unsynced: bool,
 }
 
 pub(crate) struct Inner {
@@ -77,6 +79,10 @@ pub(crate) struct Inner {
     /// Last sequence number visible to readers.
     pub last_seq: AtomicU64,
     pub log: Mutex<LogState>,
+    /// Logs of immutable memtables not yet `fdatasync`ed: synced by a `sync`
+    /// write before it is acknowledged (so a synced write is never durable
+    /// before the writes that precede it), dropped once flushed.
+    pub unsynced_logs: Mutex<Vec<wal::Writer>>,
     pub writers: Mutex<write::Queue>,
     pub writers_cv: Condvar,
     pub snapshots: Mutex<BTreeMap<SeqNo, usize>>,

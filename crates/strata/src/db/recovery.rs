@@ -161,7 +161,12 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
             version: Arc::new(crate::version::Version::new(num_levels)),
         }),
         last_seq: AtomicU64::new(max_seq),
-        log: Mutex::new(LogState { writer, mem }),
+        log: Mutex::new(LogState {
+            writer,
+            mem,
+            dir_unsynced: false,
+        }),
+        unsynced_logs: Mutex::new(Vec::new()),
         writers: Mutex::new(Default::default()),
         writers_cv: Condvar::new(),
         snapshots: Mutex::new(BTreeMap::new()),

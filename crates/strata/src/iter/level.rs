@@ -13,6 +13,7 @@ pub struct LevelIter {
     files: Vec<Arc<FileMeta>>,
     index: usize,
     current: Option<TableIter>,
+    sequential: bool,
 }
 
 impl LevelIter {
@@ -21,14 +22,28 @@ impl LevelIter {
             files,
             index: 0,
             current: None,
+            sequential: false,
         }
+    }
+
+    /// A level iterator for one front-to-back pass (compaction input):
+    /// its tables are read with readahead, bypassing the block cache.
+    pub fn sequential(files: Vec<Arc<FileMeta>>) -> Self {
+        let mut it = Self::new(files);
+        it.sequential = true;
+        it
     }
 
     fn open(&mut self, index: usize) -> bool {
         match self.files.get(index) {
             Some(f) => {
                 self.index = index;
-                self.current = Some(TableIter::new(f.table.clone()));
+                let table = f.table.clone();
+                self.current = Some(if self.sequential {
+                    TableIter::sequential(table)
+                } else {
+                    TableIter::new(table)
+                });
                 true
             }
             None => {

@@ -208,6 +208,43 @@ impl Table {
         decode_stored_block(buf, verify).map_err(|e| e.in_file(&self.path, h.offset))
     }
 
+    /// A data block through `readahead` (sequential scans that should not
+    /// fill the block cache, such as compaction inputs): one large read
+    /// serves many blocks.
+    fn data_block_sequential(&self, h: BlockHandle, ra: &mut Readahead) -> Result<Arc<Block>> {
+        self.check_handle(h)?;
+        let n = usize::try_from(h.size + BLOCK_TRAILER_LEN as u64)
+            .map_err(|_| Error::corruption(&self.path, h.offset, "block too large"))?;
+        let start = h
+            .offset
+            .checked_sub(ra.offset)
+            .and_then(|s| usize::try_from(s).ok())
+            .filter(|s| s.checked_add(n).is_some_and(|end| end <= ra.buf.len()));
+        let start = match start {
+            Some(s) => s,
+            None => {
+                let len = (READAHEAD_BYTES as u64)
+                    .min(self.data_limit.saturating_sub(h.offset))
+                    .max(n as u64);
+                ra.buf.resize(len as usize, 0);
+                self.file.read_exact_at(h.offset, &mut ra.buf)?;
+                self.bytes_read.fetch_add(len, Ordering::Relaxed);
+                ra.offset = h.offset;
+                0
+            }
+        };
+        let stored = ra
+            .buf
+            .get(start..start + n)
+            .ok_or_else(|| Error::corruption(&self.path, h.offset, "block outside readahead"))?
+            .to_vec();
+        let (data, compressed) = decode_stored_block(stored, self.verify_checksums)
+            .map_err(|e| e.in_file(&self.path, h.offset))?;
+        let mut block = Block::new(data).map_err(|e| self.block_error(e, h, compressed))?;
+        block.compressed = compressed;
+        Ok(Arc::new(block))
+    }
+
     /// A data block from the cache, or read from the file and cached.
     fn data_block(&self, h: BlockHandle) -> Result<Arc<Block>> {
         if let Some(b) = self.cache.get(self.id, h.offset) {
@@ -240,10 +277,22 @@ impl Table {
     }
 }
 
+/// Bytes read at once by a sequential iterator.
+const READAHEAD_BYTES: usize = 1 << 20;
+
+/// The buffer of a sequential iterator: file bytes from `offset`.
+#[derive(Default)]
+struct Readahead {
+    offset: u64,
+    buf: Vec<u8>,
+}
+
 /// Bidirectional iterator over a whole table (index iterator + data block
 /// iterator). Errors make it invalid and are reported by `status()`.
 pub struct TableIter {
     table: Arc<Table>,
+    /// Set for sequential scans that bypass the block cache.
+    readahead: Option<Readahead>,
     index: BlockIter,
     data: Option<BlockIter>,
     data_handle: BlockHandle,
@@ -255,11 +304,20 @@ impl TableIter {
         let index = BlockIter::new(Arc::clone(&table.index));
         TableIter {
             table,
+            readahead: None,
             index,
             data: None,
             data_handle: BlockHandle::default(),
             status: None,
         }
+    }
+
+    /// An iterator for one front-to-back pass (compaction input): blocks are
+    /// read in large chunks and not added to the block cache.
+    pub fn sequential(table: Arc<Table>) -> Self {
+        let mut it = Self::new(table);
+        it.readahead = Some(Readahead::default());
+        it
     }
 
     /// The table being iterated.
@@ -309,7 +367,11 @@ impl TableIter {
         if self.data.is_some() && handle == self.data_handle {
             return;
         }
-        match self.table.data_block(handle) {
+        let block = match self.readahead.as_mut() {
+            Some(ra) => self.table.data_block_sequential(handle, ra),
+            None => self.table.data_block(handle),
+        };
+        match block {
             Ok(b) => {
                 self.data = Some(BlockIter::new(b));
                 self.data_handle = handle;
