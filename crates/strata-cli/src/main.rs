@@ -4,6 +4,7 @@
 //! `verify` found damage, `demo` found a mismatch); 2 an error (bad
 //! arguments, a missing or unreadable database, an I/O failure).
 
+mod bench;
 mod commands;
 mod demo;
 mod workload;
@@ -95,6 +96,16 @@ pub enum Command {
         /// Seed of the key order and the values.
         #[arg(long, default_value_t = 42)]
         seed: u64,
+    },
+    /// Benchmark strata side by side with RocksDB and LevelDB; writes a
+    /// summary, report.json, report.md and charts to --out.
+    Bench(Box<bench::BenchArgs>),
+    /// (internal) One benchmark run in a child process.
+    #[command(hide = true)]
+    BenchChild {
+        /// The run, as JSON.
+        #[arg(long)]
+        spec: String,
     },
 }
 
