@@ -690,3 +690,99 @@ pub fn child_main(spec_json: &str) -> i32 {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gen::key_for;
+
+    fn engines() -> Vec<&'static str> {
+        if crate::engine::COMPARATORS {
+            vec!["strata", "rocksdb", "leveldb"]
+        } else {
+            vec!["strata"]
+        }
+    }
+
+    #[test]
+    fn scans_return_the_asked_lengths() -> Result<(), BenchError> {
+        for name in engines() {
+            let tmp = tempfile::tempdir().map_err(|e| BenchError::Io("tmp".into(), e))?;
+            let kind = EngineKind::parse(name)?;
+            let opened = engine::open(&kind, &EngineSettings::default(), tmp.path())?;
+            let s = opened.store.as_ref();
+            for n in 0..1000u64 {
+                s.put(&key_for(n, 16), b"v")?;
+            }
+            s.delete(&key_for(500, 16))?;
+            assert_eq!(s.get(&key_for(7, 16))?, Some(b"v".to_vec()), "{name}");
+            assert_eq!(s.get(&key_for(500, 16))?, None, "{name}");
+            s.flush()?;
+            for (start, len, want) in [
+                (0u64, 10usize, 10usize),
+                (995, 10, 5),
+                (490, 20, 20),
+                (995, 3, 3),
+                (0, 100, 100),
+            ] {
+                let k = key_for(start, 16);
+                let got = s.scan(Bound::Included(&k), Bound::Unbounded, len, false)?;
+                assert_eq!(got.len(), want, "{name} forward from {start}");
+                assert!(got.windows(2).all(|w| w[0].0 < w[1].0), "{name}");
+            }
+            let k = key_for(5, 16);
+            let got = s.scan(Bound::Unbounded, Bound::Excluded(&k), 100, true)?;
+            assert_eq!(
+                got.iter().map(|e| e.0.clone()).collect::<Vec<_>>(),
+                (0..5).rev().map(|n| key_for(n, 16)).collect::<Vec<_>>(),
+                "{name}"
+            );
+            let got = s.scan(
+                Bound::Excluded(&k),
+                Bound::Included(&key_for(8, 16)),
+                100,
+                false,
+            )?;
+            assert_eq!(got.len(), 3, "{name}");
+            s.close()?;
+            assert!(s.get(&k).is_err(), "{name}: closed");
+            drop(opened);
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_run_in_process_measures() -> Result<(), BenchError> {
+        let tmp = tempfile::tempdir().map_err(|e| BenchError::Io("tmp".into(), e))?;
+        for w in ["fillrandom", "readrandom", "ycsb-e", "readseq"] {
+            let spec = RunSpec {
+                engine: "strata".into(),
+                workload: w.into(),
+                params: Params {
+                    num: 2000,
+                    ops: 1000,
+                    ..Params::default()
+                },
+                settings: EngineSettings::default(),
+                dir: tmp.path().join(w),
+                cold: true,
+            };
+            let r = run(&spec)?;
+            assert!(r.ops > 0 && r.ops_per_sec > 0.0, "{w}");
+            assert!(
+                r.latency.p50_us <= r.latency.p99_us && r.latency.p99_us <= r.latency.max_us,
+                "{w}"
+            );
+            match w {
+                "fillrandom" => {
+                    assert_eq!(r.ops, 2000);
+                    assert!(r.wa_engine.is_some_and(|x| x >= 1.0), "{:?}", r.wa_engine);
+                }
+                "readrandom" => assert_eq!(r.gets_found, 1000),
+                "readseq" => assert_eq!(r.ops, 1000),
+                _ => assert!(r.op_counts.get("scan").is_some_and(|&n| n > 900)),
+            }
+        }
+        Ok(())
+    }
+}

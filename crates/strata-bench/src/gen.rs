@@ -307,8 +307,9 @@ mod tests {
         let h = hits(Distribution::Zipfian, 10_000, 200_000);
         let share = top_share(h, 0.01);
         // Zipf(0.99) over 10^10 items hashed into 10^4: the top 1 % of keys
-        // receive far more than 1 % of the requests.
-        assert!(share > 0.25, "top 1% got {share}");
+        // receive far more than 1 % of the requests (about 1/5: the 100
+        // hottest of 10^10 Zipf items carry H(100, 0.99) / zeta ≈ 0.2).
+        assert!(share > 0.15, "top 1% got {share}");
     }
 
     #[test]

@@ -71,8 +71,8 @@ pub fn preset(name: &str, out: PathBuf) -> Result<Config, BenchError> {
         "tiny" => Ok(Config {
             workloads: all,
             params: Params {
-                num: 3000,
-                ops: 3000,
+                num: 2000,
+                ops: 2000,
                 duration_secs: 1.0,
                 ..Params::default()
             },
