@@ -128,7 +128,14 @@ pub fn run(a: &BenchArgs) -> Result<ExitCode, CliError> {
              Use scripts/bench, or build with --features comparators."
         );
     }
-    let exe = std::env::current_exe().map_err(CliError::Output)?;
+    // The children run this very binary: /proc/self/exe stays valid even if
+    // the file at our path is replaced by a rebuild while the bench runs.
+    let proc_exe = PathBuf::from("/proc/self/exe");
+    let exe = if proc_exe.exists() {
+        proc_exe
+    } else {
+        std::env::current_exe().map_err(CliError::Output)?
+    };
     let child = ChildCommand {
         program: exe,
         args: vec!["bench-child".into()],

@@ -18,7 +18,13 @@ use workload::Order;
 
 /// strata: an embedded, crash-safe, ordered key-value store (LSM core).
 #[derive(Parser, Debug)]
-#[command(name = "strata", version, about, max_term_width = 100)]
+#[command(
+    name = "strata",
+    version,
+    about,
+    max_term_width = 100,
+    args_override_self = true
+)]
 pub struct Cli {
     /// Database directory (required by every command but `demo`).
     #[arg(long, global = true, value_name = "DIR")]
