@@ -118,6 +118,8 @@ pub fn run(cli: &Cli) -> Result<ExitCode, CliError> {
             })
         }
         Command::Demo { count, seed } => crate::demo::run(cli, *count, *seed),
+        Command::Bench(a) => crate::bench::run(a),
+        Command::BenchChild { spec } => Ok(crate::bench::child(spec)),
     }
 }
 

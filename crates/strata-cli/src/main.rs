@@ -4,6 +4,7 @@
 //! `verify` found damage, `demo` found a mismatch); 2 an error (bad
 //! arguments, a missing or unreadable database, an I/O failure).
 
+mod bench;
 mod commands;
 mod demo;
 mod workload;
@@ -17,7 +18,13 @@ use workload::Order;
 
 /// strata: an embedded, crash-safe, ordered key-value store (LSM core).
 #[derive(Parser, Debug)]
-#[command(name = "strata", version, about, max_term_width = 100)]
+#[command(
+    name = "strata",
+    version,
+    about,
+    max_term_width = 100,
+    args_override_self = true
+)]
 pub struct Cli {
     /// Database directory (required by every command but `demo`).
     #[arg(long, global = true, value_name = "DIR")]
@@ -95,6 +102,16 @@ pub enum Command {
         /// Seed of the key order and the values.
         #[arg(long, default_value_t = 42)]
         seed: u64,
+    },
+    /// Benchmark strata side by side with RocksDB and LevelDB; writes a
+    /// summary, report.json, report.md and charts to --out.
+    Bench(Box<bench::BenchArgs>),
+    /// (internal) One benchmark run in a child process.
+    #[command(hide = true)]
+    BenchChild {
+        /// The run, as JSON.
+        #[arg(long)]
+        spec: String,
     },
 }
 

@@ -1,0 +1,24 @@
+fn main() {
+    println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-env-changed=CARGO_FEATURE_COMPARATORS");
+    if std::env::var_os("CARGO_FEATURE_COMPARATORS").is_some() {
+        println!("cargo:rustc-link-lib=rocksdb");
+        println!("cargo:rustc-link-lib=leveldb");
+        // The RocksDB C API has no version call; read it from the header.
+        let header = "/usr/include/rocksdb/version.h";
+        println!("cargo:rerun-if-changed={header}");
+        let text = std::fs::read_to_string(header).unwrap_or_default();
+        let part = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(&format!("#define {name} ")))
+                .map(|v| v.trim().to_string())
+                .unwrap_or_else(|| "?".to_string())
+        };
+        println!(
+            "cargo:rustc-env=STRATA_BENCH_ROCKSDB_VERSION={}.{}.{}",
+            part("ROCKSDB_MAJOR"),
+            part("ROCKSDB_MINOR"),
+            part("ROCKSDB_PATCH")
+        );
+    }
+}

@@ -1,0 +1,350 @@
+//! Charts (PNG and SVG, `plotters`): throughput relative to the baseline,
+//! the per-second timelines and the latency percentiles. Text uses a font
+//! bundled in a crate (no system font needed).
+
+use crate::report::Report;
+use crate::BenchError;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use std::path::Path;
+use std::sync::Once;
+
+static FONT: Once = Once::new();
+
+fn register_font() {
+    FONT.call_once(|| {
+        let _ = plotters::style::register_font(
+            "sans-serif",
+            FontStyle::Normal,
+            epaint_default_fonts::UBUNTU_LIGHT,
+        );
+    });
+}
+
+fn color(i: usize, name: &str) -> RGBColor {
+    match name {
+        "rocksdb" => RGBColor(214, 69, 65),
+        "leveldb" => RGBColor(90, 160, 70),
+        "strata" => RGBColor(40, 110, 200),
+        _ => {
+            let p = [
+                RGBColor(140, 80, 190),
+                RGBColor(230, 150, 30),
+                RGBColor(30, 170, 170),
+                RGBColor(120, 120, 120),
+            ];
+            p[i % p.len()]
+        }
+    }
+}
+
+fn err<E: std::fmt::Display>(what: &str) -> impl Fn(E) -> BenchError + '_ {
+    move |e| BenchError::Chart(format!("{what}: {e}"))
+}
+
+/// Grouped bars: ops/s ÷ baseline per workload per engine.
+fn throughput<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    r: &Report,
+) -> Result<(), BenchError>
+where
+    DB::ErrorType: 'static,
+{
+    let e = err::<DrawingAreaErrorKind<DB::ErrorType>>("throughput");
+    root.fill(&WHITE).map_err(&e)?;
+    let ws = r.workloads();
+    let n = ws.len().max(1);
+    let ymax = ws
+        .iter()
+        .flat_map(|w| r.engines.iter().filter_map(|en| r.ratio(&en.name, w)))
+        .fold(1.0f64, f64::max)
+        * 1.15;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!("Throughput relative to {} (higher is better)", r.baseline),
+            ("sans-serif", 24),
+        )
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(50)
+        .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), 0f64..ymax)
+        .map_err(&e)?;
+    let names = ws.clone();
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(n)
+        .x_label_formatter(&|x| {
+            let i = x.round();
+            if (x - i).abs() < 0.01 && i >= 0.0 {
+                names.get(i as usize).cloned().unwrap_or_default()
+            } else {
+                String::new()
+            }
+        })
+        .y_desc(format!("ops/s ÷ {}", r.baseline))
+        .label_style(("sans-serif", 14))
+        .draw()
+        .map_err(&e)?;
+    let k = r.engines.len().max(1) as f64;
+    let width = 0.8 / k;
+    for (j, en) in r.engines.iter().enumerate() {
+        let c = color(j, &en.name);
+        let bars: Vec<Rectangle<(f64, f64)>> = ws
+            .iter()
+            .enumerate()
+            .filter_map(|(i, w)| {
+                let v = r.ratio(&en.name, w)?;
+                let x0 = i as f64 - 0.4 + j as f64 * width;
+                Some(Rectangle::new(
+                    [(x0, 0.0), (x0 + width * 0.9, v)],
+                    c.filled(),
+                ))
+            })
+            .collect();
+        chart
+            .draw_series(bars)
+            .map_err(&e)?
+            .label(en.name.clone())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled()));
+    }
+    chart
+        .draw_series(LineSeries::new(
+            vec![(-0.5, 1.0), (n as f64 - 0.5, 1.0)],
+            BLACK.stroke_width(1),
+        ))
+        .map_err(&e)?;
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .draw()
+        .map_err(&e)?;
+    root.present().map_err(&e)?;
+    Ok(())
+}
+
+fn panels(n: usize) -> (usize, usize) {
+    let cols = if n <= 1 {
+        1
+    } else if n <= 4 {
+        2
+    } else {
+        3
+    };
+    (n.div_ceil(cols).max(1), cols)
+}
+
+/// One panel per workload: ops per second over time, one line per engine.
+fn timeline<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, r: &Report) -> Result<(), BenchError>
+where
+    DB::ErrorType: 'static,
+{
+    let e = err::<DrawingAreaErrorKind<DB::ErrorType>>("timeline");
+    root.fill(&WHITE).map_err(&e)?;
+    let root = root
+        .titled(
+            "Operations per second over time (median repeat)",
+            ("sans-serif", 24),
+        )
+        .map_err(&e)?;
+    let ws = r.workloads();
+    let (rows, cols) = panels(ws.len());
+    for (w, area) in ws.iter().zip(root.split_evenly((rows, cols))) {
+        let series: Vec<(usize, &str, &Vec<u64>)> = r
+            .engines
+            .iter()
+            .enumerate()
+            .filter_map(|(j, en)| {
+                r.cell(&en.name, w)
+                    .map(|c| (j, en.name.as_str(), &c.median.timeline))
+            })
+            .collect();
+        let xmax = series.iter().map(|s| s.2.len()).max().unwrap_or(1).max(2) as f64;
+        let ymax = series
+            .iter()
+            .flat_map(|s| s.2.iter().copied())
+            .max()
+            .unwrap_or(1)
+            .max(1) as f64
+            * 1.1;
+        let mut chart = ChartBuilder::on(&area)
+            .caption(w.as_str(), ("sans-serif", 16))
+            .margin(8)
+            .x_label_area_size(24)
+            .y_label_area_size(48)
+            .build_cartesian_2d(0f64..xmax, 0f64..ymax)
+            .map_err(&e)?;
+        chart
+            .configure_mesh()
+            .x_desc("s")
+            .label_style(("sans-serif", 11))
+            .y_label_formatter(&|v| format!("{:.0}k", v / 1000.0))
+            .draw()
+            .map_err(&e)?;
+        for (j, name, tl) in series {
+            let c = color(j, name);
+            chart
+                .draw_series(LineSeries::new(
+                    tl.iter()
+                        .enumerate()
+                        .map(|(i, v)| (i as f64 + 0.5, *v as f64)),
+                    c.stroke_width(2),
+                ))
+                .map_err(&e)?
+                .label(name.to_string())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 12, y)], c.stroke_width(2))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.8))
+            .label_font(("sans-serif", 11))
+            .draw()
+            .map_err(&e)?;
+    }
+    root.present().map_err(&e)?;
+    Ok(())
+}
+
+/// One panel per workload: p50 / p99 / p99.9 / max on a log scale.
+fn latency<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, r: &Report) -> Result<(), BenchError>
+where
+    DB::ErrorType: 'static,
+{
+    let e = err::<DrawingAreaErrorKind<DB::ErrorType>>("latency");
+    root.fill(&WHITE).map_err(&e)?;
+    let root = root
+        .titled(
+            "Latency percentiles, microseconds (log scale; lower is better)",
+            ("sans-serif", 24),
+        )
+        .map_err(&e)?;
+    let ws = r.workloads();
+    let (rows, cols) = panels(ws.len());
+    const LABELS: [&str; 4] = ["p50", "p99", "p99.9", "max"];
+    for (w, area) in ws.iter().zip(root.split_evenly((rows, cols))) {
+        let series: Vec<(usize, &str, [f64; 4])> = r
+            .engines
+            .iter()
+            .enumerate()
+            .filter_map(|(j, en)| {
+                let l = &r.cell(&en.name, w)?.median.latency;
+                Some((
+                    j,
+                    en.name.as_str(),
+                    [l.p50_us, l.p99_us, l.p999_us, l.max_us].map(|v| v.max(0.01)),
+                ))
+            })
+            .collect();
+        let ymin = series
+            .iter()
+            .flat_map(|s| s.2)
+            .fold(f64::MAX, f64::min)
+            .min(1.0)
+            * 0.8;
+        let ymax = series.iter().flat_map(|s| s.2).fold(1.0f64, f64::max) * 1.5;
+        let mut chart = ChartBuilder::on(&area)
+            .caption(w.as_str(), ("sans-serif", 16))
+            .margin(8)
+            .x_label_area_size(24)
+            .y_label_area_size(48)
+            .build_cartesian_2d(-0.3f64..3.3, (ymin..ymax).log_scale())
+            .map_err(&e)?;
+        chart
+            .configure_mesh()
+            .x_labels(4)
+            .x_label_formatter(&|x| {
+                let i = x.round();
+                if (x - i).abs() < 0.01 && (0.0..4.0).contains(&i) {
+                    LABELS[i as usize].to_string()
+                } else {
+                    String::new()
+                }
+            })
+            .label_style(("sans-serif", 11))
+            .draw()
+            .map_err(&e)?;
+        for (j, name, v) in series {
+            let c = color(j, name);
+            let pts: Vec<(f64, f64)> = v.iter().enumerate().map(|(i, y)| (i as f64, *y)).collect();
+            chart
+                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
+                .map_err(&e)?
+                .label(name.to_string())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 12, y)], c.stroke_width(2))
+                });
+            chart
+                .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, c.filled())))
+                .map_err(&e)?;
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.8))
+            .label_font(("sans-serif", 11))
+            .draw()
+            .map_err(&e)?;
+    }
+    root.present().map_err(&e)?;
+    Ok(())
+}
+
+type Draw = fn(&Report, &Path, (u32, u32)) -> Result<(), BenchError>;
+
+fn both(
+    out: &Path,
+    name: &str,
+    size: (u32, u32),
+    r: &Report,
+    png: Draw,
+    svg: Draw,
+) -> Result<(), BenchError> {
+    png(r, &out.join(format!("{name}.png")), size)?;
+    svg(r, &out.join(format!("{name}.svg")), size)
+}
+
+/// Writes throughput, timeline and latency charts; returns their base names.
+pub fn write_all(r: &Report, out: &Path) -> Result<Vec<String>, BenchError> {
+    register_font();
+    if r.workloads().is_empty() {
+        return Ok(Vec::new());
+    }
+    let n = r.workloads().len();
+    let (rows, cols) = panels(n);
+    let grid = (380 * cols as u32, 60 + 280 * rows as u32);
+    let wide = ((110 * n as u32).clamp(700, 2200), 480);
+    both(
+        out,
+        "throughput",
+        wide,
+        r,
+        |r, p, s| throughput(BitMapBackend::new(p, s).into_drawing_area(), r),
+        |r, p, s| throughput(SVGBackend::new(p, s).into_drawing_area(), r),
+    )?;
+    both(
+        out,
+        "timeline",
+        grid,
+        r,
+        |r, p, s| timeline(BitMapBackend::new(p, s).into_drawing_area(), r),
+        |r, p, s| timeline(SVGBackend::new(p, s).into_drawing_area(), r),
+    )?;
+    both(
+        out,
+        "latency",
+        grid,
+        r,
+        |r, p, s| latency(BitMapBackend::new(p, s).into_drawing_area(), r),
+        |r, p, s| latency(SVGBackend::new(p, s).into_drawing_area(), r),
+    )?;
+    Ok(vec![
+        "throughput".into(),
+        "timeline".into(),
+        "latency".into(),
+    ])
+}

@@ -1,0 +1,788 @@
+//! One engine × workload run, executed inside its own child process: load
+//! what the workload needs, run it, measure, print one result line.
+
+use crate::engine::{self, EngineKind, EngineSettings};
+use crate::gen::{key_into, scatter, ValuePool};
+use crate::sys;
+use crate::workload::{MixGen, Op, Params, Preload, Workload};
+use crate::BenchError;
+use hdrhistogram::Histogram;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::ops::Bound;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+use strata::{KvStore, StatsSnapshot, WriteBatch, WriteOptions};
+
+/// What the parent asks a child to do.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunSpec {
+    /// The engine as named on the command line.
+    pub engine: String,
+    pub workload: String,
+    pub params: Params,
+    pub settings: EngineSettings,
+    /// A fresh directory for the database.
+    pub dir: PathBuf,
+    /// Drop the page cache of the database files after the load.
+    pub cold: bool,
+}
+
+/// Latency percentiles in microseconds.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Latency {
+    pub mean_us: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+    pub max_us: f64,
+}
+
+/// Per-level shape (files, bytes; bytes 0 where the engine does not say).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Level {
+    pub files: usize,
+    pub bytes: u64,
+}
+
+/// Everything measured in one run.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct RunResult {
+    pub engine: String,
+    pub workload: String,
+    pub description: String,
+    pub version: String,
+    pub engine_settings: String,
+    /// Set when the run failed; the figures are then zero.
+    pub error: Option<String>,
+    pub ops: u64,
+    pub secs: f64,
+    pub ops_per_sec: f64,
+    pub mb_per_sec: f64,
+    pub latency: Latency,
+    /// Operations completed in each full second of the run.
+    pub timeline: Vec<u64>,
+    pub timeline_min: f64,
+    pub timeline_mean: f64,
+    pub seconds_below_half_mean: usize,
+    /// Counts per operation kind.
+    pub op_counts: BTreeMap<String, u64>,
+    pub gets: u64,
+    pub gets_found: u64,
+    pub user_bytes_written: u64,
+    pub live_bytes: u64,
+    pub dir_bytes: u64,
+    pub device_write_bytes: u64,
+    pub device_read_bytes: u64,
+    pub cancelled_write_bytes: u64,
+    /// Device bytes written (incl. the final flush and close) ÷ user bytes written.
+    pub wa_device: Option<f64>,
+    /// The engine's own count of bytes written ÷ user bytes (strata only).
+    pub wa_engine: Option<f64>,
+    /// Directory size after close ÷ live user bytes.
+    pub space_amp: Option<f64>,
+    /// Device bytes read per get (page-cache misses only).
+    pub device_read_bytes_per_get: Option<f64>,
+    /// Table bytes the engine read per get (strata only).
+    pub engine_read_bytes_per_get: Option<f64>,
+    pub cpu_secs: f64,
+    pub max_rss_mib: f64,
+    /// Time writers were stopped or slowed (strata only).
+    pub stall_secs: Option<f64>,
+    pub levels: Vec<Level>,
+    /// Seconds spent loading before the run (not measured).
+    pub load_secs: f64,
+}
+
+/// Child's stdout protocol: progress lines, then one result line.
+pub const PROGRESS_PREFIX: &str = "progress ";
+pub const RESULT_PREFIX: &str = "result ";
+
+/// A bitset of record numbers that currently hold a value.
+struct Live {
+    bits: Vec<AtomicU64>,
+    count: AtomicU64,
+}
+
+impl Live {
+    fn new(capacity: u64) -> Self {
+        Live {
+            bits: (0..capacity.div_ceil(64))
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            count: AtomicU64::new(0),
+        }
+    }
+    fn set(&self, n: u64) {
+        if let Some(w) = self.bits.get((n / 64) as usize) {
+            let m = 1u64 << (n % 64);
+            if w.fetch_or(m, Relaxed) & m == 0 {
+                self.count.fetch_add(1, Relaxed);
+            }
+        }
+    }
+    fn clear(&self, n: u64) {
+        if let Some(w) = self.bits.get((n / 64) as usize) {
+            let m = 1u64 << (n % 64);
+            if w.fetch_and(!m, Relaxed) & m != 0 {
+                self.count.fetch_sub(1, Relaxed);
+            }
+        }
+    }
+}
+
+/// Per-thread measurements.
+struct Meter {
+    hist: Histogram<u64>,
+    buckets: Vec<u64>,
+    counts: BTreeMap<&'static str, u64>,
+    bytes: u64,
+    written: u64,
+    gets: u64,
+    found: u64,
+    ops: u64,
+}
+
+impl Meter {
+    fn new() -> Self {
+        Meter {
+            // Three significant digits is within hdrhistogram's 0..=5.
+            hist: Histogram::new(3).expect("constant precision is valid"),
+            buckets: Vec::new(),
+            counts: BTreeMap::new(),
+            bytes: 0,
+            written: 0,
+            gets: 0,
+            found: 0,
+            ops: 0,
+        }
+    }
+    fn record(&mut self, start: Instant, t0: Instant, t1: Instant, n: u64) {
+        let ns = (t1 - t0).as_nanos().min(u128::from(u64::MAX)) as u64;
+        let _ = self.hist.record(ns.max(1));
+        let sec = (t1 - start).as_secs() as usize;
+        if self.buckets.len() <= sec {
+            self.buckets.resize(sec + 1, 0);
+        }
+        self.buckets[sec] += n;
+        self.ops += n;
+    }
+    fn count(&mut self, what: &'static str) {
+        *self.counts.entry(what).or_insert(0) += 1;
+    }
+    fn merge(&mut self, o: Meter) {
+        let _ = self.hist.add(&o.hist);
+        if self.buckets.len() < o.buckets.len() {
+            self.buckets.resize(o.buckets.len(), 0);
+        }
+        for (a, b) in self.buckets.iter_mut().zip(o.buckets) {
+            *a += b;
+        }
+        for (k, v) in o.counts {
+            *self.counts.entry(k).or_insert(0) += v;
+        }
+        self.bytes += o.bytes;
+        self.written += o.written;
+        self.gets += o.gets;
+        self.found += o.found;
+        self.ops += o.ops;
+    }
+}
+
+/// Shared state of a run.
+struct Ctx<'a> {
+    store: &'a dyn KvStore,
+    p: &'a Params,
+    values: ValuePool,
+    live: Live,
+    /// Records that exist (YCSB inserts append).
+    records: AtomicU64,
+    /// Next record number an insert takes.
+    next_insert: AtomicU64,
+    /// Store record `n` under a scattered key (YCSB) or under `n` (db_bench).
+    hashed: bool,
+    done: AtomicU64,
+    stop: AtomicBool,
+}
+
+impl Ctx<'_> {
+    fn key(&self, n: u64, buf: &mut Vec<u8>) {
+        key_into(
+            if self.hashed { scatter(n) } else { n },
+            self.p.key_size,
+            buf,
+        );
+    }
+    fn put(&self, n: u64, kb: &mut Vec<u8>, m: &mut Meter) -> strata::Result<()> {
+        self.key(n, kb);
+        let v = self.values.value(n ^ m.ops, self.p.value_size);
+        self.store.put(kb, v)?;
+        self.live.set(n);
+        let b = (kb.len() + v.len()) as u64;
+        m.written += b;
+        m.bytes += b;
+        Ok(())
+    }
+    fn get(&self, n: u64, kb: &mut Vec<u8>, m: &mut Meter) -> strata::Result<Option<Vec<u8>>> {
+        self.key(n, kb);
+        let v = self.store.get(kb)?;
+        m.gets += 1;
+        if let Some(v) = &v {
+            m.found += 1;
+            m.bytes += (kb.len() + v.len()) as u64;
+        }
+        Ok(v)
+    }
+}
+
+fn emit(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+fn progress(phase: &str, done: u64, total: u64) {
+    emit(&format!("{PROGRESS_PREFIX}{phase} {done} {total}"));
+}
+
+/// Writes records `0..num` in batches (seeded random order for db_bench).
+fn preload(ctx: &Ctx<'_>, kind: Preload) -> Result<(), BenchError> {
+    let p = ctx.p;
+    let mut order: Vec<u64> = (0..p.num).collect();
+    if kind == Preload::DbBench {
+        use rand::seq::SliceRandom;
+        order.shuffle(&mut SmallRng::seed_from_u64(p.seed ^ 0x10AD));
+    }
+    let mut kb = Vec::new();
+    for (i, chunk) in order.chunks(1000).enumerate() {
+        let mut b = WriteBatch::new();
+        for &n in chunk {
+            ctx.key(n, &mut kb);
+            b.put(&kb, ctx.values.value(n, p.value_size));
+            ctx.live.set(n);
+        }
+        ctx.store.write(b, &WriteOptions::default())?;
+        if i % 50 == 0 {
+            progress("load", (i * 1000) as u64, p.num);
+        }
+    }
+    ctx.records.store(p.num, Relaxed);
+    ctx.next_insert.store(p.num, Relaxed);
+    ctx.store.flush()?;
+    Ok(())
+}
+
+/// The run phase of thread `t`: returns its meter.
+fn worker(
+    ctx: &Ctx<'_>,
+    w: Workload,
+    t: usize,
+    start: Instant,
+    deadline: Option<Instant>,
+) -> Result<Meter, BenchError> {
+    let p = ctx.p;
+    let mut m = Meter::new();
+    let mut rng =
+        SmallRng::seed_from_u64(p.seed.wrapping_add(1 + t as u64).wrapping_mul(0x9E37_79B9));
+    let threads = p.threads as u64;
+    let quota = match w {
+        Workload::FillSeq | Workload::FillRandom | Workload::YcsbLoad => {
+            p.num / threads + u64::from((t as u64) < p.num % threads)
+        }
+        Workload::ReadSeq => p.ops.min(p.num),
+        _ => p.ops / threads + u64::from((t as u64) < p.ops % threads),
+    };
+    let first = (p.num / threads) * t as u64 + (t as u64).min(p.num % threads);
+    let mut kb = Vec::with_capacity(p.key_size);
+    let mut mix = w.mix(p).map(|mx| MixGen::new(mx, p.num));
+    let mut i = 0u64;
+    let mut last_key: Option<Vec<u8>> = None;
+    loop {
+        if let Some(d) = deadline {
+            if i.is_multiple_of(64) && (Instant::now() >= d || ctx.stop.load(Relaxed)) {
+                break;
+            }
+        } else if i >= quota {
+            break;
+        }
+        let t0 = Instant::now();
+        let mut n_ops = 1;
+        match w {
+            Workload::FillSeq | Workload::YcsbLoad => {
+                ctx.put(first + i, &mut kb, &mut m)?;
+                m.count("write");
+            }
+            Workload::FillRandom | Workload::Overwrite | Workload::Fluctuation => {
+                ctx.put(rng.gen_range(0..p.num), &mut kb, &mut m)?;
+                m.count("write");
+            }
+            Workload::ReadRandom | Workload::ReadWhileWriting => {
+                ctx.get(rng.gen_range(0..p.num), &mut kb, &mut m)?;
+                m.count("read");
+            }
+            Workload::DeleteRandom => {
+                let n = rng.gen_range(0..p.num);
+                ctx.key(n, &mut kb);
+                ctx.store.delete(&kb)?;
+                ctx.live.clear(n);
+                m.written += kb.len() as u64;
+                m.count("delete");
+            }
+            Workload::SeekRandom => {
+                ctx.key(rng.gen_range(0..p.num), &mut kb);
+                let got =
+                    ctx.store
+                        .scan(Bound::Included(&kb), Bound::Unbounded, p.scan_len, false)?;
+                m.bytes += got
+                    .iter()
+                    .map(|(k, v)| (k.len() + v.len()) as u64)
+                    .sum::<u64>();
+                m.count("seek");
+            }
+            Workload::ReadSeq => {
+                let lo = match &last_key {
+                    Some(k) => Bound::Excluded(k.as_slice()),
+                    None => Bound::Unbounded,
+                };
+                let want = (quota - i).min(100) as usize;
+                let got = ctx.store.scan(lo, Bound::Unbounded, want, false)?;
+                if got.is_empty() {
+                    break;
+                }
+                n_ops = got.len() as u64;
+                m.bytes += got
+                    .iter()
+                    .map(|(k, v)| (k.len() + v.len()) as u64)
+                    .sum::<u64>();
+                last_key = got.last().map(|(k, _)| k.clone());
+                m.count("scan-call");
+            }
+            Workload::Ycsb(_) | Workload::Update(_) => {
+                let Some(g) = mix.as_mut() else {
+                    return Err(BenchError::Usage(format!("{} has no mix", w.name())));
+                };
+                let records = ctx.records.load(Relaxed);
+                match g.next(&mut rng, records) {
+                    Op::Read(n) => {
+                        ctx.get(n, &mut kb, &mut m)?;
+                        m.count("read");
+                    }
+                    Op::Update(n) => {
+                        ctx.put(n, &mut kb, &mut m)?;
+                        m.count("update");
+                    }
+                    Op::Insert => {
+                        let n = ctx.next_insert.fetch_add(1, Relaxed);
+                        ctx.put(n, &mut kb, &mut m)?;
+                        ctx.records.fetch_max(n + 1, Relaxed);
+                        m.count("insert");
+                    }
+                    Op::Scan(n, len) => {
+                        ctx.key(n, &mut kb);
+                        let got =
+                            ctx.store
+                                .scan(Bound::Included(&kb), Bound::Unbounded, len, false)?;
+                        m.bytes += got
+                            .iter()
+                            .map(|(k, v)| (k.len() + v.len()) as u64)
+                            .sum::<u64>();
+                        m.count("scan");
+                    }
+                    Op::ReadModifyWrite(n) => {
+                        ctx.get(n, &mut kb, &mut m)?;
+                        ctx.put(n, &mut kb, &mut m)?;
+                        m.count("read-modify-write");
+                    }
+                }
+            }
+        }
+        let t1 = Instant::now();
+        m.record(start, t0, t1, n_ops);
+        i += n_ops;
+        if i % 256 < n_ops {
+            ctx.done.fetch_add(256, Relaxed);
+        }
+    }
+    Ok(m)
+}
+
+/// The writer of readwhilewriting: overwrites until told to stop.
+fn background_writer(ctx: &Ctx<'_>) -> Result<u64, BenchError> {
+    let mut rng = SmallRng::seed_from_u64(ctx.p.seed ^ 0xBAD5EED);
+    let mut kb = Vec::new();
+    let mut m = Meter::new();
+    let mut n = 0;
+    while !ctx.stop.load(Relaxed) {
+        ctx.put(rng.gen_range(0..ctx.p.num), &mut kb, &mut m)?;
+        n += 1;
+    }
+    Ok(n)
+}
+
+fn level_shape(s: &StatsSnapshot) -> Vec<Level> {
+    s.levels
+        .iter()
+        .map(|l| Level {
+            files: l.files,
+            bytes: l.bytes,
+        })
+        .collect()
+}
+
+fn ratio(a: u64, b: u64) -> Option<f64> {
+    (b > 0).then(|| a as f64 / b as f64)
+}
+
+/// Runs `spec` in this process and returns its result.
+pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
+    let kind = EngineKind::parse(&spec.engine)?;
+    let w = Workload::parse(&spec.workload)?;
+    let p = &spec.params;
+    p.validate()?;
+    if spec.dir.exists() {
+        std::fs::remove_dir_all(&spec.dir).map_err(|e| BenchError::Io(spec.dir.clone(), e))?;
+    }
+    std::fs::create_dir_all(&spec.dir).map_err(|e| BenchError::Io(spec.dir.clone(), e))?;
+    let opened = engine::open(&kind, &spec.settings, &spec.dir)?;
+    let store: &dyn KvStore = opened.store.as_ref();
+    let inserts = w
+        .mix(p)
+        .map_or(0, |m| (m.insert * p.ops as f64 * 1.5) as u64 + 64);
+    let ctx = Ctx {
+        store,
+        p,
+        values: ValuePool::new(p.seed, p.value_size),
+        live: Live::new(p.num + inserts),
+        records: AtomicU64::new(0),
+        next_insert: AtomicU64::new(0),
+        hashed: matches!(w.preload(), Preload::Ycsb) || w == Workload::YcsbLoad,
+        done: AtomicU64::new(0),
+        stop: AtomicBool::new(false),
+    };
+    let load_start = Instant::now();
+    match w.preload() {
+        Preload::Nothing => {}
+        kind => {
+            preload(&ctx, kind)?;
+            if spec.cold {
+                sys::drop_cache(&spec.dir);
+            }
+        }
+    }
+    let load_secs = load_start.elapsed().as_secs_f64();
+
+    let stats0 = store.stats();
+    let io0 = sys::proc_io();
+    let cpu0 = sys::usage();
+    let timed = w.timed();
+    let total = if timed {
+        (p.duration_secs * 1000.0) as u64
+    } else if matches!(
+        w,
+        Workload::FillSeq | Workload::FillRandom | Workload::YcsbLoad
+    ) {
+        p.num
+    } else if w == Workload::ReadSeq {
+        p.ops.min(p.num) * p.threads as u64
+    } else {
+        p.ops
+    };
+    let start = Instant::now();
+    let deadline = timed.then(|| start + Duration::from_secs_f64(p.duration_secs));
+    let (meter, writer_ops, elapsed) = std::thread::scope(|s| -> Result<_, BenchError> {
+        let ctx = &ctx;
+        let reporter = s.spawn(move || {
+            while !ctx.stop.load(Relaxed) {
+                std::thread::sleep(Duration::from_millis(200));
+                let done = if timed {
+                    start.elapsed().as_millis() as u64
+                } else {
+                    ctx.done.load(Relaxed)
+                };
+                progress("run", done.min(total), total);
+            }
+        });
+        let writer =
+            (w == Workload::ReadWhileWriting).then(|| s.spawn(move || background_writer(ctx)));
+        let workers: Vec<_> = (0..p.threads)
+            .map(|t| s.spawn(move || worker(ctx, w, t, start, deadline)))
+            .collect();
+        let mut total_meter = Meter::new();
+        let mut first_err = None;
+        for h in workers {
+            match h.join() {
+                Ok(Ok(m)) => total_meter.merge(m),
+                Ok(Err(e)) => first_err = first_err.or(Some(e)),
+                Err(_) => {
+                    first_err =
+                        first_err.or(Some(BenchError::Usage("a worker thread panicked".into())))
+                }
+            }
+        }
+        let elapsed = start.elapsed();
+        ctx.stop.store(true, Relaxed);
+        let writer_ops = match writer.map(|h| h.join()) {
+            Some(Ok(Ok(n))) => Some(n),
+            Some(Ok(Err(e))) => return Err(e),
+            Some(Err(_)) => return Err(BenchError::Usage("the writer thread panicked".into())),
+            None => None,
+        };
+        let _ = reporter.join();
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok((total_meter, writer_ops, elapsed)),
+        }
+    })?;
+
+    // Charge the final flush and the close to the run, then measure.
+    let stats_before_close = store.stats();
+    store.close()?;
+    let stats1 = if kind.is_comparator() {
+        stats_before_close.clone()
+    } else {
+        store.stats()
+    };
+    let version = opened.version.clone();
+    let settings = opened.settings.clone();
+    let live_count = ctx.live.count.load(Relaxed);
+    drop(ctx);
+    drop(opened);
+    let io1 = sys::proc_io();
+    let cpu1 = sys::usage();
+    let dir_bytes = sys::dir_size(&spec.dir);
+
+    let secs = elapsed.as_secs_f64().max(1e-9);
+    let h = &meter.hist;
+    let us = |v: u64| v as f64 / 1000.0;
+    let latency = Latency {
+        mean_us: h.mean() / 1000.0,
+        p50_us: us(h.value_at_quantile(0.50)),
+        p99_us: us(h.value_at_quantile(0.99)),
+        p999_us: us(h.value_at_quantile(0.999)),
+        max_us: us(h.max()),
+    };
+    let full = (elapsed.as_secs() as usize).min(meter.buckets.len());
+    let timeline: Vec<u64> = meter.buckets[..full].to_vec();
+    let (tmin, tmean) = if timeline.is_empty() {
+        let r = meter.ops as f64 / secs;
+        (r, r)
+    } else {
+        let min = timeline.iter().copied().min().unwrap_or(0) as f64;
+        (
+            min,
+            timeline.iter().sum::<u64>() as f64 / timeline.len() as f64,
+        )
+    };
+    let below = timeline
+        .iter()
+        .filter(|&&v| (v as f64) < tmean / 2.0)
+        .count();
+    let mut op_counts: BTreeMap<String, u64> = meter
+        .counts
+        .iter()
+        .map(|(k, v)| (k.to_string(), *v))
+        .collect();
+    if let Some(n) = writer_ops {
+        op_counts.insert("background-write".into(), n);
+    }
+    let written = meter.written + writer_ops.map_or(0, |n| n * (p.key_size + p.value_size) as u64);
+    let dev_w = io1.write_bytes.saturating_sub(io0.write_bytes);
+    let dev_r = io1.read_bytes.saturating_sub(io0.read_bytes);
+    let live_bytes = live_count * (p.key_size + p.value_size) as u64;
+    let strata_engine = !kind.is_comparator();
+    let eng_w = stats1
+        .engine_bytes_written()
+        .saturating_sub(stats0.engine_bytes_written());
+    let user_w = stats1
+        .user_bytes_written
+        .saturating_sub(stats0.user_bytes_written);
+    let stall = (stats1.stall_micros + stats1.slowdown_micros)
+        .saturating_sub(stats0.stall_micros + stats0.slowdown_micros);
+    Ok(RunResult {
+        engine: spec.engine.clone(),
+        workload: w.name(),
+        description: w.describe(p),
+        version,
+        engine_settings: settings,
+        error: None,
+        ops: meter.ops,
+        secs,
+        ops_per_sec: meter.ops as f64 / secs,
+        mb_per_sec: meter.bytes as f64 / secs / 1e6,
+        latency,
+        timeline,
+        timeline_min: tmin,
+        timeline_mean: tmean,
+        seconds_below_half_mean: below,
+        op_counts,
+        gets: meter.gets,
+        gets_found: meter.found,
+        user_bytes_written: written,
+        live_bytes,
+        dir_bytes,
+        device_write_bytes: dev_w,
+        device_read_bytes: dev_r,
+        cancelled_write_bytes: io1
+            .cancelled_write_bytes
+            .saturating_sub(io0.cancelled_write_bytes),
+        wa_device: if written > 0 && dev_w > 0 {
+            ratio(dev_w, written)
+        } else {
+            None
+        },
+        wa_engine: if strata_engine {
+            ratio(eng_w, user_w)
+        } else {
+            None
+        },
+        space_amp: ratio(dir_bytes, live_bytes),
+        device_read_bytes_per_get: ratio(dev_r, meter.gets),
+        engine_read_bytes_per_get: if strata_engine {
+            ratio(
+                stats1
+                    .table_bytes_read
+                    .saturating_sub(stats0.table_bytes_read),
+                meter.gets,
+            )
+        } else {
+            None
+        },
+        cpu_secs: cpu1.cpu_secs - cpu0.cpu_secs,
+        max_rss_mib: cpu1.max_rss_kib as f64 / 1024.0,
+        stall_secs: strata_engine.then_some(stall as f64 / 1e6),
+        levels: level_shape(&stats_before_close),
+        load_secs,
+    })
+}
+
+/// The child's entry point: runs the JSON `spec`, prints the result line.
+/// Returns the process exit code.
+pub fn child_main(spec_json: &str) -> i32 {
+    let spec: RunSpec = match serde_json::from_str(spec_json) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: bad run spec: {e}");
+            return 2;
+        }
+    };
+    let result = match run(&spec) {
+        Ok(r) => r,
+        Err(e) => RunResult {
+            engine: spec.engine.clone(),
+            workload: spec.workload.clone(),
+            error: Some(e.to_string()),
+            ..RunResult::default()
+        },
+    };
+    let _ = std::fs::remove_dir_all(&spec.dir);
+    match serde_json::to_string(&result) {
+        Ok(j) => {
+            emit(&format!("{RESULT_PREFIX}{j}"));
+            0
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            2
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gen::key_for;
+
+    fn engines() -> Vec<&'static str> {
+        if crate::engine::COMPARATORS {
+            vec!["strata", "rocksdb", "leveldb"]
+        } else {
+            vec!["strata"]
+        }
+    }
+
+    #[test]
+    fn scans_return_the_asked_lengths() -> Result<(), BenchError> {
+        for name in engines() {
+            let tmp = tempfile::tempdir().map_err(|e| BenchError::Io("tmp".into(), e))?;
+            let kind = EngineKind::parse(name)?;
+            let opened = engine::open(&kind, &EngineSettings::default(), tmp.path())?;
+            let s = opened.store.as_ref();
+            for n in 0..1000u64 {
+                s.put(&key_for(n, 16), b"v")?;
+            }
+            s.delete(&key_for(500, 16))?;
+            assert_eq!(s.get(&key_for(7, 16))?, Some(b"v".to_vec()), "{name}");
+            assert_eq!(s.get(&key_for(500, 16))?, None, "{name}");
+            s.flush()?;
+            for (start, len, want) in [
+                (0u64, 10usize, 10usize),
+                (995, 10, 5),
+                (490, 20, 20),
+                (995, 3, 3),
+                (0, 100, 100),
+            ] {
+                let k = key_for(start, 16);
+                let got = s.scan(Bound::Included(&k), Bound::Unbounded, len, false)?;
+                assert_eq!(got.len(), want, "{name} forward from {start}");
+                assert!(got.windows(2).all(|w| w[0].0 < w[1].0), "{name}");
+            }
+            let k = key_for(5, 16);
+            let got = s.scan(Bound::Unbounded, Bound::Excluded(&k), 100, true)?;
+            assert_eq!(
+                got.iter().map(|e| e.0.clone()).collect::<Vec<_>>(),
+                (0..5).rev().map(|n| key_for(n, 16)).collect::<Vec<_>>(),
+                "{name}"
+            );
+            let got = s.scan(
+                Bound::Excluded(&k),
+                Bound::Included(&key_for(8, 16)),
+                100,
+                false,
+            )?;
+            assert_eq!(got.len(), 3, "{name}");
+            s.close()?;
+            assert!(s.get(&k).is_err(), "{name}: closed");
+            drop(opened);
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_run_in_process_measures() -> Result<(), BenchError> {
+        let tmp = tempfile::tempdir().map_err(|e| BenchError::Io("tmp".into(), e))?;
+        for w in ["fillrandom", "readrandom", "ycsb-e", "readseq"] {
+            let spec = RunSpec {
+                engine: "strata".into(),
+                workload: w.into(),
+                params: Params {
+                    num: 2000,
+                    ops: 1000,
+                    ..Params::default()
+                },
+                settings: EngineSettings::default(),
+                dir: tmp.path().join(w),
+                cold: true,
+            };
+            let r = run(&spec)?;
+            assert!(r.ops > 0 && r.ops_per_sec > 0.0, "{w}");
+            assert!(
+                r.latency.p50_us <= r.latency.p99_us && r.latency.p99_us <= r.latency.max_us,
+                "{w}"
+            );
+            match w {
+                "fillrandom" => {
+                    assert_eq!(r.ops, 2000);
+                    assert!(r.wa_engine.is_some_and(|x| x >= 1.0), "{:?}", r.wa_engine);
+                }
+                "readrandom" => assert_eq!(r.gets_found, 1000),
+                "readseq" => assert_eq!(r.ops, 1000),
+                _ => assert!(r.op_counts.get("scan").is_some_and(|&n| n > 900)),
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,187 @@
+//! The engines under test, all behind [`strata::KvStore`], configured alike.
+
+use crate::BenchError;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use strata::{KvStore, Options};
+
+/// Settings every engine receives, so that the comparison is fair.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct EngineSettings {
+    /// Memtable size (every engine).
+    pub write_buffer_size: usize,
+    /// Block cache capacity (every engine).
+    pub block_cache_size: usize,
+    /// Bloom filter bits per key.
+    pub bloom_bits_per_key: usize,
+    /// Data block size.
+    pub block_size: usize,
+    /// Size at which tables are cut.
+    pub target_file_size: u64,
+    /// `none`, `lz4` or `zstd` (LevelDB supports only `none`).
+    pub compression: String,
+    /// fdatasync the WAL on every write.
+    pub sync: bool,
+    /// Background flush/compaction threads.
+    pub background_threads: usize,
+}
+
+impl Default for EngineSettings {
+    fn default() -> Self {
+        EngineSettings {
+            write_buffer_size: 64 << 20,
+            block_cache_size: 32 << 20,
+            bloom_bits_per_key: 10,
+            block_size: 4096,
+            target_file_size: 64 << 20,
+            compression: "none".into(),
+            sync: false,
+            background_threads: 2,
+        }
+    }
+}
+
+impl EngineSettings {
+    /// One line for reports.
+    pub fn summary(&self) -> String {
+        format!(
+            "WAL on, sync={}, compression={}, write_buffer={} MiB, block_cache={} MiB, bloom={} bits/key, block={} KiB, target_file={} MiB, background_threads={}",
+            self.sync,
+            self.compression,
+            self.write_buffer_size >> 20,
+            self.block_cache_size >> 20,
+            self.bloom_bits_per_key,
+            self.block_size >> 10,
+            self.target_file_size >> 20,
+            self.background_threads
+        )
+    }
+}
+
+/// Which engine a run uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EngineKind {
+    /// strata with extra options (`name=value,...`) applied on top of the settings.
+    Strata(String),
+    RocksDb,
+    LevelDb,
+}
+
+impl EngineKind {
+    /// Parses `strata`, `strata:opt=v,opt=v`, `rocksdb` or `leveldb`.
+    pub fn parse(spec: &str) -> Result<Self, BenchError> {
+        let spec = spec.trim();
+        if spec == "strata" {
+            return Ok(EngineKind::Strata(String::new()));
+        }
+        if let Some(opts) = spec.strip_prefix("strata:") {
+            // Validate now so that a typo fails before any run starts.
+            let mut o = Options::default();
+            o.apply(opts)
+                .map_err(|e| BenchError::Usage(format!("{spec}: {e}")))?;
+            return Ok(EngineKind::Strata(opts.to_string()));
+        }
+        match spec {
+            "rocksdb" => Ok(EngineKind::RocksDb),
+            "leveldb" => Ok(EngineKind::LevelDb),
+            _ => Err(BenchError::Usage(format!(
+                "unknown engine {spec:?} (expected strata, strata:opt=v,..., rocksdb or leveldb)"
+            ))),
+        }
+    }
+
+    /// True for RocksDB and LevelDB.
+    pub fn is_comparator(&self) -> bool {
+        !matches!(self, EngineKind::Strata(_))
+    }
+}
+
+/// Whether RocksDB and LevelDB were compiled in (cargo feature `comparators`).
+pub const COMPARATORS: bool = cfg!(feature = "comparators");
+
+/// An open engine with what the report says about it.
+pub struct OpenEngine {
+    pub store: Box<dyn KvStore>,
+    pub version: String,
+    /// The engine's own configuration, printed in the report.
+    pub settings: String,
+}
+
+/// The strata options for `settings` plus `extra` (`name=value,...`).
+pub fn strata_options(settings: &EngineSettings, extra: &str) -> Result<Options, BenchError> {
+    let mut o = Options::default()
+        .write_buffer_size(settings.write_buffer_size)
+        .block_cache_size(settings.block_cache_size)
+        .bloom_bits_per_key(settings.bloom_bits_per_key)
+        .block_size(settings.block_size)
+        .target_file_size(settings.target_file_size)
+        .background_threads(settings.background_threads);
+    o.apply(&format!("compression={}", settings.compression))
+        .map_err(|e| BenchError::Usage(e.to_string()))?;
+    o.apply(extra)
+        .map_err(|e| BenchError::Usage(e.to_string()))?;
+    o.validate().map_err(|e| BenchError::Usage(e.to_string()))?;
+    Ok(o)
+}
+
+/// Opens (creating) the engine `kind` in `dir`.
+pub fn open(
+    kind: &EngineKind,
+    settings: &EngineSettings,
+    dir: &Path,
+) -> Result<OpenEngine, BenchError> {
+    match kind {
+        EngineKind::Strata(extra) => {
+            let o = strata_options(settings, extra)?;
+            let shown = o.to_string();
+            let db = strata::Db::open(dir, o)?;
+            Ok(OpenEngine {
+                store: Box::new(db),
+                version: format!("strata {}", env!("CARGO_PKG_VERSION")),
+                settings: shown,
+            })
+        }
+        #[cfg(feature = "comparators")]
+        EngineKind::RocksDb => crate::ffi::rocksdb::open(settings, dir),
+        #[cfg(feature = "comparators")]
+        EngineKind::LevelDb => crate::ffi::leveldb::open(settings, dir),
+        #[cfg(not(feature = "comparators"))]
+        EngineKind::RocksDb | EngineKind::LevelDb => Err(BenchError::Usage(
+            "RocksDB and LevelDB are not compiled in: build with --features comparators".into(),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_parse() -> Result<(), BenchError> {
+        assert_eq!(
+            EngineKind::parse("strata")?,
+            EngineKind::Strata(String::new())
+        );
+        assert_eq!(
+            EngineKind::parse("strata:compression=lz4")?,
+            EngineKind::Strata("compression=lz4".into())
+        );
+        assert_eq!(EngineKind::parse("rocksdb")?, EngineKind::RocksDb);
+        assert!(EngineKind::parse("strata:nope=1").is_err());
+        assert!(EngineKind::parse("sqlite").is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn strata_gets_the_common_settings() -> Result<(), BenchError> {
+        let s = EngineSettings {
+            write_buffer_size: 8 << 20,
+            ..EngineSettings::default()
+        };
+        let o = strata_options(&s, "bloom_bits_per_key=5")?;
+        assert_eq!(o.write_buffer_size, 8 << 20);
+        assert_eq!(o.bloom_bits_per_key, 5);
+        assert_eq!(o.block_cache_size, s.block_cache_size);
+        Ok(())
+    }
+}

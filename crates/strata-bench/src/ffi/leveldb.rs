@@ -1,0 +1,226 @@
+//! LevelDB through `leveldb/c.h` (Debian `libleveldb-dev`).
+
+use super::{c_path, Api, CStore, ErrPtr, FfiError, Handle, Owned};
+use crate::engine::{EngineSettings, OpenEngine};
+use crate::BenchError;
+use std::ffi::{c_char, c_int, c_uchar, c_void};
+use std::path::Path;
+
+extern "C" {
+    fn leveldb_options_create() -> Handle;
+    fn leveldb_options_destroy(o: Handle);
+    fn leveldb_options_set_create_if_missing(o: Handle, v: c_uchar);
+    fn leveldb_options_set_write_buffer_size(o: Handle, v: usize);
+    fn leveldb_options_set_max_open_files(o: Handle, v: c_int);
+    fn leveldb_options_set_cache(o: Handle, c: Handle);
+    fn leveldb_options_set_block_size(o: Handle, v: usize);
+    fn leveldb_options_set_max_file_size(o: Handle, v: usize);
+    fn leveldb_options_set_compression(o: Handle, v: c_int);
+    fn leveldb_options_set_filter_policy(o: Handle, p: Handle);
+    fn leveldb_filterpolicy_create_bloom(bits_per_key: c_int) -> Handle;
+    fn leveldb_filterpolicy_destroy(p: Handle);
+    fn leveldb_cache_create_lru(capacity: usize) -> Handle;
+    fn leveldb_cache_destroy(c: Handle);
+    fn leveldb_open(o: Handle, name: *const c_char, err: ErrPtr) -> Handle;
+    fn leveldb_close(db: Handle);
+    fn leveldb_put(
+        db: Handle,
+        wo: Handle,
+        k: *const c_char,
+        kl: usize,
+        v: *const c_char,
+        vl: usize,
+        err: ErrPtr,
+    );
+    fn leveldb_get(
+        db: Handle,
+        ro: Handle,
+        k: *const c_char,
+        kl: usize,
+        vl: *mut usize,
+        err: ErrPtr,
+    ) -> *mut c_char;
+    fn leveldb_delete(db: Handle, wo: Handle, k: *const c_char, kl: usize, err: ErrPtr);
+    fn leveldb_write(db: Handle, wo: Handle, b: Handle, err: ErrPtr);
+    fn leveldb_writebatch_create() -> Handle;
+    fn leveldb_writebatch_destroy(b: Handle);
+    fn leveldb_writebatch_put(b: Handle, k: *const c_char, kl: usize, v: *const c_char, vl: usize);
+    fn leveldb_writebatch_delete(b: Handle, k: *const c_char, kl: usize);
+    fn leveldb_writeoptions_create() -> Handle;
+    fn leveldb_writeoptions_destroy(w: Handle);
+    fn leveldb_writeoptions_set_sync(w: Handle, v: c_uchar);
+    fn leveldb_readoptions_create() -> Handle;
+    fn leveldb_readoptions_destroy(r: Handle);
+    fn leveldb_create_iterator(db: Handle, ro: Handle) -> Handle;
+    fn leveldb_iter_destroy(it: Handle);
+    fn leveldb_iter_valid(it: Handle) -> c_uchar;
+    fn leveldb_iter_seek_to_first(it: Handle);
+    fn leveldb_iter_seek_to_last(it: Handle);
+    fn leveldb_iter_seek(it: Handle, k: *const c_char, kl: usize);
+    fn leveldb_iter_next(it: Handle);
+    fn leveldb_iter_prev(it: Handle);
+    fn leveldb_iter_key(it: Handle, kl: *mut usize) -> *const c_char;
+    fn leveldb_iter_value(it: Handle, vl: *mut usize) -> *const c_char;
+    fn leveldb_iter_get_error(it: Handle, err: ErrPtr);
+    fn leveldb_compact_range(db: Handle, s: *const c_char, sl: usize, l: *const c_char, ll: usize);
+    fn leveldb_property_value(db: Handle, name: *const c_char) -> *mut c_char;
+    fn leveldb_free(p: *mut c_void);
+    fn leveldb_major_version() -> c_int;
+    fn leveldb_minor_version() -> c_int;
+}
+
+/// LevelDB has no public flush: `CompactRange` always compacts the
+/// memtable first, and a range above every key (keys are hex text) has no
+/// table to compact, so this writes the memtable and nothing else.
+///
+/// # Safety
+/// `db` must be an open LevelDB database.
+unsafe fn flush(_api: &Api, db: Handle) -> Result<(), FfiError> {
+    let lo: &[u8] = b"\xff\xff\xff\xfe";
+    let hi: &[u8] = b"\xff\xff\xff\xff";
+    // SAFETY: db is open; the bounds outlive the call.
+    unsafe {
+        leveldb_compact_range(
+            db,
+            lo.as_ptr().cast(),
+            lo.len(),
+            hi.as_ptr().cast(),
+            hi.len(),
+        )
+    };
+    Ok(())
+}
+
+static API: Api = Api {
+    engine: "leveldb",
+    close: leveldb_close,
+    put: leveldb_put,
+    get: leveldb_get,
+    delete: leveldb_delete,
+    write: leveldb_write,
+    batch_create: leveldb_writebatch_create,
+    batch_destroy: leveldb_writebatch_destroy,
+    batch_put: leveldb_writebatch_put,
+    batch_delete: leveldb_writebatch_delete,
+    create_iterator: leveldb_create_iterator,
+    iter_destroy: leveldb_iter_destroy,
+    iter_valid: leveldb_iter_valid,
+    iter_seek_to_first: leveldb_iter_seek_to_first,
+    iter_seek_to_last: leveldb_iter_seek_to_last,
+    iter_seek: leveldb_iter_seek,
+    iter_next: leveldb_iter_next,
+    iter_prev: leveldb_iter_prev,
+    iter_key: leveldb_iter_key,
+    iter_value: leveldb_iter_value,
+    iter_get_error: leveldb_iter_get_error,
+    property_value: leveldb_property_value,
+    free: leveldb_free,
+    flush,
+    files_at_level: "leveldb.num-files-at-level{}",
+};
+
+/// The version of the linked library.
+pub fn version() -> String {
+    // SAFETY: plain getters without arguments.
+    let (major, minor) = unsafe { (leveldb_major_version(), leveldb_minor_version()) };
+    format!("LevelDB {major}.{minor}")
+}
+
+/// Opens LevelDB in `dir` configured like the other engines.
+pub fn open(s: &EngineSettings, dir: &Path) -> Result<OpenEngine, BenchError> {
+    if s.compression != "none" {
+        return Err(BenchError::Usage(format!(
+            "leveldb: compression {} is not available (only none and snappy)",
+            s.compression
+        )));
+    }
+    let name = c_path("leveldb", dir)?;
+    let settings = format!(
+        "create_if_missing=true,write_buffer_size={},max_file_size={},block_size={},\
+         filter_policy=bloom({} bits/key),cache=lru({}),compression=none,max_open_files=1000,\
+         wal=on,sync={} (fixed in LevelDB: one background thread, L0 triggers 4/8/12, L1 10 MiB x10)",
+        s.write_buffer_size, s.target_file_size, s.block_size, s.bloom_bits_per_key, s.block_cache_size, s.sync
+    );
+    // SAFETY: every object is created here, checked for NULL, and either
+    // destroyed before returning (the options, which LevelDB copies at
+    // open) or handed to the CStore, which destroys it after closing the
+    // database (cache and filter policy are referenced by the open db).
+    unsafe {
+        let o = leveldb_options_create();
+        let cache = leveldb_cache_create_lru(s.block_cache_size);
+        let bits = c_int::try_from(s.bloom_bits_per_key).unwrap_or(10);
+        let filter = leveldb_filterpolicy_create_bloom(bits);
+        let ro = leveldb_readoptions_create();
+        let wo = leveldb_writeoptions_create();
+        if [o, cache, filter, ro, wo].iter().any(|p| p.is_null()) {
+            return Err(FfiError::Null {
+                engine: "leveldb",
+                call: "*_create",
+            }
+            .into());
+        }
+        leveldb_options_set_create_if_missing(o, 1);
+        leveldb_options_set_write_buffer_size(o, s.write_buffer_size);
+        leveldb_options_set_max_open_files(o, 1000);
+        leveldb_options_set_cache(o, cache);
+        leveldb_options_set_block_size(o, s.block_size);
+        leveldb_options_set_max_file_size(
+            o,
+            usize::try_from(s.target_file_size).unwrap_or(64 << 20),
+        );
+        leveldb_options_set_compression(o, 0);
+        leveldb_options_set_filter_policy(o, filter);
+        leveldb_writeoptions_set_sync(wo, u8::from(s.sync));
+        let mut err: *mut c_char = std::ptr::null_mut();
+        let db = leveldb_open(o, name.as_ptr(), &mut err);
+        leveldb_options_destroy(o);
+        let owned = vec![
+            Owned {
+                handle: ro,
+                destroy: leveldb_readoptions_destroy,
+            },
+            Owned {
+                handle: wo,
+                destroy: leveldb_writeoptions_destroy,
+            },
+            Owned {
+                handle: cache,
+                destroy: leveldb_cache_destroy,
+            },
+            Owned {
+                handle: filter,
+                destroy: leveldb_filterpolicy_destroy,
+            },
+        ];
+        let opened = API.check(err).and_then(|()| {
+            if db.is_null() {
+                Err(FfiError::Null {
+                    engine: "leveldb",
+                    call: "open",
+                })
+            } else {
+                Ok(())
+            }
+        });
+        if let Err(e) = opened {
+            for o in owned {
+                (o.destroy)(o.handle);
+            }
+            return Err(e.into());
+        }
+        let store = CStore::new(
+            &API,
+            db,
+            ro,
+            wo,
+            owned,
+            dir,
+            format!("{} ({settings})", version()),
+        );
+        Ok(OpenEngine {
+            store: Box::new(store),
+            version: version(),
+            settings,
+        })
+    }
+}

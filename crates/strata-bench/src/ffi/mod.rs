@@ -1,0 +1,522 @@
+//! RocksDB and LevelDB through their C APIs (`rocksdb/c.h`, `leveldb/c.h`),
+//! with our own `extern "C"` declarations of the few calls we use.
+//!
+//! Both C APIs have the same shape for the calls a benchmark needs (open,
+//! put, get, delete, batches, iterators, properties, `*_free`), so one safe
+//! wrapper, [`CStore`], drives either through a table of function pointers.
+//! Rules kept by every call:
+//! - errors come back through a `char** errptr` that the library allocates;
+//!   it is turned into a [`FfiError`] and freed with the library's `*_free`;
+//! - every buffer the library returns (`get`, `property_value`) is copied and
+//!   freed with the library's `*_free`;
+//! - pointers into an iterator's key/value are copied before the iterator moves;
+//! - nothing panics while a C frame is on the stack (no callbacks are passed).
+
+pub mod leveldb;
+pub mod rocksdb;
+
+use std::ffi::{c_char, c_uchar, c_void, CStr, CString};
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use strata::stats::LevelStats;
+use strata::types::ValueKind;
+use strata::{KvStore, StatsSnapshot, WriteBatch, WriteOptions};
+
+/// An error reported by a C library.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum FfiError {
+    /// The library set `errptr`.
+    #[error("{engine}: {message}")]
+    Engine {
+        engine: &'static str,
+        message: String,
+    },
+    /// A path or key could not be passed as a C string.
+    #[error("{engine}: argument contains a NUL byte: {what}")]
+    Nul { engine: &'static str, what: String },
+    /// The library returned NULL without an error message.
+    #[error("{engine}: {call} returned NULL")]
+    Null {
+        engine: &'static str,
+        call: &'static str,
+    },
+}
+
+impl FfiError {
+    fn into_strata(self, path: &Path) -> strata::Error {
+        strata::Error::io(path, std::io::Error::other(self))
+    }
+}
+
+pub type Handle = *mut c_void;
+pub type ErrPtr = *mut *mut c_char;
+
+/// The C calls a [`CStore`] uses; both libraries fill it with their own.
+pub struct Api {
+    pub engine: &'static str,
+    pub close: unsafe extern "C" fn(Handle),
+    pub put:
+        unsafe extern "C" fn(Handle, Handle, *const c_char, usize, *const c_char, usize, ErrPtr),
+    pub get: unsafe extern "C" fn(
+        Handle,
+        Handle,
+        *const c_char,
+        usize,
+        *mut usize,
+        ErrPtr,
+    ) -> *mut c_char,
+    pub delete: unsafe extern "C" fn(Handle, Handle, *const c_char, usize, ErrPtr),
+    pub write: unsafe extern "C" fn(Handle, Handle, Handle, ErrPtr),
+    pub batch_create: unsafe extern "C" fn() -> Handle,
+    pub batch_destroy: unsafe extern "C" fn(Handle),
+    pub batch_put: unsafe extern "C" fn(Handle, *const c_char, usize, *const c_char, usize),
+    pub batch_delete: unsafe extern "C" fn(Handle, *const c_char, usize),
+    pub create_iterator: unsafe extern "C" fn(Handle, Handle) -> Handle,
+    pub iter_destroy: unsafe extern "C" fn(Handle),
+    pub iter_valid: unsafe extern "C" fn(Handle) -> c_uchar,
+    pub iter_seek_to_first: unsafe extern "C" fn(Handle),
+    pub iter_seek_to_last: unsafe extern "C" fn(Handle),
+    pub iter_seek: unsafe extern "C" fn(Handle, *const c_char, usize),
+    pub iter_next: unsafe extern "C" fn(Handle),
+    pub iter_prev: unsafe extern "C" fn(Handle),
+    pub iter_key: unsafe extern "C" fn(Handle, *mut usize) -> *const c_char,
+    pub iter_value: unsafe extern "C" fn(Handle, *mut usize) -> *const c_char,
+    pub iter_get_error: unsafe extern "C" fn(Handle, ErrPtr),
+    pub property_value: unsafe extern "C" fn(Handle, *const c_char) -> *mut c_char,
+    pub free: unsafe extern "C" fn(*mut c_void),
+    /// Writes the memtable to a table (`rocksdb_flush`, or LevelDB's
+    /// memtable compaction through an empty `compact_range`).
+    pub flush: unsafe fn(&Api, Handle) -> Result<(), FfiError>,
+    /// The property that gives the table count of level N (`{}` = N).
+    pub files_at_level: &'static str,
+}
+
+impl Api {
+    /// Turns a set `errptr` into an error and frees it.
+    ///
+    /// # Safety
+    /// `err` must be NULL or a NUL-terminated string allocated by this library.
+    pub unsafe fn check(&self, err: *mut c_char) -> Result<(), FfiError> {
+        if err.is_null() {
+            return Ok(());
+        }
+        // SAFETY: the library returns a NUL-terminated malloc'ed message.
+        let message = unsafe { CStr::from_ptr(err) }
+            .to_string_lossy()
+            .into_owned();
+        // SAFETY: allocated by this library; freed exactly once here.
+        unsafe { (self.free)(err.cast()) };
+        Err(FfiError::Engine {
+            engine: self.engine,
+            message,
+        })
+    }
+}
+
+/// Objects that must live as long as the database and be destroyed after it.
+pub struct Owned {
+    pub handle: Handle,
+    pub destroy: unsafe extern "C" fn(Handle),
+}
+
+/// An open RocksDB or LevelDB database.
+pub struct CStore {
+    api: &'static Api,
+    db: Handle,
+    read_opts: Handle,
+    write_opts: Handle,
+    /// Destroyed (in order) after the database is closed.
+    owned: Vec<Owned>,
+    path: PathBuf,
+    closed: AtomicBool,
+    name: String,
+}
+
+// SAFETY: RocksDB's and LevelDB's `DB` objects are documented thread-safe
+// for concurrent reads and writes; the read/write option objects are only
+// read after open. Closing happens in `Drop`, which has exclusive access.
+unsafe impl Send for CStore {}
+// SAFETY: as above.
+unsafe impl Sync for CStore {}
+
+fn ptr(b: &[u8]) -> *const c_char {
+    b.as_ptr().cast()
+}
+
+/// Copies `len` bytes at `p` (NULL with len 0 is an empty slice).
+///
+/// # Safety
+/// `p` must point to `len` readable bytes when `len > 0`.
+unsafe fn copy(p: *const c_char, len: usize) -> Vec<u8> {
+    if p.is_null() || len == 0 {
+        return Vec::new();
+    }
+    // SAFETY: guaranteed by the caller.
+    unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) }.to_vec()
+}
+
+impl CStore {
+    /// Wraps an open database.
+    ///
+    /// # Safety
+    /// `db`, `read_opts` and `write_opts` must be live objects of `api`'s
+    /// library; ownership of them and of `owned` passes to the store.
+    pub unsafe fn new(
+        api: &'static Api,
+        db: Handle,
+        read_opts: Handle,
+        write_opts: Handle,
+        owned: Vec<Owned>,
+        path: &Path,
+        name: String,
+    ) -> Self {
+        CStore {
+            api,
+            db,
+            read_opts,
+            write_opts,
+            owned,
+            path: path.to_path_buf(),
+            closed: AtomicBool::new(false),
+            name,
+        }
+    }
+
+    fn live(&self) -> strata::Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            Err(strata::Error::Closed)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn err(&self, e: FfiError) -> strata::Error {
+        e.into_strata(&self.path)
+    }
+
+    /// A property of the database as text, if the library knows it.
+    pub fn property(&self, name: &str) -> Option<String> {
+        let c = CString::new(name).ok()?;
+        // SAFETY: db is open (not yet dropped); c is NUL-terminated.
+        let p = unsafe { (self.api.property_value)(self.db, c.as_ptr()) };
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: a NUL-terminated malloc'ed string from the library.
+        let s = unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned();
+        // SAFETY: allocated by this library, freed once.
+        unsafe { (self.api.free)(p.cast()) };
+        Some(s)
+    }
+
+    fn in_bound(key: &[u8], b: Bound<&[u8]>, upper: bool) -> bool {
+        match (b, upper) {
+            (Bound::Unbounded, _) => true,
+            (Bound::Included(e), true) => key <= e,
+            (Bound::Excluded(e), true) => key < e,
+            (Bound::Included(s), false) => key >= s,
+            (Bound::Excluded(s), false) => key > s,
+        }
+    }
+}
+
+/// An iterator that is destroyed when dropped.
+struct Iter<'a> {
+    api: &'a Api,
+    it: Handle,
+}
+
+impl Iter<'_> {
+    fn valid(&self) -> bool {
+        // SAFETY: `it` is a live iterator of this library.
+        unsafe { (self.api.iter_valid)(self.it) != 0 }
+    }
+    fn key(&self) -> Vec<u8> {
+        let mut len = 0usize;
+        // SAFETY: the iterator is valid (checked by callers); the returned
+        // pointer stays valid until the iterator moves, and is copied now.
+        unsafe {
+            let p = (self.api.iter_key)(self.it, &mut len);
+            copy(p, len)
+        }
+    }
+    fn value(&self) -> Vec<u8> {
+        let mut len = 0usize;
+        // SAFETY: as for `key`.
+        unsafe {
+            let p = (self.api.iter_value)(self.it, &mut len);
+            copy(p, len)
+        }
+    }
+    fn seek(&self, k: &[u8]) {
+        // SAFETY: the key bytes outlive the call; the library copies them.
+        unsafe { (self.api.iter_seek)(self.it, ptr(k), k.len()) }
+    }
+    fn first(&self) {
+        // SAFETY: live iterator.
+        unsafe { (self.api.iter_seek_to_first)(self.it) }
+    }
+    fn last(&self) {
+        // SAFETY: live iterator.
+        unsafe { (self.api.iter_seek_to_last)(self.it) }
+    }
+    fn next(&self) {
+        // SAFETY: live iterator, valid (checked by callers).
+        unsafe { (self.api.iter_next)(self.it) }
+    }
+    fn prev(&self) {
+        // SAFETY: live iterator, valid (checked by callers).
+        unsafe { (self.api.iter_prev)(self.it) }
+    }
+    fn status(&self) -> Result<(), FfiError> {
+        let mut err: *mut c_char = std::ptr::null_mut();
+        // SAFETY: live iterator; err receives NULL or a malloc'ed message.
+        unsafe {
+            (self.api.iter_get_error)(self.it, &mut err);
+            self.api.check(err)
+        }
+    }
+}
+
+impl Drop for Iter<'_> {
+    fn drop(&mut self) {
+        // SAFETY: created by create_iterator, destroyed once, before the db.
+        unsafe { (self.api.iter_destroy)(self.it) }
+    }
+}
+
+impl KvStore for CStore {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn put(&self, key: &[u8], value: &[u8]) -> strata::Result<()> {
+        self.live()?;
+        let mut err: *mut c_char = std::ptr::null_mut();
+        // SAFETY: db and write options are live; key/value outlive the call.
+        unsafe {
+            (self.api.put)(
+                self.db,
+                self.write_opts,
+                ptr(key),
+                key.len(),
+                ptr(value),
+                value.len(),
+                &mut err,
+            );
+            self.api.check(err)
+        }
+        .map_err(|e| self.err(e))
+    }
+
+    fn get(&self, key: &[u8]) -> strata::Result<Option<Vec<u8>>> {
+        self.live()?;
+        let mut err: *mut c_char = std::ptr::null_mut();
+        let mut len = 0usize;
+        // SAFETY: db and read options are live; key outlives the call.
+        let p = unsafe {
+            (self.api.get)(
+                self.db,
+                self.read_opts,
+                ptr(key),
+                key.len(),
+                &mut len,
+                &mut err,
+            )
+        };
+        // SAFETY: err is NULL or a message of this library.
+        unsafe { self.api.check(err) }.map_err(|e| self.err(e))?;
+        if p.is_null() {
+            return Ok(None);
+        }
+        // SAFETY: p points to len bytes allocated by the library; copied,
+        // then freed exactly once.
+        let v = unsafe { copy(p, len) };
+        // SAFETY: as above.
+        unsafe { (self.api.free)(p.cast()) };
+        Ok(Some(v))
+    }
+
+    fn delete(&self, key: &[u8]) -> strata::Result<()> {
+        self.live()?;
+        let mut err: *mut c_char = std::ptr::null_mut();
+        // SAFETY: db and write options are live; key outlives the call.
+        unsafe {
+            (self.api.delete)(self.db, self.write_opts, ptr(key), key.len(), &mut err);
+            self.api.check(err)
+        }
+        .map_err(|e| self.err(e))
+    }
+
+    fn write(&self, batch: WriteBatch, opts: &WriteOptions) -> strata::Result<()> {
+        self.live()?;
+        if opts.sync {
+            return Err(strata::Error::NotSupported(
+                "per-batch sync on a comparator: set the engine's sync setting".into(),
+            ));
+        }
+        // SAFETY: a fresh batch, destroyed below on every path.
+        let b = unsafe { (self.api.batch_create)() };
+        if b.is_null() {
+            return Err(self.err(FfiError::Null {
+                engine: self.api.engine,
+                call: "writebatch_create",
+            }));
+        }
+        let mut result = Ok(());
+        for entry in &batch {
+            match entry {
+                Ok(e) => match e.kind {
+                    // SAFETY: b is live; key/value bytes are copied by the library.
+                    ValueKind::Value => unsafe {
+                        (self.api.batch_put)(
+                            b,
+                            ptr(e.key),
+                            e.key.len(),
+                            ptr(e.value),
+                            e.value.len(),
+                        )
+                    },
+                    // SAFETY: as above.
+                    ValueKind::Delete => unsafe {
+                        (self.api.batch_delete)(b, ptr(e.key), e.key.len())
+                    },
+                },
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        if result.is_ok() {
+            let mut err: *mut c_char = std::ptr::null_mut();
+            // SAFETY: db, write options and batch are live.
+            result = unsafe {
+                (self.api.write)(self.db, self.write_opts, b, &mut err);
+                self.api.check(err)
+            }
+            .map_err(|e| self.err(e));
+        }
+        // SAFETY: created above, destroyed once.
+        unsafe { (self.api.batch_destroy)(b) };
+        result
+    }
+
+    fn scan(
+        &self,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        limit: usize,
+        reverse: bool,
+    ) -> strata::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.live()?;
+        // SAFETY: db and read options are live.
+        let it = unsafe { (self.api.create_iterator)(self.db, self.read_opts) };
+        if it.is_null() {
+            return Err(self.err(FfiError::Null {
+                engine: self.api.engine,
+                call: "create_iterator",
+            }));
+        }
+        let it = Iter { api: self.api, it };
+        let mut out = Vec::new();
+        if !reverse {
+            match start {
+                Bound::Unbounded => it.first(),
+                Bound::Included(k) => it.seek(k),
+                Bound::Excluded(k) => {
+                    it.seek(k);
+                    if it.valid() && it.key() == k {
+                        it.next();
+                    }
+                }
+            }
+            while out.len() < limit && it.valid() {
+                let k = it.key();
+                if !Self::in_bound(&k, end, true) {
+                    break;
+                }
+                out.push((k, it.value()));
+                it.next();
+            }
+        } else {
+            match end {
+                Bound::Unbounded => it.last(),
+                Bound::Included(k) | Bound::Excluded(k) => {
+                    it.seek(k);
+                    if !it.valid() {
+                        it.last();
+                    } else if !(matches!(end, Bound::Included(_)) && it.key() == k) {
+                        it.prev();
+                    }
+                }
+            }
+            while out.len() < limit && it.valid() {
+                let k = it.key();
+                if !Self::in_bound(&k, start, false) {
+                    break;
+                }
+                out.push((k, it.value()));
+                it.prev();
+            }
+        }
+        it.status().map_err(|e| self.err(e))?;
+        Ok(out)
+    }
+
+    fn flush(&self) -> strata::Result<()> {
+        self.live()?;
+        // SAFETY: db is live.
+        unsafe { (self.api.flush)(self.api, self.db) }.map_err(|e| self.err(e))
+    }
+
+    fn stats(&self) -> StatsSnapshot {
+        let mut s = StatsSnapshot::default();
+        if self.closed.load(Ordering::Acquire) {
+            return s;
+        }
+        for level in 0..7 {
+            let name = self.api.files_at_level.replace("{}", &level.to_string());
+            let files = self
+                .property(&name)
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .unwrap_or(0);
+            s.levels.push(LevelStats {
+                files,
+                ..LevelStats::default()
+            });
+        }
+        s
+    }
+
+    fn close(&self) -> strata::Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let r = self.flush();
+        self.closed.store(true, Ordering::Release);
+        r
+    }
+}
+
+impl Drop for CStore {
+    fn drop(&mut self) {
+        // SAFETY: `&mut self`: no other user; every object was created by
+        // this library, is destroyed once, the database first.
+        unsafe {
+            (self.api.close)(self.db);
+            for o in self.owned.drain(..) {
+                (o.destroy)(o.handle);
+            }
+        }
+    }
+}
+
+/// The directory as a C string.
+pub fn c_path(engine: &'static str, dir: &Path) -> Result<CString, FfiError> {
+    CString::new(dir.to_string_lossy().as_bytes()).map_err(|_| FfiError::Nul {
+        engine,
+        what: dir.display().to_string(),
+    })
+}

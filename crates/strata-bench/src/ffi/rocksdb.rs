@@ -1,0 +1,260 @@
+//! RocksDB through `rocksdb/c.h` (Debian `librocksdb-dev`).
+
+use super::{c_path, Api, CStore, ErrPtr, FfiError, Handle, Owned};
+use crate::engine::{EngineSettings, OpenEngine};
+use crate::BenchError;
+use std::ffi::{c_char, c_int, c_uchar, c_void};
+use std::path::Path;
+
+extern "C" {
+    fn rocksdb_options_create() -> Handle;
+    fn rocksdb_options_destroy(o: Handle);
+    fn rocksdb_options_set_create_if_missing(o: Handle, v: c_uchar);
+    fn rocksdb_options_set_write_buffer_size(o: Handle, v: usize);
+    fn rocksdb_options_set_max_write_buffer_number(o: Handle, v: c_int);
+    fn rocksdb_options_set_level0_file_num_compaction_trigger(o: Handle, v: c_int);
+    fn rocksdb_options_set_level0_slowdown_writes_trigger(o: Handle, v: c_int);
+    fn rocksdb_options_set_level0_stop_writes_trigger(o: Handle, v: c_int);
+    fn rocksdb_options_set_max_bytes_for_level_base(o: Handle, v: u64);
+    fn rocksdb_options_set_max_bytes_for_level_multiplier(o: Handle, v: f64);
+    fn rocksdb_options_set_target_file_size_base(o: Handle, v: u64);
+    fn rocksdb_options_set_num_levels(o: Handle, v: c_int);
+    fn rocksdb_options_set_compression(o: Handle, v: c_int);
+    fn rocksdb_options_set_max_background_jobs(o: Handle, v: c_int);
+    fn rocksdb_options_set_block_based_table_factory(o: Handle, t: Handle);
+    fn rocksdb_block_based_options_create() -> Handle;
+    fn rocksdb_block_based_options_destroy(t: Handle);
+    fn rocksdb_block_based_options_set_block_size(t: Handle, v: usize);
+    fn rocksdb_block_based_options_set_filter_policy(t: Handle, p: Handle);
+    fn rocksdb_block_based_options_set_block_cache(t: Handle, c: Handle);
+    fn rocksdb_filterpolicy_create_bloom_full(bits_per_key: f64) -> Handle;
+    fn rocksdb_cache_create_lru(capacity: usize) -> Handle;
+    fn rocksdb_cache_destroy(c: Handle);
+    fn rocksdb_open(o: Handle, name: *const c_char, err: ErrPtr) -> Handle;
+    fn rocksdb_close(db: Handle);
+    fn rocksdb_put(
+        db: Handle,
+        wo: Handle,
+        k: *const c_char,
+        kl: usize,
+        v: *const c_char,
+        vl: usize,
+        err: ErrPtr,
+    );
+    fn rocksdb_get(
+        db: Handle,
+        ro: Handle,
+        k: *const c_char,
+        kl: usize,
+        vl: *mut usize,
+        err: ErrPtr,
+    ) -> *mut c_char;
+    fn rocksdb_delete(db: Handle, wo: Handle, k: *const c_char, kl: usize, err: ErrPtr);
+    fn rocksdb_write(db: Handle, wo: Handle, b: Handle, err: ErrPtr);
+    fn rocksdb_writebatch_create() -> Handle;
+    fn rocksdb_writebatch_destroy(b: Handle);
+    fn rocksdb_writebatch_put(b: Handle, k: *const c_char, kl: usize, v: *const c_char, vl: usize);
+    fn rocksdb_writebatch_delete(b: Handle, k: *const c_char, kl: usize);
+    fn rocksdb_writeoptions_create() -> Handle;
+    fn rocksdb_writeoptions_destroy(w: Handle);
+    fn rocksdb_writeoptions_set_sync(w: Handle, v: c_uchar);
+    fn rocksdb_readoptions_create() -> Handle;
+    fn rocksdb_readoptions_destroy(r: Handle);
+    fn rocksdb_create_iterator(db: Handle, ro: Handle) -> Handle;
+    fn rocksdb_iter_destroy(it: Handle);
+    fn rocksdb_iter_valid(it: Handle) -> c_uchar;
+    fn rocksdb_iter_seek_to_first(it: Handle);
+    fn rocksdb_iter_seek_to_last(it: Handle);
+    fn rocksdb_iter_seek(it: Handle, k: *const c_char, kl: usize);
+    fn rocksdb_iter_next(it: Handle);
+    fn rocksdb_iter_prev(it: Handle);
+    fn rocksdb_iter_key(it: Handle, kl: *mut usize) -> *const c_char;
+    fn rocksdb_iter_value(it: Handle, vl: *mut usize) -> *const c_char;
+    fn rocksdb_iter_get_error(it: Handle, err: ErrPtr);
+    fn rocksdb_flushoptions_create() -> Handle;
+    fn rocksdb_flushoptions_destroy(f: Handle);
+    fn rocksdb_flushoptions_set_wait(f: Handle, v: c_uchar);
+    fn rocksdb_flush(db: Handle, f: Handle, err: ErrPtr);
+    fn rocksdb_property_value(db: Handle, name: *const c_char) -> *mut c_char;
+    fn rocksdb_free(p: *mut c_void);
+}
+
+/// `rocksdb_flush` with `wait = true`.
+///
+/// # Safety
+/// `db` must be an open RocksDB database.
+unsafe fn flush(api: &Api, db: Handle) -> Result<(), FfiError> {
+    // SAFETY: fresh flush options, destroyed below; db is open.
+    unsafe {
+        let f = rocksdb_flushoptions_create();
+        if f.is_null() {
+            return Err(FfiError::Null {
+                engine: "rocksdb",
+                call: "flushoptions_create",
+            });
+        }
+        rocksdb_flushoptions_set_wait(f, 1);
+        let mut err: *mut c_char = std::ptr::null_mut();
+        rocksdb_flush(db, f, &mut err);
+        rocksdb_flushoptions_destroy(f);
+        api.check(err)
+    }
+}
+
+static API: Api = Api {
+    engine: "rocksdb",
+    close: rocksdb_close,
+    put: rocksdb_put,
+    get: rocksdb_get,
+    delete: rocksdb_delete,
+    write: rocksdb_write,
+    batch_create: rocksdb_writebatch_create,
+    batch_destroy: rocksdb_writebatch_destroy,
+    batch_put: rocksdb_writebatch_put,
+    batch_delete: rocksdb_writebatch_delete,
+    create_iterator: rocksdb_create_iterator,
+    iter_destroy: rocksdb_iter_destroy,
+    iter_valid: rocksdb_iter_valid,
+    iter_seek_to_first: rocksdb_iter_seek_to_first,
+    iter_seek_to_last: rocksdb_iter_seek_to_last,
+    iter_seek: rocksdb_iter_seek,
+    iter_next: rocksdb_iter_next,
+    iter_prev: rocksdb_iter_prev,
+    iter_key: rocksdb_iter_key,
+    iter_value: rocksdb_iter_value,
+    iter_get_error: rocksdb_iter_get_error,
+    property_value: rocksdb_property_value,
+    free: rocksdb_free,
+    flush,
+    files_at_level: "rocksdb.num-files-at-level{}",
+};
+
+/// The version of the linked library (read from its header at build time).
+pub fn version() -> String {
+    format!("RocksDB {}", env!("STRATA_BENCH_ROCKSDB_VERSION"))
+}
+
+/// RocksDB's compression type codes (`rocksdb_*_compression`).
+fn compression_code(name: &str) -> Result<c_int, BenchError> {
+    match name {
+        "none" => Ok(0),
+        "lz4" => Ok(4),
+        "zstd" => Ok(7),
+        _ => Err(BenchError::Usage(format!(
+            "rocksdb: unknown compression {name}"
+        ))),
+    }
+}
+
+fn int(v: usize) -> c_int {
+    c_int::try_from(v).unwrap_or(c_int::MAX)
+}
+
+/// Opens RocksDB in `dir` configured like the other engines.
+pub fn open(s: &EngineSettings, dir: &Path) -> Result<OpenEngine, BenchError> {
+    let compression = compression_code(&s.compression)?;
+    let name = c_path("rocksdb", dir)?;
+    // Mirrors strata's defaults (options.rs) where RocksDB has the knob.
+    let settings = format!(
+        "create_if_missing=true,write_buffer_size={},max_write_buffer_number=2,\
+         level0_file_num_compaction_trigger=4,level0_slowdown_writes_trigger=20,\
+         level0_stop_writes_trigger=36,max_bytes_for_level_base={},max_bytes_for_level_multiplier=10,\
+         num_levels=7,target_file_size_base={},compression={},max_background_jobs={},\
+         table=block_based(block_size={},filter=bloom_full({} bits/key),block_cache=lru({})),\
+         wal=on,sync={}",
+        s.write_buffer_size,
+        256u64 << 20,
+        s.target_file_size,
+        s.compression,
+        s.background_threads,
+        s.block_size,
+        s.bloom_bits_per_key,
+        s.block_cache_size,
+        s.sync
+    );
+    // SAFETY: every object is created here, checked for NULL, configured
+    // through its own setters, and either destroyed before returning (the
+    // options and table options, which RocksDB copies at open) or handed to
+    // the CStore, which destroys it after closing the database. The filter
+    // policy is owned by the table options once set.
+    unsafe {
+        let o = rocksdb_options_create();
+        let t = rocksdb_block_based_options_create();
+        let cache = rocksdb_cache_create_lru(s.block_cache_size);
+        let filter = rocksdb_filterpolicy_create_bloom_full(s.bloom_bits_per_key as f64);
+        let ro = rocksdb_readoptions_create();
+        let wo = rocksdb_writeoptions_create();
+        if [o, t, cache, filter, ro, wo].iter().any(|p| p.is_null()) {
+            return Err(FfiError::Null {
+                engine: "rocksdb",
+                call: "*_create",
+            }
+            .into());
+        }
+        rocksdb_options_set_create_if_missing(o, 1);
+        rocksdb_options_set_write_buffer_size(o, s.write_buffer_size);
+        rocksdb_options_set_max_write_buffer_number(o, 2);
+        rocksdb_options_set_level0_file_num_compaction_trigger(o, 4);
+        rocksdb_options_set_level0_slowdown_writes_trigger(o, 20);
+        rocksdb_options_set_level0_stop_writes_trigger(o, 36);
+        rocksdb_options_set_max_bytes_for_level_base(o, 256 << 20);
+        rocksdb_options_set_max_bytes_for_level_multiplier(o, 10.0);
+        rocksdb_options_set_target_file_size_base(o, s.target_file_size);
+        rocksdb_options_set_num_levels(o, 7);
+        rocksdb_options_set_compression(o, compression);
+        rocksdb_options_set_max_background_jobs(o, int(s.background_threads));
+        rocksdb_block_based_options_set_block_size(t, s.block_size);
+        rocksdb_block_based_options_set_filter_policy(t, filter);
+        rocksdb_block_based_options_set_block_cache(t, cache);
+        rocksdb_options_set_block_based_table_factory(o, t);
+        rocksdb_writeoptions_set_sync(wo, u8::from(s.sync));
+        let mut err: *mut c_char = std::ptr::null_mut();
+        let db = rocksdb_open(o, name.as_ptr(), &mut err);
+        rocksdb_block_based_options_destroy(t);
+        rocksdb_options_destroy(o);
+        let owned = vec![
+            Owned {
+                handle: ro,
+                destroy: rocksdb_readoptions_destroy,
+            },
+            Owned {
+                handle: wo,
+                destroy: rocksdb_writeoptions_destroy,
+            },
+            Owned {
+                handle: cache,
+                destroy: rocksdb_cache_destroy,
+            },
+        ];
+        let opened = API.check(err).and_then(|()| {
+            if db.is_null() {
+                Err(FfiError::Null {
+                    engine: "rocksdb",
+                    call: "open",
+                })
+            } else {
+                Ok(())
+            }
+        });
+        if let Err(e) = opened {
+            for o in owned {
+                (o.destroy)(o.handle);
+            }
+            return Err(e.into());
+        }
+        let store = CStore::new(
+            &API,
+            db,
+            ro,
+            wo,
+            owned,
+            dir,
+            format!("{} ({settings})", version()),
+        );
+        Ok(OpenEngine {
+            store: Box::new(store),
+            version: version(),
+            settings,
+        })
+    }
+}

@@ -1,0 +1,430 @@
+//! The report: JSON for machines, a terminal summary and Markdown for people.
+
+use crate::child::RunResult;
+use crate::engine::EngineSettings;
+use crate::runner::Config;
+use crate::sys::{self, Machine};
+use crate::workload::{Params, Workload};
+use crate::BenchError;
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// An engine as the report names it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EngineInfo {
+    pub name: String,
+    pub version: String,
+    pub settings: String,
+}
+
+/// The whole report (`report.json`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Report {
+    pub tool: String,
+    pub date: String,
+    pub preset: String,
+    pub machine: Machine,
+    pub params: Params,
+    pub settings: EngineSettings,
+    pub settings_summary: String,
+    pub cold_reads: bool,
+    pub repeats: usize,
+    pub comparators_compiled: bool,
+    /// Ratios are to this engine (RocksDB when it ran, else the first).
+    pub baseline: String,
+    pub engines: Vec<EngineInfo>,
+    pub notes: Vec<String>,
+    pub results: Vec<RunResult>,
+}
+
+/// The median repeat of one engine × workload, with the spread of repeats.
+#[derive(Debug, Clone)]
+pub struct Cell<'a> {
+    pub median: &'a RunResult,
+    pub min_ops: f64,
+    pub max_ops: f64,
+    pub repeats: usize,
+}
+
+impl Report {
+    pub fn new(
+        cfg: &Config,
+        engines: Vec<String>,
+        results: Vec<RunResult>,
+        notes: Vec<String>,
+    ) -> Self {
+        let baseline = engines
+            .iter()
+            .find(|e| e.as_str() == "rocksdb")
+            .or(engines.first())
+            .cloned()
+            .unwrap_or_default();
+        let infos = engines
+            .iter()
+            .map(|e| {
+                let r = results.iter().find(|r| &r.engine == e && r.error.is_none());
+                EngineInfo {
+                    name: e.clone(),
+                    version: r.map(|r| r.version.clone()).unwrap_or_default(),
+                    settings: r.map(|r| r.engine_settings.clone()).unwrap_or_default(),
+                }
+            })
+            .collect();
+        Report {
+            tool: format!("strata-bench {}", env!("CARGO_PKG_VERSION")),
+            date: sys::now_utc(),
+            preset: cfg.preset.clone(),
+            machine: sys::machine(&cfg.out),
+            params: cfg.params.clone(),
+            settings: cfg.settings.clone(),
+            settings_summary: cfg.settings.summary(),
+            cold_reads: cfg.cold,
+            repeats: cfg.repeats,
+            comparators_compiled: crate::engine::COMPARATORS,
+            baseline,
+            engines: infos,
+            notes,
+            results,
+        }
+    }
+
+    /// Workload names in run order.
+    pub fn workloads(&self) -> Vec<String> {
+        let mut v: Vec<String> = Vec::new();
+        for r in &self.results {
+            if !v.contains(&r.workload) {
+                v.push(r.workload.clone());
+            }
+        }
+        v
+    }
+
+    /// The median repeat (by ops/s) of `engine` on `workload`.
+    pub fn cell(&self, engine: &str, workload: &str) -> Option<Cell<'_>> {
+        let mut rs: Vec<&RunResult> = self
+            .results
+            .iter()
+            .filter(|r| r.engine == engine && r.workload == workload && r.error.is_none())
+            .collect();
+        if rs.is_empty() {
+            return None;
+        }
+        rs.sort_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec));
+        Some(Cell {
+            median: rs[rs.len() / 2],
+            min_ops: rs[0].ops_per_sec,
+            max_ops: rs[rs.len() - 1].ops_per_sec,
+            repeats: rs.len(),
+        })
+    }
+
+    /// Throughput of `engine` ÷ the baseline's on `workload`.
+    pub fn ratio(&self, engine: &str, workload: &str) -> Option<f64> {
+        let a = self.cell(engine, workload)?.median.ops_per_sec;
+        let b = self.cell(&self.baseline, workload)?.median.ops_per_sec;
+        (b > 0.0).then(|| a / b)
+    }
+
+    fn errors(&self) -> Vec<&RunResult> {
+        self.results.iter().filter(|r| r.error.is_some()).collect()
+    }
+}
+
+fn opt(v: Option<f64>, prec: usize) -> String {
+    v.map_or("-".into(), |v| format!("{v:.prec$}"))
+}
+
+fn kops(v: f64) -> String {
+    if v >= 100_000.0 {
+        format!("{:.0}k", v / 1000.0)
+    } else if v >= 1000.0 {
+        format!("{:.1}k", v / 1000.0)
+    } else {
+        format!("{v:.0}")
+    }
+}
+
+/// Rows of one workload's table: header + one row per engine.
+fn workload_rows(r: &Report, w: &str) -> Vec<Vec<String>> {
+    let mut rows = vec![[
+        "engine", "ops/s", "ratio", "spread", "MB/s", "p50 us", "p99 us", "p99.9 us", "max us",
+        "WA dev", "WA eng", "space", "CPU s", "RSS MiB", "stall s",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()];
+    for e in &r.engines {
+        let Some(c) = r.cell(&e.name, w) else {
+            rows.push(vec![e.name.clone(), "failed".into()]);
+            continue;
+        };
+        let m = c.median;
+        let spread = if c.repeats > 1 && m.ops_per_sec > 0.0 {
+            format!(
+                "±{:.0}%",
+                (c.max_ops - c.min_ops) / 2.0 / m.ops_per_sec * 100.0
+            )
+        } else {
+            "-".into()
+        };
+        rows.push(vec![
+            e.name.clone(),
+            kops(m.ops_per_sec),
+            opt(r.ratio(&e.name, w), 2),
+            spread,
+            format!("{:.1}", m.mb_per_sec),
+            format!("{:.1}", m.latency.p50_us),
+            format!("{:.1}", m.latency.p99_us),
+            format!("{:.1}", m.latency.p999_us),
+            format!("{:.0}", m.latency.max_us),
+            opt(m.wa_device, 2),
+            opt(m.wa_engine, 2),
+            opt(m.space_amp, 2),
+            format!("{:.1}", m.cpu_secs),
+            format!("{:.0}", m.max_rss_mib),
+            opt(m.stall_secs, 2),
+        ]);
+    }
+    rows
+}
+
+/// Ratio table: one row per workload, one column per engine.
+fn ratio_rows(r: &Report) -> Vec<Vec<String>> {
+    let mut head = vec!["workload".to_string()];
+    head.extend(r.engines.iter().map(|e| format!("{} ops/s", e.name)));
+    head.extend(
+        r.engines
+            .iter()
+            .map(|e| format!("{} / {}", e.name, r.baseline)),
+    );
+    let mut rows = vec![head];
+    for w in r.workloads() {
+        let mut row = vec![w.clone()];
+        row.extend(r.engines.iter().map(|e| {
+            r.cell(&e.name, &w)
+                .map_or("failed".into(), |c| kops(c.median.ops_per_sec))
+        }));
+        row.extend(r.engines.iter().map(|e| opt(r.ratio(&e.name, &w), 2)));
+        rows.push(row);
+    }
+    rows
+}
+
+fn text_table(rows: &[Vec<String>]) -> String {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut s = String::new();
+    for (i, r) in rows.iter().enumerate() {
+        let line: Vec<String> = r
+            .iter()
+            .enumerate()
+            .map(|(c, v)| {
+                if c == 0 {
+                    format!("{v:<w$}", w = widths[c])
+                } else {
+                    format!("{v:>w$}", w = widths[c])
+                }
+            })
+            .collect();
+        let _ = writeln!(s, "  {}", line.join("  ").trim_end());
+        if i == 0 {
+            let _ = writeln!(
+                s,
+                "  {}",
+                "-".repeat(widths.iter().sum::<usize>() + 2 * cols.saturating_sub(1))
+            );
+        }
+    }
+    s
+}
+
+fn md_table(rows: &[Vec<String>]) -> String {
+    let mut s = String::new();
+    for (i, r) in rows.iter().enumerate() {
+        let _ = writeln!(s, "| {} |", r.join(" | "));
+        if i == 0 {
+            let _ = writeln!(s, "|{}", " --- |".repeat(r.len()));
+        }
+    }
+    s
+}
+
+/// The terminal summary.
+pub fn summary(r: &Report) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "strata bench, preset {} ({}), {}",
+        r.preset, r.date, r.settings_summary
+    );
+    let _ = writeln!(
+        s,
+        "{} keys of {} B, values of {} B, {} ops, {} thread(s); ratios are ops/s ÷ {}",
+        r.params.num,
+        r.params.key_size,
+        r.params.value_size,
+        r.params.ops,
+        r.params.threads,
+        r.baseline
+    );
+    for n in &r.notes {
+        let _ = writeln!(s, "NOTE: {n}");
+    }
+    for e in &r.engines {
+        let _ = writeln!(s, "  {:<8} {}", e.name, e.version);
+    }
+    for w in r.workloads() {
+        let desc = r
+            .results
+            .iter()
+            .find(|x| x.workload == w && x.error.is_none())
+            .map(|x| x.description.clone());
+        let _ = writeln!(s, "\n{w}: {}", desc.unwrap_or_default());
+        s.push_str(&text_table(&workload_rows(r, &w)));
+    }
+    let _ = writeln!(s, "\nthroughput ratio to {}:", r.baseline);
+    s.push_str(&text_table(&ratio_rows(r)));
+    for e in r.errors() {
+        let _ = writeln!(
+            s,
+            "FAILED {} {}: {}",
+            e.engine,
+            e.workload,
+            e.error.as_deref().unwrap_or("")
+        );
+    }
+    s
+}
+
+/// `report.md`.
+pub fn markdown(r: &Report, charts: &[String]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "# strata benchmark report\n");
+    let _ = writeln!(
+        s,
+        "Preset **{}**, {}. Machine: {} cores ({}), {:.1} GiB memory, {}; data on {}; kernel {}.\n",
+        r.preset,
+        r.date,
+        r.machine.cores,
+        r.machine.cpu_model,
+        r.machine.memory_bytes as f64 / (1u64 << 30) as f64,
+        r.machine.os,
+        r.machine.filesystem,
+        r.machine.kernel
+    );
+    let _ = writeln!(
+        s,
+        "Dataset: {} keys × ({} B key + {} B value) = {:.0} MiB of user data; {} ops per run; {} thread(s); \
+         {} repeat(s) (median shown). Every engine: {}. Reads start with the database files evicted from \
+         the page cache: {}.\n",
+        r.params.num,
+        r.params.key_size,
+        r.params.value_size,
+        (r.params.num * (r.params.key_size + r.params.value_size) as u64) as f64 / (1u64 << 20) as f64,
+        r.params.ops,
+        r.params.threads,
+        r.repeats,
+        r.settings_summary,
+        r.cold_reads
+    );
+    for n in &r.notes {
+        let _ = writeln!(s, "> **Note:** {n}\n");
+    }
+    let _ = writeln!(s, "## Throughput relative to {}\n", r.baseline);
+    s.push_str(&md_table(&ratio_rows(r)));
+    for c in charts {
+        let _ = writeln!(s, "\n![{c}]({c}.svg)");
+    }
+    let _ = writeln!(s, "\n## Per workload\n");
+    let _ = writeln!(
+        s,
+        "ratio: ops/s ÷ {}'s. spread: half the min–max range of the repeats. WA dev: bytes the process wrote \
+         to files (`/proc/self/io` write_bytes, including the final flush and close) ÷ user bytes written. \
+         WA eng: the engine's own count (strata only). space: directory size after close ÷ live user bytes. \
+         stall: time writes were stopped or slowed (strata only).\n",
+        r.baseline
+    );
+    for w in r.workloads() {
+        let desc = r
+            .results
+            .iter()
+            .find(|x| x.workload == w && x.error.is_none())
+            .map(|x| x.description.clone());
+        let _ = writeln!(s, "### {w}\n\n{}\n", desc.unwrap_or_default());
+        s.push_str(&md_table(&workload_rows(r, &w)));
+        let shapes: Vec<String> = r
+            .engines
+            .iter()
+            .filter_map(|e| {
+                let c = r.cell(&e.name, &w)?;
+                let files: Vec<String> = c
+                    .median
+                    .levels
+                    .iter()
+                    .map(|l| l.files.to_string())
+                    .collect();
+                Some(format!("{}: [{}]", e.name, files.join(" ")))
+            })
+            .collect();
+        let _ = writeln!(s, "\nfiles per level at the end: {}\n", shapes.join("; "));
+    }
+    let errs = r.errors();
+    if !errs.is_empty() {
+        let _ = writeln!(s, "## Failed runs\n");
+        for e in errs {
+            let _ = writeln!(
+                s,
+                "- {} {}: {}",
+                e.engine,
+                e.workload,
+                e.error.as_deref().unwrap_or("")
+            );
+        }
+    }
+    let _ = writeln!(s, "\n## Engines\n");
+    for e in &r.engines {
+        let _ = writeln!(s, "- **{}** ({}): `{}`", e.name, e.version, e.settings);
+    }
+    let _ = writeln!(
+        s,
+        "\nRaw figures, per-second timelines and op counts: `report.json`."
+    );
+    s
+}
+
+/// Writes report.json, report.md and the charts into `out`; prints the summary.
+pub fn write_all(r: &Report, out: &Path) -> Result<(), BenchError> {
+    let io = |p: &Path, e| BenchError::Io(p.to_path_buf(), e);
+    let json = out.join("report.json");
+    std::fs::write(&json, serde_json::to_string_pretty(r)?).map_err(|e| io(&json, e))?;
+    let charts = match crate::charts::write_all(r, out) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("warning: charts not written: {e}");
+            Vec::new()
+        }
+    };
+    let md = out.join("report.md");
+    std::fs::write(&md, markdown(r, &charts)).map_err(|e| io(&md, e))?;
+    println!("{}", summary(r));
+    println!(
+        "wrote {}/report.json, report.md and {} charts (PNG + SVG)",
+        out.display(),
+        charts.len()
+    );
+    Ok(())
+}
+
+/// Workloads the report's write-amplification checks apply to.
+pub fn is_write_workload(name: &str) -> bool {
+    Workload::parse(name).is_ok_and(|w| w.writes())
+}

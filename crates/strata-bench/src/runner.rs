@@ -1,0 +1,301 @@
+//! The parent: presets, one child process per engine × workload × repeat,
+//! live progress, and the report.
+
+use crate::child::{RunResult, RunSpec, PROGRESS_PREFIX, RESULT_PREFIX};
+use crate::engine::{EngineKind, EngineSettings, COMPARATORS};
+use crate::report::Report;
+use crate::workload::{Params, Workload};
+use crate::{report, BenchError};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::{BufRead, BufReader, IsTerminal};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+/// Everything a benchmark run needs.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub preset: String,
+    pub engines: Vec<String>,
+    pub workloads: Vec<String>,
+    pub params: Params,
+    pub settings: EngineSettings,
+    pub out: PathBuf,
+    pub repeats: usize,
+    /// Drop the page cache of the database files after each load.
+    pub cold: bool,
+}
+
+/// The engines available in this build.
+pub fn available_engines() -> Vec<String> {
+    if COMPARATORS {
+        vec!["strata".into(), "rocksdb".into(), "leveldb".into()]
+    } else {
+        vec!["strata".into()]
+    }
+}
+
+fn names(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+/// The preset names and what they are for.
+pub const PRESETS: &[(&str, &str)] = &[
+    (
+        "tiny",
+        "every workload on a few thousand keys; seconds (the test suite runs it)",
+    ),
+    (
+        "quick",
+        "db_bench fill/overwrite/read + YCSB A/B/C, 1M keys, 32 MiB cache; ~3 minutes on 2 cores",
+    ),
+    (
+        "full",
+        "every workload, 10M keys (~1.2 GB), 256 MiB cache, 3 repeats; about an hour on 2 cores",
+    ),
+];
+
+/// The configuration of preset `name`, writing to `out`.
+pub fn preset(name: &str, out: PathBuf) -> Result<Config, BenchError> {
+    let all: Vec<String> = crate::workload::all().iter().map(|w| w.name()).collect();
+    let base = Config {
+        preset: name.to_string(),
+        engines: available_engines(),
+        workloads: Vec::new(),
+        params: Params::default(),
+        settings: EngineSettings::default(),
+        out,
+        repeats: 1,
+        cold: true,
+    };
+    match name {
+        "tiny" => Ok(Config {
+            workloads: all,
+            params: Params {
+                num: 2000,
+                ops: 2000,
+                duration_secs: 1.0,
+                ..Params::default()
+            },
+            settings: EngineSettings {
+                write_buffer_size: 256 << 10,
+                block_cache_size: 128 << 10,
+                target_file_size: 256 << 10,
+                ..EngineSettings::default()
+            },
+            ..base
+        }),
+        "quick" => Ok(Config {
+            workloads: names(&[
+                "fillseq",
+                "fillrandom",
+                "overwrite",
+                "readrandom",
+                "readseq",
+                "ycsb-a",
+                "ycsb-b",
+                "ycsb-c",
+            ]),
+            params: Params {
+                num: 1_000_000,
+                ops: 300_000,
+                ..Params::default()
+            },
+            ..base
+        }),
+        "full" => Ok(Config {
+            workloads: all,
+            params: Params {
+                num: 10_000_000,
+                ops: 2_000_000,
+                duration_secs: 60.0,
+                ..Params::default()
+            },
+            settings: EngineSettings {
+                block_cache_size: 256 << 20,
+                ..EngineSettings::default()
+            },
+            repeats: 3,
+            ..base
+        }),
+        _ => Err(BenchError::Usage(format!(
+            "unknown preset {name:?}; known: {}",
+            PRESETS.iter().map(|p| p.0).collect::<Vec<_>>().join(", ")
+        ))),
+    }
+}
+
+/// How to start a child: this program plus the hidden subcommand.
+#[derive(Debug, Clone)]
+pub struct ChildCommand {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+}
+
+fn sanitize(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .take(40)
+        .collect()
+}
+
+fn bar() -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::new(1);
+    let style = ProgressStyle::with_template(
+        "{prefix} {msg:>14} [{bar:30.cyan/blue}] {pos}/{len} {elapsed}",
+    )
+    .unwrap_or_else(|_| ProgressStyle::default_bar())
+    .progress_chars("=> ");
+    pb.set_style(style);
+    pb
+}
+
+/// Runs one child and collects its result (an error result if it failed).
+fn run_child(child: &ChildCommand, spec: &RunSpec, pb: &ProgressBar) -> RunResult {
+    let failed = |msg: String| RunResult {
+        engine: spec.engine.clone(),
+        workload: spec.workload.clone(),
+        error: Some(msg),
+        ..RunResult::default()
+    };
+    let json = match serde_json::to_string(spec) {
+        Ok(j) => j,
+        Err(e) => return failed(e.to_string()),
+    };
+    let spawned = Command::new(&child.program)
+        .args(&child.args)
+        .arg("--spec")
+        .arg(json)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn();
+    let mut proc = match spawned {
+        Ok(p) => p,
+        Err(e) => return failed(format!("cannot start {}: {e}", child.program.display())),
+    };
+    let mut result = None;
+    if let Some(out) = proc.stdout.take() {
+        let started = std::time::Instant::now();
+        for line in BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            if let Some(rest) = line.strip_prefix(PROGRESS_PREFIX) {
+                let f: Vec<&str> = rest.split_whitespace().collect();
+                if let [phase, done, total] = f[..] {
+                    let (done, total) =
+                        (done.parse().unwrap_or(0u64), total.parse().unwrap_or(0u64));
+                    pb.set_length(total.max(1));
+                    pb.set_position(done);
+                    let secs = started.elapsed().as_secs_f64().max(1e-3);
+                    pb.set_message(if phase == "run" {
+                        format!("run {:.0}k/s", done as f64 / secs / 1000.0)
+                    } else {
+                        phase.to_string()
+                    });
+                }
+            } else if let Some(j) = line.strip_prefix(RESULT_PREFIX) {
+                result = Some(serde_json::from_str::<RunResult>(j).map_err(|e| e.to_string()));
+            }
+        }
+    }
+    let status = proc.wait();
+    match (result, status) {
+        (Some(Ok(r)), _) => r,
+        (Some(Err(e)), _) => failed(format!("unreadable result: {e}")),
+        (None, Ok(s)) => failed(format!("child exited with {s} and no result")),
+        (None, Err(e)) => failed(format!("child: {e}")),
+    }
+}
+
+/// Runs the benchmark; returns the report (already written to `cfg.out`).
+pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
+    let kinds = cfg
+        .engines
+        .iter()
+        .map(|e| EngineKind::parse(e))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut notes = Vec::new();
+    let mut engines = Vec::new();
+    for (name, kind) in cfg.engines.iter().zip(&kinds) {
+        if kind.is_comparator() && !COMPARATORS {
+            let msg = format!(
+                "{name} skipped: RocksDB/LevelDB are not compiled in (build with --features comparators, \
+                 after `apt-get install librocksdb-dev libleveldb-dev`; `scripts/bench` does both)"
+            );
+            eprintln!("note: {msg}");
+            notes.push(msg);
+        } else {
+            engines.push(name.clone());
+        }
+    }
+    if engines.is_empty() {
+        return Err(BenchError::Usage("no engine to run".into()));
+    }
+    let workloads = cfg
+        .workloads
+        .iter()
+        .map(|w| Workload::parse(w))
+        .collect::<Result<Vec<_>, _>>()?;
+    cfg.params.validate()?;
+    std::fs::create_dir_all(&cfg.out).map_err(|e| BenchError::Io(cfg.out.clone(), e))?;
+    let data = cfg.out.join("data");
+    let total = engines.len() * workloads.len() * cfg.repeats;
+    let mut results = Vec::new();
+    let mut k = 0;
+    for w in &workloads {
+        for rep in 0..cfg.repeats {
+            for e in &engines {
+                k += 1;
+                let spec = RunSpec {
+                    engine: e.clone(),
+                    workload: w.name(),
+                    params: cfg.params.clone(),
+                    settings: cfg.settings.clone(),
+                    dir: data.join(format!("{}-{}-{rep}", sanitize(e), w.name())),
+                    cold: cfg.cold,
+                };
+                let pb = bar();
+                pb.set_prefix(format!("[{k}/{total}] {e} {}", w.name()));
+                let r = run_child(child, &spec, &pb);
+                pb.finish_and_clear();
+                let line = match &r.error {
+                    Some(err) => format!("[{k}/{total}] {e} {}: FAILED: {err}", w.name()),
+                    None => format!(
+                        "[{k}/{total}] {e} {}: {:.0} ops/s, p99 {:.1} us, {:.1} s",
+                        w.name(),
+                        r.ops_per_sec,
+                        r.latency.p99_us,
+                        r.secs
+                    ),
+                };
+                eprintln!("{line}");
+                results.push(r);
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&data);
+    let report = Report::new(cfg, engines, results, notes);
+    report::write_all(&report, &cfg.out)?;
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_are_valid() -> Result<(), BenchError> {
+        for (name, _) in PRESETS {
+            let c = preset(name, PathBuf::from("x"))?;
+            c.params.validate()?;
+            for w in &c.workloads {
+                Workload::parse(w)?;
+            }
+            assert!(!c.engines.is_empty());
+        }
+        assert!(preset("nope", PathBuf::from("x")).is_err());
+        Ok(())
+    }
+}

@@ -1,0 +1,192 @@
+//! What the operating system tells about a run and the machine.
+
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// Counters of `/proc/self/io`.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct ProcIo {
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub cancelled_write_bytes: u64,
+}
+
+/// Reads `/proc/self/io`; zeros where it is unavailable.
+pub fn proc_io() -> ProcIo {
+    let text = std::fs::read_to_string("/proc/self/io").unwrap_or_default();
+    let mut io = ProcIo::default();
+    for line in text.lines() {
+        let Some((k, v)) = line.split_once(':') else {
+            continue;
+        };
+        let v: u64 = v.trim().parse().unwrap_or(0);
+        match k {
+            "read_bytes" => io.read_bytes = v,
+            "write_bytes" => io.write_bytes = v,
+            "cancelled_write_bytes" => io.cancelled_write_bytes = v,
+            _ => {}
+        }
+    }
+    io
+}
+
+/// CPU seconds (user + system) and peak RSS (KiB) of this process.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Usage {
+    pub cpu_secs: f64,
+    pub max_rss_kib: u64,
+}
+
+pub fn usage() -> Usage {
+    // SAFETY: getrusage writes into the zeroed struct we own.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointer to a rusage struct.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    if rc != 0 {
+        return Usage::default();
+    }
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    Usage {
+        cpu_secs: t(ru.ru_utime) + t(ru.ru_stime),
+        max_rss_kib: u64::try_from(ru.ru_maxrss).unwrap_or(0),
+    }
+}
+
+/// Total size of the regular files under `dir`.
+pub fn dir_size(dir: &Path) -> u64 {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    rd.flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => dir_size(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+/// Writes back and drops the page cache of every file under `dir`
+/// (`fdatasync` + `posix_fadvise(DONTNEED)`), so reads start cold.
+/// Only these files are touched, not the whole machine's cache.
+pub fn drop_cache(dir: &Path) {
+    use std::os::fd::AsRawFd;
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            drop_cache(&p);
+            continue;
+        }
+        let Ok(f) = std::fs::File::open(&p) else {
+            continue;
+        };
+        let _ = f.sync_data();
+        // SAFETY: a valid open descriptor; advice only, no memory touched.
+        unsafe {
+            libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED);
+        }
+    }
+}
+
+/// The machine a report was made on.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Machine {
+    pub cores: usize,
+    pub memory_bytes: u64,
+    pub cpu_model: String,
+    pub kernel: String,
+    /// Filesystem type of the output directory (from /proc/mounts).
+    pub filesystem: String,
+    pub os: String,
+}
+
+fn first_value(path: &str, key: &str) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    text.lines()
+        .find(|l| l.starts_with(key))
+        .and_then(|l| l.split_once(':').or_else(|| l.split_once('=')))
+        .map(|(_, v)| v.trim().trim_matches('"').to_string())
+}
+
+/// The filesystem type holding `path`: the longest mount point prefix.
+pub fn filesystem_of(path: &Path) -> String {
+    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+    let mut best: Option<(usize, String)> = None;
+    for line in mounts.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 3 {
+            continue;
+        }
+        let mp = Path::new(f[1]);
+        if path.starts_with(mp) {
+            let len = f[1].len();
+            if best.as_ref().is_none_or(|(l, _)| len >= *l) {
+                best = Some((len, format!("{} ({} on {})", f[2], f[0], f[1])));
+            }
+        }
+    }
+    best.map(|b| b.1).unwrap_or_else(|| "unknown".into())
+}
+
+pub fn machine(out_dir: &Path) -> Machine {
+    let mem_kib = first_value("/proc/meminfo", "MemTotal")
+        .and_then(|v| {
+            v.split_whitespace()
+                .next()
+                .and_then(|n| n.parse::<u64>().ok())
+        })
+        .unwrap_or(0);
+    Machine {
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        memory_bytes: mem_kib * 1024,
+        cpu_model: first_value("/proc/cpuinfo", "model name").unwrap_or_else(|| "unknown".into()),
+        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|_| "unknown".into()),
+        filesystem: filesystem_of(out_dir),
+        os: first_value("/etc/os-release", "PRETTY_NAME").unwrap_or_else(|| "unknown".into()),
+    }
+}
+
+/// `YYYY-MM-DD HH:MM UTC` of now.
+pub fn now_utc() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02} UTC",
+        rem / 3600,
+        rem % 3600 / 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_and_usage_read() {
+        let u = usage();
+        assert!(u.max_rss_kib > 0);
+        let _ = proc_io();
+        assert!(now_utc().ends_with("UTC"));
+        let m = machine(Path::new("."));
+        assert!(m.cores >= 1 && m.memory_bytes > 0);
+    }
+}

@@ -1,0 +1,400 @@
+//! The workloads: db_bench style, YCSB core, seed 004's U1…U9 and
+//! MatrixKV's fluctuation run; and the operation mix each one draws from.
+
+use crate::gen::{Distribution, KeyChooser};
+use crate::BenchError;
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+
+/// Parameters of a run, shared by every workload.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Params {
+    /// Records loaded before the run (and the key space of db_bench workloads).
+    pub num: u64,
+    /// Operations of the run phase (per run, split among threads).
+    pub ops: u64,
+    pub key_size: usize,
+    pub value_size: usize,
+    /// Client threads (readers, for readwhilewriting).
+    pub threads: usize,
+    /// Length of timed runs (fluctuation, readwhilewriting), seconds.
+    pub duration_secs: f64,
+    pub seed: u64,
+    /// Entries read after each seek (seekrandom).
+    pub scan_len: usize,
+    /// Overrides the YCSB / U-series request distribution.
+    pub distribution: Option<Distribution>,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            num: 100_000,
+            ops: 100_000,
+            key_size: 16,
+            value_size: 100,
+            threads: 1,
+            duration_secs: 10.0,
+            seed: 42,
+            scan_len: 10,
+            distribution: None,
+        }
+    }
+}
+
+impl Params {
+    pub fn validate(&self) -> Result<(), BenchError> {
+        if self.key_size < 16 {
+            return Err(BenchError::Usage(
+                "--key-size must be at least 16 (keys are 64-bit numbers in hex)".into(),
+            ));
+        }
+        if self.value_size == 0 || self.value_size > 16 << 20 {
+            return Err(BenchError::Usage("--value-size must be 1 B..16 MiB".into()));
+        }
+        if self.num == 0 || self.threads == 0 || self.threads > 256 {
+            return Err(BenchError::Usage(
+                "--num must be > 0 and --threads 1..256".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Shares of a YCSB-style operation mix (they sum to 1).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Mix {
+    pub read: f64,
+    pub update: f64,
+    pub insert: f64,
+    pub scan: f64,
+    pub rmw: f64,
+    pub dist: Distribution,
+}
+
+/// A workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Workload {
+    FillSeq,
+    FillRandom,
+    Overwrite,
+    ReadRandom,
+    ReadSeq,
+    SeekRandom,
+    DeleteRandom,
+    ReadWhileWriting,
+    YcsbLoad,
+    /// YCSB A–F as 'a'..='f'.
+    Ycsb(char),
+    /// Seed 004's U1…U9: update share 10 %…90 %, the rest reads.
+    Update(u8),
+    Fluctuation,
+}
+
+/// Every workload, in report order.
+pub fn all() -> Vec<Workload> {
+    let mut v = vec![
+        Workload::FillSeq,
+        Workload::FillRandom,
+        Workload::Overwrite,
+        Workload::ReadRandom,
+        Workload::ReadSeq,
+        Workload::SeekRandom,
+        Workload::DeleteRandom,
+        Workload::ReadWhileWriting,
+        Workload::YcsbLoad,
+    ];
+    v.extend("abcdef".chars().map(Workload::Ycsb));
+    v.extend((1..=9).map(Workload::Update));
+    v.push(Workload::Fluctuation);
+    v
+}
+
+/// What a workload needs in the database before its run starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Preload {
+    Nothing,
+    /// Keys `0..num` (db_bench key space), written in a seeded random order.
+    DbBench,
+    /// YCSB records `0..num`, stored under scattered keys.
+    Ycsb,
+}
+
+impl Workload {
+    pub fn parse(s: &str) -> Result<Self, BenchError> {
+        let s = s.trim().to_ascii_lowercase();
+        let w = match s.as_str() {
+            "fillseq" => Workload::FillSeq,
+            "fillrandom" => Workload::FillRandom,
+            "overwrite" => Workload::Overwrite,
+            "readrandom" => Workload::ReadRandom,
+            "readseq" => Workload::ReadSeq,
+            "seekrandom" => Workload::SeekRandom,
+            "deleterandom" => Workload::DeleteRandom,
+            "readwhilewriting" => Workload::ReadWhileWriting,
+            "ycsb-load" | "load" => Workload::YcsbLoad,
+            "fluctuation" => Workload::Fluctuation,
+            _ => {
+                if let Some(c) = s.strip_prefix("ycsb-").and_then(|r| r.chars().next()) {
+                    if s.len() == 6 && ('a'..='f').contains(&c) {
+                        return Ok(Workload::Ycsb(c));
+                    }
+                }
+                if let Some(d) = s.strip_prefix('u').and_then(|r| r.parse::<u8>().ok()) {
+                    if (1..=9).contains(&d) {
+                        return Ok(Workload::Update(d));
+                    }
+                }
+                return Err(BenchError::Usage(format!(
+                    "unknown workload {s:?}; known: {}",
+                    all()
+                        .iter()
+                        .map(|w| w.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+        };
+        Ok(w)
+    }
+
+    pub fn name(&self) -> String {
+        match self {
+            Workload::FillSeq => "fillseq".into(),
+            Workload::FillRandom => "fillrandom".into(),
+            Workload::Overwrite => "overwrite".into(),
+            Workload::ReadRandom => "readrandom".into(),
+            Workload::ReadSeq => "readseq".into(),
+            Workload::SeekRandom => "seekrandom".into(),
+            Workload::DeleteRandom => "deleterandom".into(),
+            Workload::ReadWhileWriting => "readwhilewriting".into(),
+            Workload::YcsbLoad => "ycsb-load".into(),
+            Workload::Ycsb(c) => format!("ycsb-{c}"),
+            Workload::Update(d) => format!("u{d}"),
+            Workload::Fluctuation => "fluctuation".into(),
+        }
+    }
+
+    /// One line for reports.
+    pub fn describe(&self, p: &Params) -> String {
+        match self {
+            Workload::FillSeq => format!("write {} keys in order into an empty store", p.num),
+            Workload::FillRandom => format!("write {} uniformly random keys (of {}) into an empty store", p.num, p.num),
+            Workload::Overwrite => format!("{} random overwrites of {} loaded keys", p.ops, p.num),
+            Workload::ReadRandom => format!("{} random gets of {} loaded keys", p.ops, p.num),
+            Workload::ReadSeq => format!("scan up to {} entries in order (latency per 100-entry call)", p.ops),
+            Workload::SeekRandom => format!("{} random seeks, each reading {} entries", p.ops, p.scan_len),
+            Workload::DeleteRandom => format!("{} random deletes of {} loaded keys", p.ops, p.num),
+            Workload::ReadWhileWriting => format!(
+                "{} reader thread(s) do random gets for {:.0} s while 1 writer overwrites; reader figures",
+                p.threads, p.duration_secs
+            ),
+            Workload::YcsbLoad => format!("YCSB load: insert {} records (hashed order)", p.num),
+            Workload::Ycsb(_) | Workload::Update(_) => {
+                let m = self.mix(p).unwrap_or(Mix {
+                    read: 0.0,
+                    update: 0.0,
+                    insert: 0.0,
+                    scan: 0.0,
+                    rmw: 0.0,
+                    dist: Distribution::Uniform,
+                });
+                let mut parts = Vec::new();
+                for (share, what) in [
+                    (m.read, "read"),
+                    (m.update, "update"),
+                    (m.insert, "insert"),
+                    (m.scan, "scan 1-100"),
+                    (m.rmw, "read-modify-write"),
+                ] {
+                    if share > 0.0 {
+                        parts.push(format!("{:.0}% {what}", share * 100.0));
+                    }
+                }
+                format!("{} ops over {} records: {}, {}", p.ops, p.num, parts.join(", "), m.dist.name())
+            }
+            Workload::Fluctuation => format!(
+                "random writes for {:.0} s into an empty store (per-second timeline)",
+                p.duration_secs
+            ),
+        }
+    }
+
+    pub fn preload(&self) -> Preload {
+        match self {
+            Workload::FillSeq
+            | Workload::FillRandom
+            | Workload::YcsbLoad
+            | Workload::Fluctuation => Preload::Nothing,
+            Workload::Ycsb(_) | Workload::Update(_) => Preload::Ycsb,
+            _ => Preload::DbBench,
+        }
+    }
+
+    /// True for workloads whose point is writing (write amplification applies).
+    pub fn writes(&self) -> bool {
+        matches!(
+            self,
+            Workload::FillSeq
+                | Workload::FillRandom
+                | Workload::Overwrite
+                | Workload::DeleteRandom
+                | Workload::YcsbLoad
+                | Workload::Fluctuation
+        ) || matches!(self, Workload::Ycsb(c) if *c != 'c')
+            || matches!(self, Workload::Update(_))
+    }
+
+    /// True for workloads that run for a fixed time rather than a fixed count.
+    pub fn timed(&self) -> bool {
+        matches!(self, Workload::Fluctuation | Workload::ReadWhileWriting)
+    }
+
+    /// The YCSB / U-series mix, per the YCSB core workload definitions.
+    pub fn mix(&self, p: &Params) -> Option<Mix> {
+        let m = |read, update, insert, scan, rmw, dist: Distribution| Mix {
+            read,
+            update,
+            insert,
+            scan,
+            rmw,
+            dist: p.distribution.unwrap_or(dist),
+        };
+        use Distribution::*;
+        match self {
+            Workload::Ycsb('a') => Some(m(0.5, 0.5, 0.0, 0.0, 0.0, Zipfian)),
+            Workload::Ycsb('b') => Some(m(0.95, 0.05, 0.0, 0.0, 0.0, Zipfian)),
+            Workload::Ycsb('c') => Some(m(1.0, 0.0, 0.0, 0.0, 0.0, Zipfian)),
+            Workload::Ycsb('d') => Some(m(0.95, 0.0, 0.05, 0.0, 0.0, Latest)),
+            Workload::Ycsb('e') => Some(m(0.0, 0.0, 0.05, 0.95, 0.0, Zipfian)),
+            Workload::Ycsb('f') => Some(m(0.5, 0.0, 0.0, 0.0, 0.5, Zipfian)),
+            Workload::Update(d) => {
+                let u = f64::from(*d) / 10.0;
+                Some(m(1.0 - u, u, 0.0, 0.0, 0.0, Zipfian))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// One operation of a mix, on record numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Read(u64),
+    Update(u64),
+    /// Insert the next new record.
+    Insert,
+    Scan(u64, usize),
+    ReadModifyWrite(u64),
+}
+
+/// Draws the operations of a [`Mix`].
+pub struct MixGen {
+    mix: Mix,
+    chooser: KeyChooser,
+}
+
+/// YCSB's maximum scan length (uniform 1..=100).
+pub const MAX_SCAN: usize = 100;
+
+impl MixGen {
+    pub fn new(mix: Mix, records: u64) -> Self {
+        MixGen {
+            mix,
+            chooser: KeyChooser::new(mix.dist, records),
+        }
+    }
+
+    /// The next operation when `records` records exist.
+    pub fn next(&mut self, rng: &mut impl Rng, records: u64) -> Op {
+        let r: f64 = rng.gen();
+        let m = &self.mix;
+        if r < m.read {
+            Op::Read(self.chooser.next(rng, records))
+        } else if r < m.read + m.update {
+            Op::Update(self.chooser.next(rng, records))
+        } else if r < m.read + m.update + m.insert {
+            Op::Insert
+        } else if r < m.read + m.update + m.insert + m.scan {
+            let len = rng.gen_range(1..=MAX_SCAN);
+            Op::Scan(self.chooser.next(rng, records), len)
+        } else {
+            Op::ReadModifyWrite(self.chooser.next(rng, records))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::rngs::SmallRng;
+    use rand::SeedableRng;
+
+    #[test]
+    fn names_round_trip() -> Result<(), BenchError> {
+        for w in all() {
+            assert_eq!(Workload::parse(&w.name())?, w);
+        }
+        assert!(Workload::parse("ycsb-g").is_err());
+        assert!(Workload::parse("u10").is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn ycsb_mixes_have_the_requested_shares() {
+        let p = Params::default();
+        for w in "abcdef"
+            .chars()
+            .map(Workload::Ycsb)
+            .chain((1..=9).map(Workload::Update))
+        {
+            let Some(mix) = w.mix(&p) else {
+                panic!("{w:?} has no mix");
+            };
+            let total = mix.read + mix.update + mix.insert + mix.scan + mix.rmw;
+            assert!((total - 1.0).abs() < 1e-9, "{w:?}");
+            let mut g = MixGen::new(mix, 10_000);
+            let mut rng = SmallRng::seed_from_u64(5);
+            let n = 100_000;
+            let mut c = [0usize; 5];
+            for _ in 0..n {
+                match g.next(&mut rng, 10_000) {
+                    Op::Read(k) | Op::Update(k) | Op::ReadModifyWrite(k) if k >= 10_000 => {
+                        panic!("key {k} out of range")
+                    }
+                    Op::Read(_) => c[0] += 1,
+                    Op::Update(_) => c[1] += 1,
+                    Op::Insert => c[2] += 1,
+                    Op::Scan(_, len) => {
+                        assert!((1..=MAX_SCAN).contains(&len));
+                        c[3] += 1
+                    }
+                    Op::ReadModifyWrite(_) => c[4] += 1,
+                }
+            }
+            let want = [mix.read, mix.update, mix.insert, mix.scan, mix.rmw];
+            for (got, want) in c.iter().zip(want) {
+                let share = *got as f64 / n as f64;
+                assert!((share - want).abs() < 0.01, "{w:?}: {share} vs {want}");
+            }
+        }
+        let u3 = Workload::Update(3).mix(&p);
+        assert_eq!(u3.map(|m| (m.update * 10.0).round()), Some(3.0));
+        assert_eq!(
+            Workload::Ycsb('d').mix(&p).map(|m| m.dist),
+            Some(Distribution::Latest)
+        );
+    }
+
+    #[test]
+    fn distribution_override_applies() {
+        let p = Params {
+            distribution: Some(Distribution::Uniform),
+            ..Params::default()
+        };
+        assert_eq!(
+            Workload::Ycsb('a').mix(&p).map(|m| m.dist),
+            Some(Distribution::Uniform)
+        );
+    }
+}

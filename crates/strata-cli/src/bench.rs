@@ -1,0 +1,154 @@
+//! `strata bench`: the side-by-side benchmark (crate `strata-bench`).
+
+use crate::CliError;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use strata_bench::gen::Distribution;
+use strata_bench::runner::{self, ChildCommand};
+
+/// Flags of `strata bench`; unset ones take the preset's value.
+#[derive(clap::Args, Debug)]
+pub struct BenchArgs {
+    /// tiny (seconds), quick (~3 minutes), full (~1 hour).
+    #[arg(long, default_value = "quick")]
+    pub preset: String,
+    /// Engines, comma-separated: strata, strata:opt=v;opt=v (use ';' between
+    /// options), rocksdb, leveldb. Default: every engine compiled in.
+    #[arg(long, value_delimiter = ',')]
+    pub engines: Option<Vec<String>>,
+    /// Workloads, comma-separated (fillseq, fillrandom, overwrite, readrandom,
+    /// readseq, seekrandom, deleterandom, readwhilewriting, ycsb-load,
+    /// ycsb-a..ycsb-f, u1..u9, fluctuation). Default: the preset's.
+    #[arg(long, value_delimiter = ',')]
+    pub workloads: Option<Vec<String>>,
+    /// Output directory for report.json, report.md and the charts.
+    #[arg(long, default_value = "strata-bench-out")]
+    pub out: PathBuf,
+    /// Records loaded (and the db_bench key space).
+    #[arg(long)]
+    pub num: Option<u64>,
+    /// Operations per run.
+    #[arg(long)]
+    pub ops: Option<u64>,
+    #[arg(long)]
+    pub key_size: Option<usize>,
+    #[arg(long)]
+    pub value_size: Option<usize>,
+    /// Client threads.
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Seconds of the timed workloads (fluctuation, readwhilewriting).
+    #[arg(long)]
+    pub duration: Option<f64>,
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Entries read after each seek of seekrandom.
+    #[arg(long)]
+    pub scan_len: Option<usize>,
+    /// Request distribution of YCSB and U workloads: uniform, zipfian, latest.
+    #[arg(long)]
+    pub distribution: Option<String>,
+    /// Block cache of every engine, e.g. 32M.
+    #[arg(long)]
+    pub cache_size: Option<String>,
+    /// Memtable size of every engine, e.g. 64M.
+    #[arg(long)]
+    pub write_buffer_size: Option<String>,
+    #[arg(long)]
+    pub bloom_bits: Option<usize>,
+    #[arg(long)]
+    pub block_size: Option<String>,
+    /// none, lz4 or zstd (LevelDB: none only).
+    #[arg(long)]
+    pub compression: Option<String>,
+    /// fdatasync the WAL on every write (every engine).
+    #[arg(long)]
+    pub sync: bool,
+    /// Repeats of every run (the report shows the median and the spread).
+    #[arg(long)]
+    pub repeats: Option<usize>,
+    /// Keep the page cache after the load (reads start warm).
+    #[arg(long)]
+    pub warm: bool,
+}
+
+fn size(flag: &str, v: &str) -> Result<u64, CliError> {
+    strata::options::parse_size(v)
+        .ok_or_else(|| CliError::Usage(format!("--{flag}: bad size {v:?}")))
+}
+
+fn bench_err(e: strata_bench::BenchError) -> CliError {
+    CliError::Usage(e.to_string())
+}
+
+pub fn run(a: &BenchArgs) -> Result<ExitCode, CliError> {
+    let mut cfg = runner::preset(&a.preset, a.out.clone()).map_err(bench_err)?;
+    if let Some(e) = &a.engines {
+        cfg.engines = e.iter().map(|s| s.replace(';', ",")).collect();
+    }
+    if let Some(w) = &a.workloads {
+        cfg.workloads = w.clone();
+    }
+    let p = &mut cfg.params;
+    p.num = a.num.unwrap_or(p.num);
+    p.ops = a.ops.unwrap_or(p.ops);
+    p.key_size = a.key_size.unwrap_or(p.key_size);
+    p.value_size = a.value_size.unwrap_or(p.value_size);
+    p.threads = a.threads.unwrap_or(p.threads);
+    p.duration_secs = a.duration.unwrap_or(p.duration_secs);
+    p.seed = a.seed.unwrap_or(p.seed);
+    p.scan_len = a.scan_len.unwrap_or(p.scan_len);
+    if let Some(d) = &a.distribution {
+        p.distribution = Some(Distribution::parse(d).ok_or_else(|| {
+            CliError::Usage(format!(
+                "--distribution: {d:?} is not uniform, zipfian or latest"
+            ))
+        })?);
+    }
+    let s = &mut cfg.settings;
+    if let Some(v) = &a.cache_size {
+        s.block_cache_size = size("cache-size", v)? as usize;
+    }
+    if let Some(v) = &a.write_buffer_size {
+        s.write_buffer_size = size("write-buffer-size", v)? as usize;
+    }
+    if let Some(v) = &a.block_size {
+        s.block_size = size("block-size", v)? as usize;
+    }
+    s.bloom_bits_per_key = a.bloom_bits.unwrap_or(s.bloom_bits_per_key);
+    if let Some(c) = &a.compression {
+        s.compression = c.clone();
+    }
+    s.sync |= a.sync;
+    cfg.repeats = a.repeats.unwrap_or(cfg.repeats).max(1);
+    cfg.cold = !a.warm;
+    if !strata_bench::engine::COMPARATORS {
+        eprintln!(
+            "note: this build has no comparators (RocksDB, LevelDB); running strata alone. \
+             Use scripts/bench, or build with --features comparators."
+        );
+    }
+    // The children run this very binary: /proc/self/exe stays valid even if
+    // the file at our path is replaced by a rebuild while the bench runs.
+    let proc_exe = PathBuf::from("/proc/self/exe");
+    let exe = if proc_exe.exists() {
+        proc_exe
+    } else {
+        std::env::current_exe().map_err(CliError::Output)?
+    };
+    let child = ChildCommand {
+        program: exe,
+        args: vec!["bench-child".into()],
+    };
+    let report = runner::run(&cfg, &child).map_err(bench_err)?;
+    let failed = report.results.iter().filter(|r| r.error.is_some()).count();
+    Ok(if failed > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+pub fn child(spec: &str) -> ExitCode {
+    ExitCode::from(strata_bench::child::child_main(spec).clamp(0, 255) as u8)
+}

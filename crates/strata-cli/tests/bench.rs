@@ -1,0 +1,127 @@
+//! Runs `strata bench --preset tiny` end to end (every engine compiled in)
+//! and checks the report's structure and figures.
+
+use serde_json::Value;
+use std::process::Command;
+
+fn num(v: &Value, path: &[&str]) -> f64 {
+    let mut v = v;
+    for p in path {
+        v = &v[*p];
+    }
+    v.as_f64()
+        .unwrap_or_else(|| panic!("{path:?} is not a number: {v}"))
+}
+
+#[test]
+fn tiny_preset_end_to_end() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let out = tmp.path().join("out");
+    let o = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["bench", "--preset", "tiny", "--out"])
+        .arg(&out)
+        .output()
+        .expect("run strata bench");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains("throughput ratio to"), "{stdout}");
+    for f in [
+        "report.json",
+        "report.md",
+        "throughput.png",
+        "throughput.svg",
+        "timeline.png",
+        "timeline.svg",
+        "latency.png",
+        "latency.svg",
+    ] {
+        let p = out.join(f);
+        let len = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
+        assert!(len > 100, "{f} missing or empty");
+    }
+    let json = std::fs::read_to_string(out.join("report.json")).expect("report.json");
+    let r: Value = serde_json::from_str(&json).expect("report.json parses");
+    let comparators = r["comparators_compiled"]
+        .as_bool()
+        .expect("comparators_compiled");
+    let engines: Vec<&str> = r["engines"]
+        .as_array()
+        .expect("engines")
+        .iter()
+        .map(|e| e["name"].as_str().expect("engine name"))
+        .collect();
+    if comparators {
+        assert_eq!(engines, ["strata", "rocksdb", "leveldb"]);
+        assert_eq!(r["baseline"], "rocksdb");
+        assert!(
+            stdout.contains("RocksDB 7.") && stdout.contains("LevelDB 1."),
+            "{stdout}"
+        );
+    } else {
+        assert_eq!(engines, ["strata"]);
+        assert!(stderr.contains("no comparators"), "{stderr}");
+    }
+    assert!(num(&r, &["machine", "cores"]) >= 1.0);
+    let results = r["results"].as_array().expect("results");
+    let workloads = 25;
+    assert_eq!(results.len(), workloads * engines.len());
+    let writes = [
+        "fillseq",
+        "fillrandom",
+        "overwrite",
+        "deleterandom",
+        "ycsb-load",
+        "ycsb-a",
+        "ycsb-d",
+        "ycsb-f",
+        "u5",
+        "fluctuation",
+    ];
+    for res in results {
+        let name = format!("{} {}", res["engine"], res["workload"]);
+        assert!(res["error"].is_null(), "{name}: {}", res["error"]);
+        assert!(num(res, &["ops"]) > 0.0, "{name}");
+        assert!(num(res, &["ops_per_sec"]) > 0.0, "{name}");
+        let l = |k: &str| num(res, &["latency", k]);
+        assert!(l("p50_us") > 0.0, "{name}");
+        assert!(
+            l("p50_us") <= l("p99_us")
+                && l("p99_us") <= l("p999_us")
+                && l("p999_us") <= l("max_us"),
+            "{name}: {}",
+            res["latency"]
+        );
+        assert!(
+            num(res, &["cpu_secs"]) >= 0.0 && num(res, &["max_rss_mib"]) > 0.0,
+            "{name}"
+        );
+        assert!(num(res, &["space_amp"]) > 0.0, "{name}");
+        let w = res["workload"].as_str().expect("workload");
+        if writes.contains(&w) {
+            assert!(num(res, &["user_bytes_written"]) > 0.0, "{name}");
+            // Device bytes come from /proc/self/io; absent on filesystems
+            // that do not count them (tmpfs).
+            if let Some(wa) = res["wa_device"].as_f64() {
+                assert!(wa >= 1.0, "{name}: device WA {wa}");
+            }
+            if res["engine"] == "strata" {
+                assert!(num(res, &["wa_engine"]) >= 1.0, "{name}");
+            }
+        }
+        if w == "fluctuation" {
+            assert!(
+                res["timeline"].as_array().is_some_and(|t| !t.is_empty()),
+                "{name}"
+            );
+        }
+        if w == "readrandom" {
+            assert_eq!(num(res, &["gets_found"]), num(res, &["gets"]), "{name}");
+        }
+    }
+    let md = std::fs::read_to_string(out.join("report.md")).expect("report.md");
+    assert!(
+        md.contains("## Throughput relative to") && md.contains("throughput.svg"),
+        "{md}"
+    );
+}
