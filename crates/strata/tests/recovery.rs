@@ -236,6 +236,13 @@ fn replay_in_several_chunks_keeps_deletes() {
     }
     drop(db);
     let db = open(copy.path(), Options::default().write_buffer_size(16 * 1024));
-    assert!(db.stats().levels[0].files > 1, "replay was written in several chunks");
-    assert_eq!(db.get(b"victim").expect("get"), None, "deleted key came back");
+    assert!(
+        db.stats().levels[0].files > 1,
+        "replay was written in several chunks"
+    );
+    assert_eq!(
+        db.get(b"victim").expect("get"),
+        None,
+        "deleted key came back"
+    );
 }
