@@ -36,16 +36,31 @@ impl Drop for Proc {
 }
 
 fn serve(dir: &Path, port: u16) -> Proc {
+    let log = dir.with_extension(format!("{port}.log"));
     let child = Command::new(env!("CARGO_BIN_EXE_strata"))
         .arg("--dir")
         .arg(dir)
         .args(["serve", "--port", &port.to_string()])
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log file"))
         .spawn()
         .expect("spawn strata serve");
-    wait_port(port);
-    Proc(child)
+    let mut p = Proc(child);
+    let start = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Ok(Some(status)) = p.0.try_wait() {
+            panic!(
+                "strata serve exited with {status}: {}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "port {port} never opened"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    p
 }
 
 fn wait_port(port: u16) {
