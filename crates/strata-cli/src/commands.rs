@@ -120,7 +120,27 @@ pub fn run(cli: &Cli) -> Result<ExitCode, CliError> {
         Command::Demo { count, seed } => crate::demo::run(cli, *count, *seed),
         Command::Bench(a) => crate::bench::run(a),
         Command::BenchChild { spec } => Ok(crate::bench::child(spec)),
+        Command::Serve(args) => serve(cli, args),
     }
+}
+
+/// `strata serve`: the Redis-protocol server until SIGINT/SIGTERM.
+fn serve(cli: &Cli, args: &crate::ServeArgs) -> Result<ExitCode, CliError> {
+    let max_bulk = strata::options::parse_size(&args.max_bulk_len)
+        .and_then(|n| usize::try_from(n).ok())
+        .filter(|n| *n > 0)
+        .ok_or_else(|| CliError::Usage(format!("bad --max-bulk-len {:?}", args.max_bulk_len)))?;
+    let db = open(cli, "serve", true)?;
+    let cfg = strata_server::Config {
+        bind: args.bind.clone(),
+        port: args.port,
+        requirepass: args.requirepass.clone(),
+        max_bulk_len: max_bulk,
+        idle_timeout: (args.timeout > 0).then(|| std::time::Duration::from_secs(args.timeout)),
+        ..Default::default()
+    };
+    strata_server::serve_blocking(std::sync::Arc::new(db), cfg).map_err(CliError::Usage)?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Opens the database of `--dir` with the `--opt` options; only `create`

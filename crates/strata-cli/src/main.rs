@@ -93,6 +93,9 @@ pub enum Command {
     Compact,
     /// Check every file of the database without opening it; exit code 1 on damage.
     Verify,
+    /// Serve the database over the Redis protocol (RESP2) until SIGINT or
+    /// SIGTERM (creates the database if missing). See docs/SERVER.md.
+    Serve(ServeArgs),
     /// The end-to-end demo: load, read back, delete, scan, flush, compact,
     /// reopen and verify a fresh database, timing each phase.
     Demo {
@@ -135,6 +138,26 @@ pub struct LoadArgs {
     /// fdatasync the WAL on every write.
     #[arg(long)]
     pub sync: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ServeArgs {
+    /// Address to listen on (loopback by default; use 0.0.0.0 deliberately).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind: String,
+    /// TCP port (0 picks a free one).
+    #[arg(long, default_value_t = 6380)]
+    pub port: u16,
+    /// Require clients to AUTH with this password.
+    #[arg(long, value_name = "PASSWORD")]
+    pub requirepass: Option<String>,
+    /// Largest bulk string a client may send, e.g. 512M (as Redis'
+    /// proto-max-bulk-len).
+    #[arg(long, default_value = "512M", value_name = "SIZE")]
+    pub max_bulk_len: String,
+    /// Close clients idle for this many seconds (0: never).
+    #[arg(long, default_value_t = 0, value_name = "SECONDS")]
+    pub timeout: u64,
 }
 
 /// Why a command failed (exit code 2).

@@ -1,0 +1,295 @@
+//! `strata serve` driven by the stock Redis tools: `redis-cli` (including
+//! `--pipe` and `--scan`), `redis-benchmark`, SIGTERM shutdown and restart,
+//! and three servers behind twemproxy (`nutcracker`, ketama distribution).
+//! Everything runs on free loopback ports; a missing tool (Debian packages
+//! `redis-tools`, `nutcracker`) skips that part with a note.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn have(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// A child process killed (SIGKILL) on drop unless it already exited.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn serve(dir: &Path, port: u16) -> Proc {
+    let log = dir.with_extension(format!("{port}.log"));
+    let child = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .arg("--dir")
+        .arg(dir)
+        .args(["serve", "--port", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log file"))
+        .spawn()
+        .expect("spawn strata serve");
+    let mut p = Proc(child);
+    let start = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Ok(Some(status)) = p.0.try_wait() {
+            panic!(
+                "strata serve exited with {status}: {}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "port {port} never opened"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    p
+}
+
+fn wait_port(port: u16) {
+    let start = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "port {port} never opened"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn cli(port: u16, args: &[&str]) -> String {
+    let out = Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(args)
+        .output()
+        .expect("run redis-cli");
+    assert!(out.status.success(), "redis-cli {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).trim_end().to_string()
+}
+
+/// Feeds `input` to `redis-cli` on stdin (one command per line, or raw
+/// protocol with --pipe).
+fn cli_stdin(port: u16, args: &[&str], input: &[u8]) -> String {
+    let mut child = Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run redis-cli");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input)
+        .expect("feed redis-cli");
+    let out = child.wait_with_output().expect("redis-cli");
+    assert!(out.status.success(), "redis-cli {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+fn sigterm(p: &mut Proc) {
+    let pid = p.0.id().to_string();
+    let ok = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    assert!(ok, "kill -TERM {pid}");
+    let start = Instant::now();
+    loop {
+        if let Some(status) = p.0.try_wait().expect("wait") {
+            assert!(status.success(), "strata serve exited with {status}");
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no exit after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn redis_cli_and_benchmark() {
+    if !have("redis-cli") {
+        eprintln!("note: redis-cli not found (apt-get install redis-tools); skipping");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = free_port();
+    let mut server = serve(dir.path(), port);
+    assert_eq!(cli(port, &["ping"]), "PONG");
+    assert_eq!(cli(port, &["set", "greeting", "hello world"]), "OK");
+    assert_eq!(cli(port, &["get", "greeting"]), "hello world");
+    assert_eq!(cli(port, &["hset", "h", "f1", "a", "f2", "b"]), "2");
+    assert_eq!(cli(port, &["zadd", "z", "1", "one", "2", "two"]), "2");
+    assert_eq!(cli(port, &["zrangebyscore", "z", "(1", "+inf"]), "two");
+    assert_eq!(cli(port, &["type", "z"]), "zset");
+    assert!(cli(port, &["info"]).contains("# Keyspace"));
+    assert!(cli(port, &["bogus"]).contains("unknown command"));
+    // Commands one per line on stdin.
+    let out = cli_stdin(port, &[], b"SET a 1\nINCRBY a 41\nGET a\n");
+    assert_eq!(out.lines().collect::<Vec<_>>(), ["OK", "42", "42"]);
+    // Mass insertion with --pipe (raw protocol, then an ECHO marker).
+    let mut proto = Vec::new();
+    for i in 0..1000 {
+        let (k, v) = (format!("pipe:{i}"), format!("v{i}"));
+        write!(
+            proto,
+            "*3\r\n$3\r\nSET\r\n${}\r\n{k}\r\n${}\r\n{v}\r\n",
+            k.len(),
+            v.len()
+        )
+        .expect("fmt");
+    }
+    let out = cli_stdin(port, &["--pipe"], &proto);
+    assert!(out.contains("errors: 0, replies: 1000"), "{out}");
+    // --scan walks the whole key space with SCAN.
+    let keys = cli(port, &["--scan", "--pattern", "pipe:*"]);
+    assert_eq!(keys.lines().count(), 1000);
+    assert_eq!(cli(port, &["dbsize"]), "1004");
+
+    if have("redis-benchmark") {
+        let out = Command::new("redis-benchmark")
+            .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+            .args([
+                "-t",
+                "set,get,incr,hset",
+                "-n",
+                "5000",
+                "-c",
+                "20",
+                "-P",
+                "8",
+                "-q",
+            ])
+            .output()
+            .expect("run redis-benchmark");
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(out.status.success(), "{out:?}");
+        for t in ["SET", "GET", "INCR", "HSET"] {
+            assert!(
+                text.lines()
+                    .any(|l| l.contains(&format!("{t}: ")) && l.contains("requests per second")),
+                "no {t} result in:\n{text}"
+            );
+        }
+        // Every INCR of the benchmark landed on its one counter.
+        assert_eq!(cli(port, &["get", "counter:__rand_int__"]), "5000");
+    } else {
+        eprintln!("note: redis-benchmark not found; skipping the benchmark run");
+    }
+
+    // SIGTERM: a clean exit, and everything acknowledged is there after a restart.
+    sigterm(&mut server);
+    drop(server);
+    let server = serve(dir.path(), port);
+    assert_eq!(cli(port, &["get", "greeting"]), "hello world");
+    assert_eq!(cli(port, &["get", "pipe:999"]), "v999");
+    assert_eq!(cli(port, &["hget", "h", "f2"]), "b");
+    drop(server);
+}
+
+#[test]
+fn three_servers_behind_twemproxy() {
+    if !have("redis-cli") || !have("nutcracker") {
+        eprintln!("note: redis-cli or nutcracker not found (apt-get install redis-tools nutcracker); skipping");
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let _servers: Vec<Proc> = ports
+        .iter()
+        .enumerate()
+        .map(|(i, p)| serve(&tmp.path().join(format!("shard{i}")), *p))
+        .collect();
+    let proxy_port = free_port();
+    let stats_port = free_port();
+    let conf = tmp.path().join("nutcracker.yml");
+    let mut yml = format!(
+        "strata:\n  listen: 127.0.0.1:{proxy_port}\n  hash: fnv1a_64\n  distribution: ketama\n  \
+         redis: true\n  auto_eject_hosts: false\n  timeout: 5000\n  servers:\n"
+    );
+    for (i, p) in ports.iter().enumerate() {
+        yml.push_str(&format!("   - 127.0.0.1:{p}:1 shard{i}\n"));
+    }
+    std::fs::write(&conf, yml).expect("write nutcracker.yml");
+    let check = Command::new("nutcracker")
+        .arg("-t")
+        .arg("-c")
+        .arg(&conf)
+        .output()
+        .expect("nutcracker -t");
+    assert!(check.status.success(), "bad nutcracker config: {check:?}");
+    let proxy = Proc(
+        Command::new("nutcracker")
+            .arg("-c")
+            .arg(&conf)
+            .args(["-s", &stats_port.to_string(), "-a", "127.0.0.1"])
+            .arg("-o")
+            .arg(tmp.path().join("nutcracker.log"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn nutcracker"),
+    );
+    wait_port(proxy_port);
+
+    let n = 300;
+    let mut cmds = String::new();
+    for i in 0..n {
+        cmds.push_str(&format!("SET user:{i} value-{i}\n"));
+    }
+    cmds.push_str("HSET profile:1 name ada\nZADD board 10 ada\nINCR visits\n");
+    let out = cli_stdin(proxy_port, &[], cmds.as_bytes());
+    assert_eq!(out.lines().filter(|l| *l == "OK").count(), n, "{out}");
+
+    // Every key reads back through the proxy (GETs, and an MGET it splits).
+    let mut gets = String::new();
+    for i in 0..n {
+        gets.push_str(&format!("GET user:{i}\n"));
+    }
+    let out = cli_stdin(proxy_port, &[], gets.as_bytes());
+    let values: Vec<&str> = out.lines().collect();
+    assert_eq!(values.len(), n);
+    for (i, v) in values.iter().enumerate() {
+        assert_eq!(*v, format!("value-{i}"));
+    }
+    assert_eq!(
+        cli(proxy_port, &["mget", "user:0", "user:1", "user:2"]),
+        "value-0\nvalue-1\nvalue-2"
+    );
+    assert_eq!(cli(proxy_port, &["hget", "profile:1", "name"]), "ada");
+    assert_eq!(cli(proxy_port, &["zscore", "board", "ada"]), "10");
+
+    // The keys are spread over all three servers (ketama over the names
+    // shard0..2 is deterministic: 193/10/100 of these 303 keys).
+    let sizes: Vec<usize> = ports
+        .iter()
+        .map(|p| cli(*p, &["dbsize"]).parse().expect("dbsize"))
+        .collect();
+    assert_eq!(sizes.iter().sum::<usize>(), n + 3, "{sizes:?}");
+    for s in &sizes {
+        assert!(*s > 0, "a server got no keys: {sizes:?}");
+    }
+    drop(proxy);
+}

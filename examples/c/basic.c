@@ -1,0 +1,221 @@
+/* basic.c: the strata C ABI end to end. Usage: basic DIR
+ * Exits 0 when every check passes; prints the failing line otherwise. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "strata.h"
+
+static int failures = 0;
+#define CHECK(cond)                                                      \
+    do {                                                                 \
+        if (!(cond)) {                                                   \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__,        \
+                    __LINE__, #cond);                                    \
+            failures++;                                                  \
+        }                                                                \
+    } while (0)
+
+/* Expects the call to have set an error; frees it. */
+#define EXPECT_ERR(call, code)                                           \
+    do {                                                                 \
+        char *e_ = NULL;                                                 \
+        (void)e_;                                                        \
+        int rc_ = (call);                                                \
+        CHECK(rc_ == (code));                                            \
+        CHECK(err != NULL);                                              \
+        strata_free_error(err);                                          \
+        err = NULL;                                                      \
+    } while (0)
+
+static int get_eq(strata_t *db, const strata_readoptions_t *ro, const char *k,
+                  size_t klen, const char *want, size_t wantlen) {
+    char *err = NULL;
+    size_t len = 99;
+    bool found = false;
+    uint8_t *v = strata_get(db, ro, (const uint8_t *)k, klen, &len, &found, &err);
+    int ok = err == NULL && found && v != NULL && len == wantlen &&
+             memcmp(v, want, wantlen) == 0;
+    strata_free(v);
+    strata_free_error(err);
+    return ok;
+}
+
+static int absent(strata_t *db, const strata_readoptions_t *ro, const char *k, size_t klen) {
+    char *err = NULL;
+    size_t len = 99;
+    bool found = true;
+    uint8_t *v = strata_get(db, ro, (const uint8_t *)k, klen, &len, &found, &err);
+    int ok = err == NULL && !found && v == NULL && len == 0;
+    strata_free_error(err);
+    return ok;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s DIR\n", argv[0]);
+        return 2;
+    }
+    char *err = NULL;
+
+    /* Options: a good and a bad setting. */
+    strata_options_t *opts = strata_options_create();
+    CHECK(strata_options_set(opts, "write_buffer_size", "64K", &err) == STRATA_OK);
+    CHECK(err == NULL);
+    EXPECT_ERR(strata_options_set(opts, "no_such_option", "1", &err), STRATA_EINVAL);
+    EXPECT_ERR(strata_options_set(opts, NULL, "1", &err), STRATA_EINVAL);
+    CHECK(strata_options_apply(opts, "bloom_bits_per_key=10,compression=lz4", &err) == STRATA_OK);
+
+    strata_t *db = strata_open(argv[1], opts, &err);
+    strata_options_destroy(opts);
+    CHECK(db != NULL && err == NULL);
+    if (db == NULL) {
+        fprintf(stderr, "open: %s\n", err);
+        strata_free_error(err);
+        return 1;
+    }
+
+    /* Binary-safe keys and values, and the empty key. */
+    const char bin_key[] = {'a', 0, 'b'};
+    const char bin_val[] = {0, 1, 0, 2};
+    CHECK(strata_put(db, NULL, (const uint8_t *)bin_key, 3, (const uint8_t *)bin_val, 4, &err) == STRATA_OK);
+    CHECK(get_eq(db, NULL, bin_key, 3, bin_val, 4));
+    CHECK(absent(db, NULL, bin_key, 2));
+    CHECK(strata_put(db, NULL, NULL, 0, (const uint8_t *)"empty", 5, &err) == STRATA_OK);
+    CHECK(get_eq(db, NULL, "", 0, "empty", 5));
+    CHECK(strata_put(db, NULL, (const uint8_t *)"novalue", 7, NULL, 0, &err) == STRATA_OK);
+    CHECK(get_eq(db, NULL, "novalue", 7, "", 0));
+
+    /* Sync writes and deletes. */
+    strata_writeoptions_t *wo = strata_writeoptions_create();
+    strata_writeoptions_set_sync(wo, true);
+    CHECK(strata_put(db, wo, (const uint8_t *)"k1", 2, (const uint8_t *)"v1", 2, &err) == STRATA_OK);
+    CHECK(strata_delete(db, wo, (const uint8_t *)"novalue", 7, &err) == STRATA_OK);
+    CHECK(absent(db, NULL, "novalue", 7));
+
+    /* NULL pointer with a length is an error, not a crash. */
+    EXPECT_ERR(strata_put(db, NULL, NULL, 3, (const uint8_t *)"v", 1, &err), STRATA_EINVAL);
+    EXPECT_ERR(strata_delete(db, NULL, NULL, 1, &err), STRATA_EINVAL);
+    {
+        bool found = true;
+        uint8_t *v = strata_get(db, NULL, NULL, 5, NULL, &found, &err);
+        CHECK(v == NULL && !found && err != NULL);
+        strata_free_error(err);
+        err = NULL;
+    }
+    EXPECT_ERR(strata_put(NULL, NULL, (const uint8_t *)"k", 1, (const uint8_t *)"v", 1, &err), STRATA_EINVAL);
+
+    /* Snapshot, then an atomic batch. */
+    strata_snapshot_t *snap = strata_snapshot_create(db, &err);
+    CHECK(snap != NULL);
+    strata_writebatch_t *b = strata_writebatch_create();
+    char key[16], val[16];
+    for (int i = 0; i < 100; i++) {
+        snprintf(key, sizeof key, "key%03d", i);
+        snprintf(val, sizeof val, "val%d", i);
+        CHECK(strata_writebatch_put(b, (const uint8_t *)key, strlen(key), (const uint8_t *)val, strlen(val), &err) == STRATA_OK);
+    }
+    CHECK(strata_writebatch_delete(b, (const uint8_t *)"k1", 2, &err) == STRATA_OK);
+    CHECK(strata_writebatch_count(b) == 101);
+    CHECK(strata_write(db, wo, b, &err) == STRATA_OK);
+    strata_writebatch_clear(b);
+    CHECK(strata_writebatch_count(b) == 0);
+    strata_writebatch_destroy(b);
+    CHECK(absent(db, NULL, "k1", 2));
+    CHECK(get_eq(db, NULL, "key042", 6, "val42", 5));
+
+    strata_readoptions_t *ro = strata_readoptions_create();
+    strata_readoptions_set_snapshot(ro, snap);
+    CHECK(get_eq(db, ro, "k1", 2, "v1", 2));
+    CHECK(absent(db, ro, "key042", 6));
+
+    CHECK(strata_flush(db, &err) == STRATA_OK);
+
+    /* Iterators: forward, backward, seek, and at the snapshot. */
+    strata_iterator_t *it = strata_iter_create(db, NULL, &err);
+    CHECK(it != NULL);
+    int n = 0;
+    size_t klen = 0, vlen = 0;
+    for (strata_iter_seek_to_first(it); strata_iter_valid(it); strata_iter_next(it)) n++;
+    CHECK(n == 102); /* "", "a\0b", key000..key099 */
+    strata_iter_seek_to_first(it);
+    const uint8_t *kp = strata_iter_key(it, &klen);
+    CHECK(kp != NULL && klen == 0); /* the empty key comes first */
+    n = 0;
+    for (strata_iter_seek_to_last(it); strata_iter_valid(it); strata_iter_prev(it)) n++;
+    CHECK(n == 102);
+    strata_iter_seek(it, (const uint8_t *)"key05", 5);
+    CHECK(strata_iter_valid(it));
+    kp = strata_iter_key(it, &klen);
+    const uint8_t *vp = strata_iter_value(it, &vlen);
+    CHECK(klen == 6 && memcmp(kp, "key050", 6) == 0);
+    CHECK(vlen == 5 && memcmp(vp, "val50", 5) == 0);
+    strata_iter_prev(it);
+    kp = strata_iter_key(it, &klen);
+    CHECK(klen == 6 && memcmp(kp, "key049", 6) == 0);
+    strata_iter_seek_for_prev(it, (const uint8_t *)"key05", 5);
+    kp = strata_iter_key(it, &klen);
+    CHECK(klen == 6 && memcmp(kp, "key049", 6) == 0);
+    strata_iter_seek(it, (const uint8_t *)"zzz", 3);
+    CHECK(!strata_iter_valid(it));
+    CHECK(strata_iter_key(it, &klen) == NULL && klen == 0);
+    CHECK(strata_iter_get_error(it, &err) == STRATA_OK && err == NULL);
+    strata_iter_destroy(it);
+
+    it = strata_iter_create(db, ro, &err);
+    n = 0;
+    for (strata_iter_seek_to_first(it); strata_iter_valid(it); strata_iter_next(it)) n++;
+    CHECK(n == 3); /* "", "a\0b", "k1" ("novalue" was deleted before it) */
+    strata_iter_destroy(it);
+    strata_readoptions_destroy(ro);
+    strata_snapshot_release(snap);
+
+    /* NULL iterator calls are no-ops. */
+    strata_iter_seek_to_first(NULL);
+    strata_iter_next(NULL);
+    CHECK(!strata_iter_valid(NULL));
+    CHECK(strata_iter_key(NULL, &klen) == NULL);
+
+    char *json = strata_stats_json(db);
+    CHECK(json != NULL && json[0] == '{' && strstr(json, "user_writes") != NULL);
+    strata_free(json);
+    CHECK(strata_stats_json(NULL) == NULL);
+
+    /* Close, then every call on the handle fails with STRATA_ECLOSED. */
+    CHECK(strata_close(db, &err) == STRATA_OK);
+    CHECK(strata_close(db, &err) == STRATA_OK);
+    EXPECT_ERR(strata_put(db, NULL, (const uint8_t *)"k", 1, (const uint8_t *)"v", 1, &err), STRATA_ECLOSED);
+    EXPECT_ERR(strata_delete(db, NULL, (const uint8_t *)"k", 1, &err), STRATA_ECLOSED);
+    {
+        bool found = true;
+        uint8_t *v = strata_get(db, NULL, (const uint8_t *)"k", 1, NULL, &found, &err);
+        CHECK(v == NULL && !found && err != NULL);
+        strata_free_error(err);
+        err = NULL;
+    }
+    CHECK(strata_iter_create(db, NULL, &err) == NULL && err != NULL);
+    strata_free_error(err);
+    err = NULL;
+    CHECK(strata_snapshot_create(db, &err) == NULL && err != NULL);
+    /* An error left in *errptr is freed by the next call. */
+    CHECK(strata_flush(db, &err) == STRATA_ECLOSED && err != NULL);
+    strata_free_error(err);
+    err = NULL;
+    strata_destroy(db);
+    strata_writeoptions_destroy(wo);
+
+    /* Reopen: everything acknowledged is there. */
+    db = strata_open(argv[1], NULL, &err);
+    CHECK(db != NULL);
+    CHECK(get_eq(db, NULL, bin_key, 3, bin_val, 4));
+    CHECK(get_eq(db, NULL, "key099", 6, "val99", 5));
+    strata_destroy(db);
+
+    /* Opening a path that is a file fails cleanly. */
+    CHECK(strata_open(NULL, NULL, &err) == NULL && err != NULL);
+    strata_free_error(err);
+    err = NULL;
+
+    if (failures == 0) printf("basic.c: all checks passed (strata %s)\n", strata_version());
+    return failures == 0 ? 0 : 1;
+}
