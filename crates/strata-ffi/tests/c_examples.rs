@@ -10,21 +10,21 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The directory holding libstrata_ffi.{so,a}: the profile directory above
-/// this test executable (target/<profile>/deps/<test>).
+/// The directory holding libstrata_ffi.{so,a}: `target/<profile>/deps`
+/// (where a test build leaves them) or `target/<profile>` (where a
+/// `cargo build` copies them).
 fn lib_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("test exe in target/<profile>/deps")
-        .to_path_buf();
-    assert!(
-        dir.join("libstrata_ffi.so").exists(),
-        "libstrata_ffi.so not found in {}",
-        dir.display()
-    );
-    dir
+    let deps = exe.parent().expect("test exe in target/<profile>/deps");
+    let candidates = [Some(deps), deps.parent()];
+    let found = candidates
+        .into_iter()
+        .flatten()
+        .find(|d| d.join("libstrata_ffi.so").exists() && d.join("libstrata_ffi.a").exists());
+    match found {
+        Some(d) => d.to_path_buf(),
+        None => panic!("libstrata_ffi.so/.a not found next to {}", exe.display()),
+    }
 }
 
 fn have(tool: &str) -> bool {
