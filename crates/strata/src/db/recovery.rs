@@ -80,10 +80,12 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         table_opts,
         collect_keys: false,
     };
-    // Recovered data goes straight to L0 tables.
+    // Recovered data goes straight to L0 tables. A tombstone must stay while
+    // a table written earlier in this replay may hold an older version.
     let write_out = |mem: &MemTable, versions: &mut VersionSet, edit: &mut Edit| -> Result<()> {
         let mut next = || versions.new_file_number();
-        let (descs, _) = write_memtable_to(&sink, mem, &version, Vec::new(), &mut next)?;
+        let earlier: Vec<_> = edit.added.iter().map(|(_, d)| d.clone()).collect();
+        let (descs, _) = write_memtable_to(&sink, mem, &version, &earlier, Vec::new(), &mut next)?;
         edit.added.extend(descs.into_iter().map(|d| (0, d)));
         Ok(())
     };

@@ -239,8 +239,14 @@ impl Inner {
         let file = self.opts.fs.create(&path)?;
         let writer = wal::Writer::new(file, number)?;
         // The old log must be durable before later writes land in the new
-        // one, or a power loss could keep a suffix without its prefix.
-        if let Err(e) = log.writer.sync() {
+        // one, or a power loss could keep a suffix without its prefix. The
+        // new log's directory entry must be durable too, or a power loss
+        // would take the log, and the synced writes in it, away.
+        let synced = log
+            .writer
+            .sync()
+            .and_then(|()| self.opts.fs.sync_dir(&self.dir));
+        if let Err(e) = synced {
             let _ = self.opts.fs.remove_file(&path);
             self.set_bg_error(st, e.clone());
             return Err(e);
