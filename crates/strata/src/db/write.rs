@@ -236,8 +236,20 @@ impl Inner {
     fn switch_memtable(&self, st: &mut State, log: &mut super::LogState) -> Result<()> {
         let number = st.versions.new_file_number();
         let path = wal_path(&self.dir, number);
-        let file = self.opts.fs.create(&path)?;
-        let writer = wal::Writer::new(file, number)?;
+        // Any failure here stops writes, as a failed WAL append does: the
+        // database refuses writes until it is reopened (RocksDB does the same).
+        let writer = match self
+            .opts
+            .fs
+            .create(&path)
+            .and_then(|file| wal::Writer::new(file, number))
+        {
+            Ok(w) => w,
+            Err(e) => {
+                self.set_bg_error(st, e.clone());
+                return Err(e);
+            }
+        };
         // The old log must be durable before later writes land in the new
         // one, or a power loss could keep a suffix without its prefix. The
         // new log's directory entry must be durable too, or a power loss
