@@ -118,6 +118,7 @@ pub fn run(cli: &Cli) -> Result<ExitCode, CliError> {
             })
         }
         Command::Demo { count, seed } => crate::demo::run(cli, *count, *seed),
+        Command::Stress(args) => crate::stress::run(cli, args),
     }
 }
 

@@ -6,6 +6,7 @@
 
 mod commands;
 mod demo;
+mod stress;
 mod workload;
 
 use clap::{Parser, Subcommand};
@@ -86,6 +87,10 @@ pub enum Command {
     Compact,
     /// Check every file of the database without opening it; exit code 1 on damage.
     Verify,
+    /// Randomized multi-threaded workload checked against an expected state
+    /// kept beside the database (`DIR.expected`); `--crash` kills it with
+    /// SIGKILL at random moments and verifies after every reopen.
+    Stress(stress::StressArgs),
     /// The end-to-end demo: load, read back, delete, scan, flush, compact,
     /// reopen and verify a fresh database, timing each phase.
     Demo {
