@@ -181,7 +181,11 @@ fn value(k: u32, state: u32) -> Option<Vec<u8>> {
         return None;
     }
     let h = mix(u64::from(k) << 32 | u64::from(state));
-    let len = if h.is_multiple_of(50) { 500 + h % 1500 } else { h % 100 } as usize;
+    let len = if h.is_multiple_of(50) {
+        500 + h % 1500
+    } else {
+        h % 100
+    } as usize;
     let mut v = format!("{k}:{}:", state >> 1).into_bytes();
     v.extend((0..len).map(|i| b'a' + ((h as usize + i) % 26) as u8));
     Some(v)
