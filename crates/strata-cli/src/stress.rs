@@ -524,6 +524,13 @@ fn run_crash(cli: &Cli, dir: &Path, args: &StressArgs, seed: u64) -> Result<(), 
         let (db, _exp, r) = open(cli, dir, args)
             .map_err(|e| fail(format!("round {round}: verification after the kill: {e}")))?;
         db.close()?;
+        if (round + 1) % 100 == 0 {
+            println!(
+                "round {}: {:.0}s, verified",
+                round + 1,
+                started.elapsed().as_secs_f64()
+            );
+        }
         total.keys += r.keys;
         total.pending_present += r.pending_present;
         total.pending_absent += r.pending_absent;

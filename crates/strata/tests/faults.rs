@@ -191,6 +191,7 @@ fn an_io_error_anywhere_poisons_writes_and_loses_nothing_acknowledged() {
             cases += 1;
         }
     }
+    eprintln!("single-fault cases: {cases}");
     assert!(cases > 50, "only {cases} cases");
 }
 
@@ -271,6 +272,7 @@ fn a_failed_open_changes_nothing_a_later_open_would_notice() {
             check_reopen(Arc::new(power_lost), &ops, ops.len(), ops.len(), &ctx);
         }
     }
+    eprintln!("open fault cases: {failed_opens} failed opens");
     assert!(failed_opens > 10);
 }
 

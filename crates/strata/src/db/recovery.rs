@@ -49,7 +49,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
                 Some((FileKind::Table | FileKind::Wal | FileKind::Manifest, _))
             )
         });
-        if ours {
+        if ours && !interrupted_creation(&*fs, dir, &names)? {
             return Err(Error::corruption(
                 dir.join(CURRENT),
                 0,
@@ -195,4 +195,35 @@ fn remove_obsolete_files(inner: &Inner, st: &State) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// True when the files of a directory without CURRENT are what a crash
+/// while creating the database leaves: no tables and only logs without a
+/// record (the open that creates a database writes none before it returns).
+/// Nothing acknowledged can be in them; the creation starts over (the
+/// leftovers are removed as obsolete once the new manifest is in place).
+fn interrupted_creation(
+    fs: &dyn crate::io::FileSystem,
+    dir: &Path,
+    names: &[String],
+) -> Result<bool> {
+    for name in names {
+        match filename::parse(name) {
+            Some((FileKind::Table, _)) => return Ok(false),
+            Some((FileKind::Wal, _)) => {
+                let path = dir.join(name);
+                let mut r = wal::Reader::new(
+                    fs.open_sequential(&path)?,
+                    path,
+                    WalRecovery::TolerateCorruptedTail,
+                );
+                match r.read_record() {
+                    Ok(None) => {}
+                    _ => return Ok(false),
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(true)
 }
