@@ -121,6 +121,7 @@ pub fn run(cli: &Cli) -> Result<ExitCode, CliError> {
         Command::Bench(a) => crate::bench::run(a),
         Command::BenchChild { spec } => Ok(crate::bench::child(spec)),
         Command::Serve(args) => serve(cli, args),
+        Command::Stress(args) => crate::stress::run(cli, args),
     }
 }
 

@@ -7,6 +7,7 @@
 mod bench;
 mod commands;
 mod demo;
+mod stress;
 mod workload;
 
 use clap::{Parser, Subcommand};
@@ -96,6 +97,10 @@ pub enum Command {
     /// Serve the database over the Redis protocol (RESP2) until SIGINT or
     /// SIGTERM (creates the database if missing). See docs/SERVER.md.
     Serve(ServeArgs),
+    /// Randomized multi-threaded workload checked against an expected state
+    /// kept beside the database (`DIR.expected`); `--crash` kills it with
+    /// SIGKILL at random moments and verifies after every reopen.
+    Stress(stress::StressArgs),
     /// The end-to-end demo: load, read back, delete, scan, flush, compact,
     /// reopen and verify a fresh database, timing each phase.
     Demo {

@@ -35,6 +35,8 @@ pub mod compaction;
 mod db;
 pub mod error;
 pub mod filename;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod io;
 pub mod iter;
 pub mod memtable;

@@ -108,8 +108,14 @@ fn plan_for(v: &Version, opts: &Options, level: usize, inputs: Vec<Arc<FileMeta>
     let lo = inputs.iter().map(|f| f.smallest_user_key()).min()?.to_vec();
     let hi = inputs.iter().map(|f| f.largest_user_key()).max()?.to_vec();
     let next = v.overlapping(level + 1, Some(&lo), Some(&hi));
-    let bottommost =
-        ((level + 2)..v.levels.len()).all(|l| v.overlapping(l, Some(&lo), Some(&hi)).is_empty());
+    // The output covers the next-level tables too, which may reach beyond
+    // the inputs' range: a tombstone from them may go only if no deeper
+    // level holds its key, so "bottommost" is judged on the whole range.
+    let all = || inputs.iter().chain(next.iter());
+    let all_lo = all().map(|f| f.smallest_user_key()).min()?.to_vec();
+    let all_hi = all().map(|f| f.largest_user_key()).max()?.to_vec();
+    let bottommost = ((level + 2)..v.levels.len())
+        .all(|l| v.overlapping(l, Some(&all_lo), Some(&all_hi)).is_empty());
     let compact_pointer = inputs
         .iter()
         .map(|f| f.desc.largest.clone())

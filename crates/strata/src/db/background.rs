@@ -113,7 +113,7 @@ pub(crate) fn write_l0_table(
         collect_keys: inner.opts.listeners.iter().any(|l| l.wants_keys()),
         drop_tombstones: true,
     };
-    write_memtable_to(&sink, mem, version, snapshots, &mut next_number)
+    write_memtable_to(&sink, mem, version, &[], snapshots, &mut next_number)
 }
 
 /// The user keys of one table.
@@ -132,10 +132,13 @@ pub(crate) struct TableSink<'a> {
 }
 
 /// Writes `mem` into one table (no size cut: L0 tables are whole memtables).
+/// `unlisted` are tables the caller wrote that `version` does not hold yet
+/// (recovery writes several before installing them).
 pub(crate) fn write_memtable_to(
     sink: &TableSink<'_>,
     mem: &MemTable,
     version: &Version,
+    unlisted: &[FileDesc],
     snapshots: Vec<u64>,
     next_number: &mut dyn FnMut() -> u64,
 ) -> Result<(Vec<FileDesc>, Vec<TableKeys>)> {
@@ -146,6 +149,9 @@ pub(crate) fn write_memtable_to(
                 .levels
                 .iter()
                 .all(|files| files.iter().all(|f| !f.overlaps(Some(uk), Some(uk))))
+            && unlisted.iter().all(|d| {
+                crate::types::user_key(&d.largest) < uk || crate::types::user_key(&d.smallest) > uk
+            })
     };
     let mut dropper = Dropper::new(snapshots, is_bottom_for);
     let mut out = Outputs::new(

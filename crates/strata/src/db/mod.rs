@@ -151,8 +151,12 @@ impl Db {
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
         }
-        // Hand the last WAL bytes to the OS even if the flush failed.
-        let synced = self.inner.log.lock().writer.sync();
+        // Make the logs durable even if the flush failed: older logs first,
+        // so that a power loss never keeps a newer log without an older one.
+        let synced = self
+            .inner
+            .sync_old_logs()
+            .and_then(|()| self.inner.log.lock().writer.sync());
         flushed.and(synced)
     }
 

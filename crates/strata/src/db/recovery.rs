@@ -49,7 +49,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
                 Some((FileKind::Table | FileKind::Wal | FileKind::Manifest, _))
             )
         });
-        if ours {
+        if ours && !interrupted_creation(&*fs, dir, &names)? {
             return Err(Error::corruption(
                 dir.join(CURRENT),
                 0,
@@ -81,10 +81,12 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         collect_keys: false,
         drop_tombstones: false,
     };
-    // Recovered data goes straight to L0 tables.
+    // Recovered data goes straight to L0 tables. A tombstone must stay while
+    // a table written earlier in this replay may hold an older version.
     let write_out = |mem: &MemTable, versions: &mut VersionSet, edit: &mut Edit| -> Result<()> {
         let mut next = || versions.new_file_number();
-        let (descs, _) = write_memtable_to(&sink, mem, &version, Vec::new(), &mut next)?;
+        let earlier: Vec<_> = edit.added.iter().map(|(_, d)| d.clone()).collect();
+        let (descs, _) = write_memtable_to(&sink, mem, &version, &earlier, Vec::new(), &mut next)?;
         edit.added.extend(descs.into_iter().map(|d| (0, d)));
         Ok(())
     };
@@ -118,9 +120,13 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
                 mem = MemTable::new(0);
             }
         }
+        // A log that ended early (a torn tail after a power loss, or damage
+        // in point-in-time mode) lost writes that later logs build on:
+        // replaying those would leave a gap in the history, so recovery
+        // stops here. No synced write is lost by this: a `sync` write makes
+        // every older log durable before it is acknowledged.
         let stopped = reader.dropped().is_some();
-        if stopped && opts.wal_recovery == WalRecovery::PointInTime {
-            // Later logs would leave a gap in the history.
+        if stopped && opts.wal_recovery != WalRecovery::SkipAnyCorrupted {
             break;
         }
     }
@@ -204,4 +210,35 @@ fn remove_obsolete_files(inner: &Inner, st: &State) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// True when the files of a directory without CURRENT are what a crash
+/// while creating the database leaves: no tables and only logs without a
+/// record (the open that creates a database writes none before it returns).
+/// Nothing acknowledged can be in them; the creation starts over (the
+/// leftovers are removed as obsolete once the new manifest is in place).
+fn interrupted_creation(
+    fs: &dyn crate::io::FileSystem,
+    dir: &Path,
+    names: &[String],
+) -> Result<bool> {
+    for name in names {
+        match filename::parse(name) {
+            Some((FileKind::Table, _)) => return Ok(false),
+            Some((FileKind::Wal, _)) => {
+                let path = dir.join(name);
+                let mut r = wal::Reader::new(
+                    fs.open_sequential(&path)?,
+                    path,
+                    WalRecovery::TolerateCorruptedTail,
+                );
+                match r.read_record() {
+                    Ok(None) => {}
+                    _ => return Ok(false),
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(true)
 }

@@ -255,10 +255,24 @@ impl Inner {
     fn switch_memtable(&self, st: &mut State, log: &mut super::LogState) -> Result<()> {
         let number = st.versions.new_file_number();
         let path = wal_path(&self.dir, number);
-        let file = self.opts.fs.create(&path)?;
-        let writer = wal::Writer::new(file, number)?;
-        // The old log is synced later, off the write path (see
-        // `unsynced_logs`); a 64 MiB fdatasync here would stall every writer.
+        // Any failure here stops writes, as a failed WAL append does: the
+        // database refuses writes until it is reopened (RocksDB does the same).
+        let writer = match self
+            .opts
+            .fs
+            .create(&path)
+            .and_then(|file| wal::Writer::new(file, number))
+        {
+            Ok(w) => w,
+            Err(e) => {
+                self.set_bg_error(st, e.clone());
+                return Err(e);
+            }
+        };
+        // The old log, and the new log's directory entry, are synced later,
+        // off the write path: before the next `sync` write is acknowledged
+        // (see `unsynced_logs`, `dir_unsynced`). A 64 MiB fdatasync here
+        // would stall every writer.
         let old = std::mem::replace(&mut log.mem, Arc::new(MemTable::new(number)));
         let old_writer = std::mem::replace(&mut log.writer, writer);
         log.dir_unsynced = true;

@@ -5,8 +5,12 @@
 //! Thread-safety: a `FileSystem` and a `RandomAccessFile` are shared between
 //! threads; a `WritableFile` and a `SequentialFile` have one owner.
 
+pub mod fault;
+pub mod mem;
 mod posix;
 
+pub use fault::{FaultError, FaultFs, FaultHandle};
+pub use mem::{CrashKind, MemFs};
 pub use posix::PosixFs;
 
 use crate::error::Result;

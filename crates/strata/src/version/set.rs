@@ -260,11 +260,7 @@ impl VersionSet {
             let number = self.new_file_number();
             edit.next_file_number = Some(self.next_file_number);
             let path = self.dir.join(manifest_name(number));
-            let result = self.write_new_manifest(&path, number, &v, edit);
-            if let Err(e) = result {
-                let _ = self.fs.remove_file(&path);
-                return Err(e);
-            }
+            self.write_new_manifest(&path, number, &v, edit)?;
         } else if let Some(m) = self.manifest.as_mut() {
             let before = m.len();
             m.add_record(&edit.encode())?;
@@ -294,6 +290,41 @@ impl VersionSet {
         v: &Version,
         edit: &Edit,
     ) -> Result<()> {
+        let w = match self.prepare_manifest(path, number, v, edit) {
+            Ok(w) => w,
+            Err(e) => {
+                let _ = self.fs.remove_file(path);
+                return Err(e);
+            }
+        };
+        // From here on the new manifest stays even on failure: once the
+        // rename of CURRENT may have happened, CURRENT may name it (a failed
+        // directory sync after the rename, say). If it is not named, the
+        // next open removes it.
+        io::write_atomic(
+            &*self.fs,
+            &self.dir,
+            CURRENT,
+            format!("{}\n", manifest_name(number)).as_bytes(),
+        )?;
+        let old = self.manifest_number;
+        self.manifest_bytes_written += w.len();
+        self.manifest = Some(w);
+        self.manifest_number = number;
+        if old != 0 {
+            let _ = self.fs.remove_file(&self.dir.join(manifest_name(old)));
+        }
+        Ok(())
+    }
+
+    /// Writes and syncs a new manifest holding a snapshot of `v` and `edit`.
+    fn prepare_manifest(
+        &self,
+        path: &Path,
+        number: u64,
+        v: &Version,
+        edit: &Edit,
+    ) -> Result<wal::Writer> {
         let mut w = wal::Writer::new(self.fs.create(path)?, number)?;
         let mut header = Vec::with_capacity(12);
         header.extend_from_slice(&MANIFEST_MAGIC.to_le_bytes());
@@ -319,20 +350,7 @@ impl VersionSet {
             .extend(edit.compact_pointers.iter().cloned());
         w.add_record(&snap.encode())?;
         w.sync()?;
-        io::write_atomic(
-            &*self.fs,
-            &self.dir,
-            CURRENT,
-            format!("{}\n", manifest_name(number)).as_bytes(),
-        )?;
-        let old = self.manifest_number;
-        self.manifest_bytes_written += w.len();
-        self.manifest = Some(w);
-        self.manifest_number = number;
-        if old != 0 {
-            let _ = self.fs.remove_file(&self.dir.join(manifest_name(old)));
-        }
-        Ok(())
+        Ok(w)
     }
 
     pub fn num_levels(&self) -> usize {

@@ -30,3 +30,148 @@ pub fn all(db: &Db) -> Vec<(Vec<u8>, Vec<u8>)> {
         .collect::<Result<Vec<_>, _>>()
         .expect("scan entries")
 }
+
+/// The model of a database: what a full scan should return.
+pub type Model = std::collections::BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// One write of a generated history: a batch of puts (`Some`) and deletes
+/// (`None`), with its `sync` flag. Values name the op, so states after
+/// different prefixes of a history differ.
+#[derive(Debug, Clone)]
+pub struct HistOp {
+    pub entries: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    pub sync: bool,
+}
+
+impl HistOp {
+    pub fn apply(&self, m: &mut Model) {
+        for (k, v) in &self.entries {
+            match v {
+                Some(v) => m.insert(k.clone(), v.clone()),
+                None => m.remove(k),
+            };
+        }
+    }
+
+    pub fn batch(&self) -> strata::WriteBatch {
+        let mut b = strata::WriteBatch::new();
+        for (k, v) in &self.entries {
+            match v {
+                Some(v) => b.put(k, v),
+                None => b.delete(k),
+            }
+        }
+        b
+    }
+
+    /// Writes the op to `db`.
+    pub fn write(&self, db: &Db) -> strata::Result<()> {
+        db.write(self.batch(), &strata::WriteOptions { sync: self.sync })
+    }
+}
+
+/// A seeded history of `n` ops over `keys` keys: single puts and deletes and
+/// batches of 2–8 entries; a fraction `sync` of them synced; values of 0–200
+/// bytes and now and then 1–3 KiB.
+pub fn history(seed: u64, n: usize, keys: u32, sync: f64) -> Vec<HistOp> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    (0..n)
+        .map(|i| {
+            let len = if rng.gen_bool(0.15) {
+                rng.gen_range(2..9)
+            } else {
+                1
+            };
+            let entries = (0..len)
+                .map(|j| {
+                    let k = format!("key{:05}", rng.gen_range(0..keys)).into_bytes();
+                    if rng.gen_bool(0.15) {
+                        (k, None)
+                    } else {
+                        let n = if rng.gen_bool(0.03) {
+                            rng.gen_range(1000..3000)
+                        } else {
+                            rng.gen_range(0..200)
+                        };
+                        let mut v = format!("op{i}.{j};").into_bytes();
+                        v.extend((0..n).map(|x| b'a' + ((x + i) % 26) as u8));
+                        (k, Some(v))
+                    }
+                })
+                .collect();
+            HistOp {
+                entries,
+                sync: rng.gen_bool(sync),
+            }
+        })
+        .collect()
+}
+
+/// The length `k >= min` of the prefix of `ops` whose state equals `got`, if any.
+pub fn matching_prefix(ops: &[HistOp], min: usize, got: &Model) -> Option<usize> {
+    let mut m = Model::new();
+    for k in 0..=ops.len() {
+        if k >= min && &m == got {
+            return Some(k);
+        }
+        if let Some(op) = ops.get(k) {
+            op.apply(&mut m);
+        }
+    }
+    None
+}
+
+/// For a failure message: the prefix closest to `got` and how it differs.
+pub fn prefix_diff(ops: &[HistOp], got: &Model) -> String {
+    let mut m = Model::new();
+    let mut best = (usize::MAX, 0, String::new());
+    for k in 0..=ops.len() {
+        let mut diff = Vec::new();
+        for (key, v) in &m {
+            if got.get(key) != Some(v) {
+                diff.push(format!(
+                    "{}: want {:?} got {:?}",
+                    String::from_utf8_lossy(key),
+                    String::from_utf8_lossy(v.get(..12).unwrap_or(v)),
+                    got.get(key)
+                        .map(|g| String::from_utf8_lossy(g.get(..12).unwrap_or(g)).into_owned())
+                ));
+            }
+        }
+        for key in got.keys() {
+            if !m.contains_key(key) {
+                let touched: Vec<String> = ops
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(i, op)| {
+                        op.entries.iter().filter(|e| &e.0 == key).map(move |e| {
+                            format!(
+                                "{i}{}{}",
+                                if e.1.is_some() { "put" } else { "del" },
+                                if op.sync { "S" } else { "" }
+                            )
+                        })
+                    })
+                    .collect();
+                diff.push(format!(
+                    "{}: unexpected {:?}, ops {touched:?}",
+                    String::from_utf8_lossy(key),
+                    String::from_utf8_lossy(
+                        got.get(key).map_or(&[][..], |v| v.get(..12).unwrap_or(v))
+                    )
+                ));
+            }
+        }
+        if diff.len() < best.0 {
+            best = (diff.len(), k, diff.join("; "));
+        }
+        if let Some(op) = ops.get(k) {
+            op.apply(&mut m);
+        }
+    }
+    format!(
+        "closest prefix {} differs in {} keys: {}",
+        best.1, best.0, best.2
+    )
+}

@@ -1,0 +1,605 @@
+//! An in-memory [`FileSystem`] that can simulate a process crash and a power
+//! loss, the way LevelDB's fault-injection environment does.
+//!
+//! Model (per file, an *inode*):
+//! - appends go to a per-handle buffer until `flush` (like [`PosixFs`]'s
+//!   user-space buffer: a process crash loses them);
+//! - `flush` moves them into the inode's contents (the "page cache": they
+//!   survive a process crash, not a power loss);
+//! - `sync` makes the inode's contents durable (they survive a power loss).
+//!
+//! Directory entries (creations, renames, removals) change the directory's
+//! *current* entries at once and become durable only when that directory is
+//! synced with `sync_dir`. A power loss reverts every directory to its
+//! durable entries and every surviving file to its durable contents.
+//!
+//! Simplifications: `create` always makes a fresh inode (what the engine
+//! does: it never rewrites a file in place), so files are append-only and
+//! "durable contents" is a prefix length; directories themselves are durable
+//! as soon as they are created. Locks are in memory.
+//!
+//! [`MemFs::crash_at`] arms a crash point: when the counter of mutating
+//! operations reaches `n`, the state a power loss (or a process crash) would
+//! leave at that instant is captured atomically, while the engine runs on.
+//!
+//! [`PosixFs`]: super::PosixFs
+
+use super::{FileLock, FileSystem, RandomAccessFile, SequentialFile, WritableFile};
+use crate::error::{Error, Result};
+use parking_lot::Mutex;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// What a simulated crash keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CrashKind {
+    /// The process died; the OS kept running: every flushed byte and every
+    /// directory change survives, unflushed handle buffers are lost.
+    Process,
+    /// The machine lost power: only synced file contents and synced
+    /// directory entries survive.
+    PowerLoss,
+    /// A power loss where the disk had already written back a random prefix
+    /// of each file's unsynced tail (seeded). Directory changes are still
+    /// all-or-nothing per `sync_dir`.
+    PowerLossPartial(u64),
+}
+
+#[derive(Debug, Default)]
+struct Inode {
+    data: Vec<u8>,
+    /// Length of the prefix of `data` that is durable.
+    durable: usize,
+}
+
+type InodeRef = Arc<Mutex<Inode>>;
+
+#[derive(Debug, Default, Clone)]
+struct Dir {
+    current: BTreeMap<String, u64>,
+    durable: BTreeMap<String, u64>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    dirs: BTreeMap<PathBuf, Dir>,
+    inodes: HashMap<u64, InodeRef>,
+    next_inode: u64,
+    locks: BTreeSet<PathBuf>,
+    /// Mutating operations so far (create, append, flush, sync, rename,
+    /// remove, sync_dir).
+    ops: u64,
+    crash_at: Option<(u64, CrashKind)>,
+    captured: Option<MemFs>,
+}
+
+/// The in-memory file system. Clones share the same state.
+#[derive(Debug, Clone, Default)]
+pub struct MemFs {
+    state: Arc<Mutex<State>>,
+}
+
+fn not_found(path: &Path) -> Error {
+    Error::io(path, std::io::Error::from(ErrorKind::NotFound))
+}
+
+fn split(path: &Path) -> Result<(&Path, String)> {
+    let parent = path.parent().ok_or_else(|| not_found(path))?;
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| not_found(path))?;
+    Ok((parent, name.to_string()))
+}
+
+/// splitmix64: a tiny seeded generator (no dependency).
+pub(crate) fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+impl State {
+    fn inode(&self, path: &Path) -> Result<InodeRef> {
+        let (parent, name) = split(path)?;
+        self.dirs
+            .get(parent)
+            .and_then(|d| d.current.get(&name))
+            .and_then(|i| self.inodes.get(i))
+            .cloned()
+            .ok_or_else(|| not_found(path))
+    }
+
+    fn dir_mut(&mut self, path: &Path) -> Result<&mut Dir> {
+        self.dirs.get_mut(path).ok_or_else(|| not_found(path))
+    }
+
+    /// Counts a mutating operation; captures the crash state when armed.
+    fn tick(&mut self) {
+        self.ops += 1;
+        if let Some((at, kind)) = self.crash_at {
+            if self.ops >= at && self.captured.is_none() {
+                self.captured = Some(self.crashed(kind));
+                self.crash_at = None;
+            }
+        }
+    }
+
+    /// The state a crash of `kind` would leave, as a new file system.
+    fn crashed(&self, kind: CrashKind) -> MemFs {
+        let mut seed = match kind {
+            CrashKind::PowerLossPartial(s) => s,
+            _ => 0,
+        };
+        let mut out = State {
+            next_inode: self.next_inode,
+            ..State::default()
+        };
+        for (path, dir) in &self.dirs {
+            let entries = match kind {
+                CrashKind::Process => dir.current.clone(),
+                _ => dir.durable.clone(),
+            };
+            for ino in entries.values() {
+                if out.inodes.contains_key(ino) {
+                    continue;
+                }
+                let Some(src) = self.inodes.get(ino) else {
+                    continue;
+                };
+                let src = src.lock();
+                let keep = match kind {
+                    CrashKind::Process => src.data.len(),
+                    CrashKind::PowerLoss => src.durable,
+                    CrashKind::PowerLossPartial(_) => {
+                        let tail = (src.data.len() - src.durable) as u64;
+                        src.durable + (splitmix(&mut seed) % (tail + 1)) as usize
+                    }
+                };
+                let data = src.data.get(..keep).unwrap_or(&src.data).to_vec();
+                out.inodes.insert(
+                    *ino,
+                    Arc::new(Mutex::new(Inode {
+                        durable: data.len(),
+                        data,
+                    })),
+                );
+            }
+            out.dirs.insert(
+                path.clone(),
+                Dir {
+                    current: entries.clone(),
+                    durable: entries,
+                },
+            );
+        }
+        MemFs {
+            state: Arc::new(Mutex::new(out)),
+        }
+    }
+}
+
+impl MemFs {
+    /// An empty file system (the root `/` exists).
+    pub fn new() -> Self {
+        let fs = MemFs::default();
+        fs.state
+            .lock()
+            .dirs
+            .insert(PathBuf::from("/"), Dir::default());
+        fs
+    }
+
+    /// The state after a power loss now: unsynced file tails dropped and
+    /// unsynced directory changes reverted. `self` is unchanged.
+    pub fn power_loss(&self) -> MemFs {
+        self.state.lock().crashed(CrashKind::PowerLoss)
+    }
+
+    /// The state a crash of `kind` would leave now. `self` is unchanged.
+    pub fn crash_clone(&self, kind: CrashKind) -> MemFs {
+        self.state.lock().crashed(kind)
+    }
+
+    /// Arms a crash point: when the mutating-operation counter reaches `n`
+    /// the crash state is captured (see [`captured`](Self::captured)).
+    pub fn crash_at(&self, n: u64, kind: CrashKind) {
+        let mut st = self.state.lock();
+        st.captured = None;
+        st.crash_at = Some((n, kind));
+        if st.ops >= n {
+            st.captured = Some(st.crashed(kind));
+            st.crash_at = None;
+        }
+    }
+
+    /// The state captured by an armed crash point, once reached.
+    pub fn captured(&self) -> Option<MemFs> {
+        self.state.lock().captured.clone()
+    }
+
+    /// True once an armed crash point has been reached.
+    pub fn crashed(&self) -> bool {
+        self.state.lock().captured.is_some()
+    }
+
+    /// Mutating operations so far.
+    pub fn ops(&self) -> u64 {
+        self.state.lock().ops
+    }
+
+    /// Current contents of a file (flushed bytes).
+    pub fn read_file(&self, path: &Path) -> Result<Vec<u8>> {
+        let ino = self.state.lock().inode(path)?;
+        let data = ino.lock().data.clone();
+        Ok(data)
+    }
+
+    /// Replaces byte `offset` of a file with `f(byte)` (to simulate a bad
+    /// sector); the change counts as durable.
+    pub fn corrupt(&self, path: &Path, offset: usize, f: impl Fn(u8) -> u8) -> Result<()> {
+        let ino = self.state.lock().inode(path)?;
+        let mut ino = ino.lock();
+        let b = ino
+            .data
+            .get_mut(offset)
+            .ok_or_else(|| Error::io(path, std::io::Error::from(ErrorKind::UnexpectedEof)))?;
+        *b = f(*b);
+        Ok(())
+    }
+
+    /// Total bytes of the current contents of all files.
+    pub fn total_bytes(&self) -> u64 {
+        let st = self.state.lock();
+        let mut seen = BTreeSet::new();
+        let mut total = 0;
+        for d in st.dirs.values() {
+            for ino in d.current.values() {
+                if seen.insert(*ino) {
+                    if let Some(i) = st.inodes.get(ino) {
+                        total += i.lock().data.len() as u64;
+                    }
+                }
+            }
+        }
+        total
+    }
+}
+
+struct MemWritable {
+    fs: MemFs,
+    inode: InodeRef,
+    buf: Vec<u8>,
+    len: u64,
+}
+
+impl MemWritable {
+    fn write_out(&mut self) {
+        if !self.buf.is_empty() {
+            self.inode.lock().data.extend_from_slice(&self.buf);
+            self.buf.clear();
+        }
+    }
+}
+
+impl WritableFile for MemWritable {
+    fn append(&mut self, data: &[u8]) -> Result<()> {
+        self.fs.state.lock().tick();
+        self.buf.extend_from_slice(data);
+        self.len += data.len() as u64;
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        let state = self.fs.state.clone();
+        let mut st = state.lock();
+        self.write_out();
+        st.tick();
+        Ok(())
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        let state = self.fs.state.clone();
+        let mut st = state.lock();
+        self.write_out();
+        {
+            let mut ino = self.inode.lock();
+            ino.durable = ino.data.len();
+        }
+        st.tick();
+        Ok(())
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+impl Drop for MemWritable {
+    fn drop(&mut self) {
+        // Like PosixFs: a dropped writer hands its bytes to the "OS".
+        let state = self.fs.state.clone();
+        let _st = state.lock();
+        self.write_out();
+    }
+}
+
+#[derive(Debug)]
+struct MemRandom {
+    path: PathBuf,
+    inode: InodeRef,
+    len: u64,
+}
+
+impl RandomAccessFile for MemRandom {
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let ino = self.inode.lock();
+        let start = usize::try_from(offset).unwrap_or(usize::MAX);
+        let src = start
+            .checked_add(buf.len())
+            .and_then(|end| ino.data.get(start..end))
+            .ok_or_else(|| Error::io(&self.path, std::io::Error::from(ErrorKind::UnexpectedEof)))?;
+        buf.copy_from_slice(src);
+        Ok(())
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+struct MemSequential {
+    inode: InodeRef,
+    pos: usize,
+}
+
+impl SequentialFile for MemSequential {
+    fn read(&mut self, buf: &mut [u8]) -> Result<usize> {
+        let ino = self.inode.lock();
+        let rest = ino.data.get(self.pos..).unwrap_or(&[]);
+        let n = rest.len().min(buf.len());
+        buf[..n].copy_from_slice(&rest[..n]);
+        self.pos += n;
+        Ok(n)
+    }
+}
+
+#[derive(Debug)]
+struct MemLock {
+    fs: MemFs,
+    path: PathBuf,
+}
+
+impl FileLock for MemLock {}
+
+impl Drop for MemLock {
+    fn drop(&mut self) {
+        self.fs.state.lock().locks.remove(&self.path);
+    }
+}
+
+impl MemFs {
+    fn new_file(&self, st: &mut State, path: &Path) -> Result<InodeRef> {
+        let (parent, name) = split(path)?;
+        let ino = st.next_inode;
+        st.next_inode += 1;
+        let node: InodeRef = Arc::default();
+        st.dir_mut(parent)?.current.insert(name, ino);
+        st.inodes.insert(ino, node.clone());
+        Ok(node)
+    }
+
+    /// Drops inodes that no directory names, now or durably.
+    fn collect(st: &mut State) {
+        let live: BTreeSet<u64> = st
+            .dirs
+            .values()
+            .flat_map(|d| d.current.values().chain(d.durable.values()))
+            .copied()
+            .collect();
+        st.inodes.retain(|i, _| live.contains(i));
+    }
+}
+
+impl FileSystem for MemFs {
+    fn create_dir_all(&self, path: &Path) -> Result<()> {
+        let mut st = self.state.lock();
+        for p in path.ancestors() {
+            if p.as_os_str().is_empty() {
+                continue;
+            }
+            st.dirs.entry(p.to_path_buf()).or_default();
+        }
+        Ok(())
+    }
+
+    fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        let mut st = self.state.lock();
+        let inode = self.new_file(&mut st, path)?;
+        st.tick();
+        Self::collect(&mut st);
+        Ok(Box::new(MemWritable {
+            fs: self.clone(),
+            inode,
+            buf: Vec::new(),
+            len: 0,
+        }))
+    }
+
+    fn open_random(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        let inode = self.state.lock().inode(path)?;
+        let len = inode.lock().data.len() as u64;
+        Ok(Arc::new(MemRandom {
+            path: path.to_path_buf(),
+            inode,
+            len,
+        }))
+    }
+
+    fn open_sequential(&self, path: &Path) -> Result<Box<dyn SequentialFile>> {
+        let inode = self.state.lock().inode(path)?;
+        Ok(Box::new(MemSequential { inode, pos: 0 }))
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        let mut st = self.state.lock();
+        let (fp, fname) = split(from)?;
+        let (tp, tname) = split(to)?;
+        if !st.dirs.contains_key(tp) {
+            return Err(not_found(to));
+        }
+        let ino = st
+            .dir_mut(fp)?
+            .current
+            .remove(&fname)
+            .ok_or_else(|| not_found(from))?;
+        st.dir_mut(tp)?.current.insert(tname, ino);
+        st.tick();
+        Self::collect(&mut st);
+        Ok(())
+    }
+
+    fn remove_file(&self, path: &Path) -> Result<()> {
+        let mut st = self.state.lock();
+        let (parent, name) = split(path)?;
+        st.dir_mut(parent)?
+            .current
+            .remove(&name)
+            .ok_or_else(|| not_found(path))?;
+        st.tick();
+        Self::collect(&mut st);
+        Ok(())
+    }
+
+    fn list_dir(&self, path: &Path) -> Result<Vec<String>> {
+        let st = self.state.lock();
+        let dir = st.dirs.get(path).ok_or_else(|| not_found(path))?;
+        let mut out: Vec<String> = dir.current.keys().cloned().collect();
+        for p in st.dirs.keys() {
+            if p.parent() == Some(path) {
+                if let Some(n) = p.file_name().and_then(|n| n.to_str()) {
+                    out.push(n.to_string());
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        let st = self.state.lock();
+        st.dirs.contains_key(path) || st.inode(path).is_ok()
+    }
+
+    fn file_size(&self, path: &Path) -> Result<u64> {
+        let inode = self.state.lock().inode(path)?;
+        let len = inode.lock().data.len() as u64;
+        Ok(len)
+    }
+
+    fn sync_dir(&self, path: &Path) -> Result<()> {
+        let mut st = self.state.lock();
+        let dir = st.dir_mut(path)?;
+        dir.durable = dir.current.clone();
+        st.tick();
+        Self::collect(&mut st);
+        Ok(())
+    }
+
+    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
+        let mut st = self.state.lock();
+        if st.inode(path).is_err() {
+            self.new_file(&mut st, path)?;
+        }
+        if !st.locks.insert(path.to_path_buf()) {
+            return Err(Error::Locked(path.parent().unwrap_or(path).to_path_buf()));
+        }
+        Ok(Box::new(MemLock {
+            fs: self.clone(),
+            path: path.to_path_buf(),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> PathBuf {
+        PathBuf::from(s)
+    }
+
+    #[test]
+    fn unsynced_tail_and_unsynced_creation_are_lost() {
+        let fs = MemFs::new();
+        fs.create_dir_all(&p("/db")).unwrap();
+        let mut f = fs.create(&p("/db/a")).unwrap();
+        f.append(b"hello").unwrap();
+        f.sync().unwrap();
+        f.append(b" world").unwrap();
+        f.flush().unwrap();
+        // File synced, directory not: the file is gone after power loss.
+        assert!(!fs.power_loss().exists(&p("/db/a")));
+        assert_eq!(
+            fs.crash_clone(CrashKind::Process)
+                .read_file(&p("/db/a"))
+                .unwrap(),
+            b"hello world"
+        );
+        fs.sync_dir(&p("/db")).unwrap();
+        let after = fs.power_loss();
+        assert_eq!(after.read_file(&p("/db/a")).unwrap(), b"hello");
+        // Unflushed appends are lost even in a process crash.
+        f.append(b"!").unwrap();
+        assert_eq!(
+            fs.crash_clone(CrashKind::Process)
+                .read_file(&p("/db/a"))
+                .unwrap(),
+            b"hello world"
+        );
+    }
+
+    #[test]
+    fn rename_and_remove_revert_without_sync_dir() {
+        let fs = MemFs::new();
+        fs.create_dir_all(&p("/d")).unwrap();
+        let mut f = fs.create(&p("/d/x.tmp")).unwrap();
+        f.append(b"1").unwrap();
+        f.sync().unwrap();
+        drop(f);
+        fs.rename(&p("/d/x.tmp"), &p("/d/x")).unwrap();
+        fs.sync_dir(&p("/d")).unwrap();
+        let mut g = fs.create(&p("/d/y.tmp")).unwrap();
+        g.append(b"2").unwrap();
+        g.sync().unwrap();
+        drop(g);
+        fs.rename(&p("/d/y.tmp"), &p("/d/x")).unwrap();
+        fs.remove_file(&p("/d/y.tmp")).unwrap_err();
+        let lost = fs.power_loss();
+        assert_eq!(lost.read_file(&p("/d/x")).unwrap(), b"1");
+        assert!(!lost.exists(&p("/d/y.tmp")));
+        fs.sync_dir(&p("/d")).unwrap();
+        assert_eq!(fs.power_loss().read_file(&p("/d/x")).unwrap(), b"2");
+        fs.remove_file(&p("/d/x")).unwrap();
+        assert!(fs.power_loss().exists(&p("/d/x")));
+    }
+
+    #[test]
+    fn crash_point_captures_state_and_locks_are_exclusive() {
+        let fs = MemFs::new();
+        fs.create_dir_all(&p("/d")).unwrap();
+        fs.crash_at(3, CrashKind::PowerLoss);
+        let mut f = fs.create(&p("/d/a")).unwrap(); // 1
+        f.append(b"ab").unwrap(); // 2
+        assert!(!fs.crashed());
+        f.sync().unwrap(); // 3: captured after the sync
+        assert!(fs.crashed());
+        let l = fs.lock(&p("/d/LOCK")).unwrap();
+        assert!(matches!(fs.lock(&p("/d/LOCK")), Err(Error::Locked(_))));
+        drop(l);
+        fs.lock(&p("/d/LOCK")).unwrap();
+    }
+}

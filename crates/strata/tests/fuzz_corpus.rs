@@ -1,0 +1,211 @@
+//! Replays the seed corpus of the fuzz targets (`tests/fuzz_corpus/<target>/`,
+//! the same harnesses as `fuzz/fuzz_targets/`) through every decoder, plus
+//! seeded mutations of each seed (bit flips, byte overwrites, truncations,
+//! splices): a poor man's fuzzer that runs in CI. Nothing may panic.
+//!
+//! The corpus is regenerated from real engine output with
+//! `cargo test --release --test fuzz_corpus -- --ignored generate_fuzz_corpus`.
+
+mod common;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use strata::compaction::{Plan, PlanKind};
+use strata::fuzzing::TARGETS;
+use strata::io::{FileSystem, MemFs};
+use strata::table::block::BlockBuilder;
+use strata::version::{Edit, FileDesc};
+use strata::{Db, WalRecovery, WriteBatch};
+
+fn corpus_dir(target: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fuzz_corpus")
+        .join(target)
+}
+
+fn seeds(target: &str) -> Vec<Vec<u8>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(corpus_dir(target))
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    files.sort();
+    files
+        .iter()
+        .map(|p| std::fs::read(p).expect("read seed"))
+        .collect()
+}
+
+fn mutate(rng: &mut StdRng, seed: &[u8], other: &[u8]) -> Vec<u8> {
+    let mut v = seed.to_vec();
+    for _ in 0..rng.gen_range(1..4) {
+        match rng.gen_range(0..5) {
+            0 if !v.is_empty() => {
+                let i = rng.gen_range(0..v.len());
+                v[i] ^= 1 << rng.gen_range(0..8);
+            }
+            1 if !v.is_empty() => {
+                let i = rng.gen_range(0..v.len());
+                v[i] = rng.gen();
+            }
+            2 => v.truncate(rng.gen_range(0..=v.len())),
+            3 if !other.is_empty() => {
+                let at = rng.gen_range(0..=v.len());
+                let from = rng.gen_range(0..other.len());
+                let to = rng.gen_range(from..=other.len().min(from + 64));
+                v.splice(at..at, other[from..to].iter().copied());
+            }
+            _ => {
+                let at = rng.gen_range(0..=v.len());
+                v.insert(at, rng.gen());
+            }
+        }
+    }
+    v
+}
+
+#[test]
+fn replay_seed_corpus_and_mutations() {
+    let mut rng = StdRng::seed_from_u64(0x5eed);
+    for (name, harness) in TARGETS {
+        let seeds = seeds(name);
+        assert!(!seeds.is_empty(), "no seeds for {name}");
+        let mut decoded = 0;
+        for s in &seeds {
+            decoded += harness(s);
+        }
+        assert!(decoded > 0, "{name}: no seed decodes");
+        // Mutations: fewer for the expensive whole-file targets.
+        let per_seed = if matches!(name, "table" | "wal") {
+            60
+        } else {
+            400
+        };
+        for (i, s) in seeds.iter().enumerate() {
+            let other = &seeds[(i + 1) % seeds.len()];
+            for _ in 0..per_seed {
+                let m = mutate(&mut rng, s, other);
+                harness(&m);
+            }
+        }
+        harness(&[]);
+    }
+}
+
+fn write(target: &str, name: &str, data: &[u8]) {
+    let dir = corpus_dir(target);
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::write(dir.join(name), data).expect("write seed");
+}
+
+#[test]
+#[ignore = "regenerates tests/fuzz_corpus from engine output"]
+fn generate_fuzz_corpus() {
+    // Batches.
+    let mut b = WriteBatch::new();
+    b.put("key", "value");
+    b.delete("gone");
+    b.put("", "");
+    b.set_sequence(42);
+    write("batch", "mixed", b.encoded());
+    let mut one = WriteBatch::new();
+    one.put(vec![0xffu8; 20], vec![7u8; 300]);
+    write("batch", "one-put", one.encoded());
+
+    // A real database on MemFs: WAL, table, manifest.
+    let fs = MemFs::new();
+    let dir = Path::new("/db");
+    let opts = common::tiny_options()
+        .write_buffer_size(4096)
+        .wal_recovery(WalRecovery::TolerateCorruptedTail)
+        .fs(Arc::new(fs.clone()));
+    let db = Db::open(dir, opts).expect("open");
+    for op in common::history(1, 120, 60, 0.2) {
+        op.write(&db).expect("write");
+    }
+    db.compact_range::<&[u8], _>(..).expect("compact");
+    for op in common::history(2, 15, 60, 0.2) {
+        op.write(&db).expect("write");
+    }
+    let files = fs.list_dir(dir).expect("list");
+    let crashed = fs.crash_clone(strata::io::CrashKind::Process);
+    drop(db);
+    let mut tables = 0;
+    for name in files {
+        let data = crashed.read_file(&dir.join(&name)).expect("read");
+        if name.ends_with(".wal") && data.len() > 20 {
+            write("wal", &name, &data);
+        } else if name.ends_with(".table") && tables < 2 && data.len() < 16 * 1024 {
+            write("table", &name, &data);
+            tables += 1;
+        } else if name.starts_with("MANIFEST-") {
+            write("wal", &name, &data);
+            // Its records, header skipped, are edits.
+            let f = crashed.open_sequential(&dir.join(&name)).expect("open");
+            let mut r =
+                strata::wal::Reader::new(f, name.clone().into(), WalRecovery::AbsoluteConsistency);
+            let mut i = 0;
+            while let Ok(Some(rec)) = r.read_record() {
+                if i > 0 {
+                    write("edit", &format!("{name}-{i}"), &rec);
+                }
+                i += 1;
+            }
+        }
+    }
+    // Blocks.
+    let mut bb = BlockBuilder::new(4);
+    for i in 0..40u32 {
+        let mut k = format!("key{i:04}").into_bytes();
+        k.extend_from_slice(&(u64::from(i) << 8 | 1).to_le_bytes());
+        bb.add(&k, format!("value{i}").as_bytes());
+    }
+    write("block", "forty", bb.finish());
+    let mut bb = BlockBuilder::new(1);
+    bb.add(b"a\x01\0\0\0\0\0\0\0", b"");
+    write("block", "one", bb.finish());
+
+    // Edits and plans.
+    let e = Edit {
+        log_number: Some(9),
+        next_file_number: Some(12),
+        last_sequence: Some(1000),
+        compact_pointers: vec![(1, b"m\x01\0\0\0\0\0\0\0".to_vec())],
+        deleted: vec![(0, 4), (1, 5)],
+        added: vec![(
+            1,
+            FileDesc {
+                id: 11,
+                size: 4096,
+                smallest: b"a\x01\0\0\0\0\0\0\0".to_vec(),
+                largest: b"z\x01\0\0\0\0\0\0\0".to_vec(),
+                entries: 10,
+                deletions: 1,
+                max_seq: 999,
+            },
+        )],
+    };
+    write("edit", "synthetic", &e.encode());
+    let p = Plan {
+        kind: PlanKind::Merge,
+        level: 0,
+        output_level: 1,
+        inputs: vec![4, 7],
+        next_inputs: vec![2],
+        target_file_size: 1 << 20,
+        bottommost: true,
+        compact_pointer: b"k\x01\0\0\0\0\0\0\0".to_vec(),
+    };
+    write("plan", "merge", &p.encode());
+    let p = Plan {
+        kind: PlanKind::Move,
+        level: 2,
+        output_level: 3,
+        inputs: vec![100],
+        next_inputs: vec![],
+        target_file_size: 4096,
+        bottommost: false,
+        compact_pointer: Vec::new(),
+    };
+    write("plan", "move", &p.encode());
+}
