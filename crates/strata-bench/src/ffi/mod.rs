@@ -114,6 +114,52 @@ impl Api {
     }
 }
 
+/// Finishes opening a RocksDB or LevelDB database: turns a set `err` or a
+/// NULL `db` into an error (destroying `owned`), or wraps everything in a
+/// [`CStore`].
+///
+/// # Safety
+/// `err` as for [`Api::check`]; the handles as for [`CStore::new`].
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn finish_open(
+    api: &'static Api,
+    err: *mut c_char,
+    db: Handle,
+    ro: Handle,
+    wo: Handle,
+    owned: Vec<Owned>,
+    dir: &Path,
+    version: String,
+    settings: String,
+) -> Result<crate::engine::OpenEngine, crate::BenchError> {
+    // SAFETY: guaranteed by the caller.
+    let opened = unsafe { api.check(err) }.and_then(|()| {
+        if db.is_null() {
+            Err(FfiError::Null {
+                engine: api.engine,
+                call: "open",
+            })
+        } else {
+            Ok(())
+        }
+    });
+    if let Err(e) = opened {
+        for o in owned {
+            // SAFETY: each object was created by the caller and is destroyed once.
+            unsafe { (o.destroy)(o.handle) };
+        }
+        return Err(e.into());
+    }
+    let name = format!("{version} ({settings})");
+    // SAFETY: guaranteed by the caller; `db` is open and non-null.
+    let store = unsafe { CStore::new(api, db, ro, wo, owned, dir, name) };
+    Ok(crate::engine::OpenEngine {
+        store: Box::new(store),
+        version,
+        settings,
+    })
+}
+
 /// Objects that must live as long as the database and be destroyed after it.
 pub struct Owned {
     pub handle: Handle,

@@ -1,6 +1,6 @@
 //! RocksDB through `rocksdb/c.h` (Debian `librocksdb-dev`).
 
-use super::{c_path, Api, CStore, ErrPtr, FfiError, Handle, Owned};
+use super::{c_path, Api, ErrPtr, FfiError, Handle, Owned};
 use crate::engine::{EngineSettings, OpenEngine};
 use crate::BenchError;
 use std::ffi::{c_char, c_int, c_uchar, c_void};
@@ -226,35 +226,6 @@ pub fn open(s: &EngineSettings, dir: &Path) -> Result<OpenEngine, BenchError> {
                 destroy: rocksdb_cache_destroy,
             },
         ];
-        let opened = API.check(err).and_then(|()| {
-            if db.is_null() {
-                Err(FfiError::Null {
-                    engine: "rocksdb",
-                    call: "open",
-                })
-            } else {
-                Ok(())
-            }
-        });
-        if let Err(e) = opened {
-            for o in owned {
-                (o.destroy)(o.handle);
-            }
-            return Err(e.into());
-        }
-        let store = CStore::new(
-            &API,
-            db,
-            ro,
-            wo,
-            owned,
-            dir,
-            format!("{} ({settings})", version()),
-        );
-        Ok(OpenEngine {
-            store: Box::new(store),
-            version: version(),
-            settings,
-        })
+        super::finish_open(&API, err, db, ro, wo, owned, dir, version(), settings)
     }
 }
