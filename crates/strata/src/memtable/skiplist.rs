@@ -141,14 +141,15 @@ impl SkipList {
         slot.load(AO::Acquire)
     }
 
-    /// The first node for which `cmp(node_key)` is not `Less` (i.e. the
-    /// first node >= the probe), filling `prevs` with its predecessors.
+    /// Walks down to the boundary of the probe: returns the last node for
+    /// which `cmp(node_key)` is `Less` (null if none) and the first node
+    /// that is not (null if none), filling `prevs` with the predecessors.
     #[inline]
-    fn find_ge(
+    fn find(
         &self,
         cmp: &mut dyn FnMut(&[u8]) -> Ordering,
         mut prevs: Option<&mut [NodePtr; MAX_HEIGHT]>,
-    ) -> NodePtr {
+    ) -> (NodePtr, NodePtr) {
         let mut x: NodePtr = ptr::null();
         let mut level = self.height.load(AO::Acquire) - 1;
         loop {
@@ -160,7 +161,7 @@ impl SkipList {
                     p[level] = x;
                 }
                 if level == 0 {
-                    return next;
+                    return (x, next);
                 }
                 level -= 1;
             }
@@ -169,23 +170,12 @@ impl SkipList {
 
     /// First node >= probe.
     pub fn seek(&self, cmp: &mut dyn FnMut(&[u8]) -> Ordering) -> NodePtr {
-        self.find_ge(cmp, None)
+        self.find(cmp, None).1
     }
 
     /// Last node < probe (null if none).
     pub fn seek_lt(&self, cmp: &mut dyn FnMut(&[u8]) -> Ordering) -> NodePtr {
-        let mut x: NodePtr = ptr::null();
-        let mut level = self.height.load(AO::Acquire) - 1;
-        loop {
-            let next = self.next(x, level);
-            if !next.is_null() && cmp(node_key(next)) == Ordering::Less {
-                x = next;
-            } else if level == 0 {
-                return x;
-            } else {
-                level -= 1;
-            }
-        }
+        self.find(cmp, None).0
     }
 
     /// First node.
@@ -195,18 +185,7 @@ impl SkipList {
 
     /// Last node (null if empty).
     pub fn last(&self) -> NodePtr {
-        let mut x: NodePtr = ptr::null();
-        let mut level = self.height.load(AO::Acquire) - 1;
-        loop {
-            let next = self.next(x, level);
-            if !next.is_null() {
-                x = next;
-            } else if level == 0 {
-                return x;
-            } else {
-                level -= 1;
-            }
-        }
+        self.seek_lt(&mut |_| Ordering::Less)
     }
 
     /// The node after `n` (non-null).
@@ -253,7 +232,7 @@ impl SkipList {
         }
         let mut prevs: [NodePtr; MAX_HEIGHT] = [ptr::null(); MAX_HEIGHT];
         let cur_height = self.height.load(AO::Relaxed);
-        self.find_ge(cmp, Some(&mut prevs));
+        self.find(cmp, Some(&mut prevs));
         if height > cur_height {
             // Levels above the old height start at the head (null prev).
             self.height.store(height, AO::Release);
