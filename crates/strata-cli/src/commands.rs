@@ -80,6 +80,8 @@ pub fn run(cli: &Cli) -> Result<ExitCode, CliError> {
                 sync: a.sync,
             };
             let elapsed = workload::load(&db, &spec)?;
+            // A bulk load ends with its data in tables, not only in the WAL.
+            db.flush()?;
             db.close()?;
             println!("load: {}", workload::rate(a.count, elapsed));
             Ok(ExitCode::SUCCESS)

@@ -132,6 +132,11 @@ pub struct Options {
     pub wal_recovery: WalRecovery,
     /// Verify block checksums on every read (always done for metadata). Default true.
     pub verify_checksums: bool,
+    /// Flush the memtable to a table at `close` (RocksDB flushes at close
+    /// only when the WAL is off). Default false: the memtable's data is in
+    /// the synced WAL and the next open replays it, so close is quick and
+    /// writes nothing a later overwrite could make useless.
+    pub flush_on_close: bool,
     /// Storage of level 0. Default `Tables`.
     pub l0: L0Kind,
     /// Compaction executor. Default `Linear`.
@@ -166,6 +171,7 @@ impl Default for Options {
             hard_pending_compaction_bytes_limit: 256 << 30,
             wal_recovery: WalRecovery::TolerateCorruptedTail,
             verify_checksums: true,
+            flush_on_close: false,
             l0: L0Kind::Tables,
             executor: ExecutorKind::Linear,
             fs: Arc::new(PosixFs),
@@ -228,6 +234,8 @@ setters! {
     wal_recovery: WalRecovery,
     /// Sets `verify_checksums`.
     verify_checksums: bool,
+    /// Sets `flush_on_close`.
+    flush_on_close: bool,
     /// Sets `fs`.
     fs: Arc<dyn FileSystem>,
 }
@@ -325,6 +333,7 @@ impl Options {
             "block_cache_size" => self.block_cache_size = num(name, value)?,
             "background_threads" => self.background_threads = num(name, value)?,
             "verify_checksums" => self.verify_checksums = flag(name, value)?,
+            "flush_on_close" => self.flush_on_close = flag(name, value)?,
             "compression" => {
                 self.compression = match value {
                     "none" => Compression::None,
@@ -397,7 +406,7 @@ impl fmt::Display for Options {
              level0_slowdown_writes_trigger={},level0_stop_writes_trigger={},max_bytes_for_level_base={},\
              max_bytes_for_level_multiplier={},num_levels={},target_file_size={},block_size={},\
              block_restart_interval={},bloom_bits_per_key={},block_cache_size={},compression={},\
-             background_threads={},wal_recovery={},verify_checksums={},l0=tables,executor=linear",
+             background_threads={},wal_recovery={},verify_checksums={},flush_on_close={},l0=tables,executor=linear",
             self.write_buffer_size,
             self.max_write_buffer_number,
             self.level0_file_num_compaction_trigger,
@@ -415,6 +424,7 @@ impl fmt::Display for Options {
             self.background_threads,
             self.wal_recovery.name(),
             self.verify_checksums,
+            self.flush_on_close,
         )
     }
 }

@@ -382,6 +382,7 @@ fn table_fixture(reopened: bool) -> (tempfile::TempDir, Vec<Op>) {
         write_ops(&db, &ops[..TABLE_OPS / 2]);
         db.flush().expect("flush");
         write_ops(&db, &ops[TABLE_OPS / 2..]);
+        db.flush().expect("flush");
     }
     if reopened {
         drop(common::open(dir.path(), table_opts()));

@@ -122,7 +122,11 @@ fn fill_until_full(dir: &Path, acked: &mut BTreeMap<Vec<u8>, Vec<u8>>, start: u6
         i - start,
         acked.len()
     );
-    assert!(acked.len() > 1000, "filled after only {} writes", acked.len());
+    assert!(
+        acked.len() > 1000,
+        "filled after only {} writes",
+        acked.len()
+    );
     // Reads keep working; later writes fail with a typed error.
     check(&db, acked, "full, same handle");
     let e = db.put("after", "full").expect_err("a write on a full disk");

@@ -5,8 +5,9 @@
 //! target(n), target(1) = `max_bytes_for_level_base`, each deeper level
 //! `max_bytes_for_level_multiplier` times larger. The highest score >= 1
 //! whose levels are free is compacted. L0 compacts all its tables (they
-//! overlap) with the overlapping L1 tables; Ln compacts one table, chosen
-//! round-robin after the level's pointer, with the overlapping Ln+1 tables.
+//! overlap) with the overlapping L1 tables; Ln compacts one table, the one
+//! with the least overlap below it per byte ([`choose_file`]), with the
+//! overlapping Ln+1 tables.
 //! A single table with nothing below it to merge with is moved, not rewritten.
 
 use super::{Plan, PlanKind};
@@ -69,18 +70,76 @@ pub fn pick(v: &Version, opts: &Options, busy: &[bool], pointers: &[Vec<u8>]) ->
             v.levels.first().cloned().unwrap_or_default()
         } else {
             let files = v.levels.get(level)?;
+            let next = v.levels.get(level + 1).map_or(&[][..], Vec::as_slice);
             let ptr = pointers.get(level).map_or(&[][..], Vec::as_slice);
-            let chosen = files
-                .iter()
-                .find(|f| ptr.is_empty() || types::compare_internal(&f.desc.largest, ptr).is_gt())
-                .or_else(|| files.first());
-            chosen.cloned().into_iter().collect()
+            choose_file(files, next, ptr).cloned().into_iter().collect()
         };
         if let Some(plan) = plan_for(v, opts, level, inputs) {
             return Some(plan);
         }
     }
     None
+}
+
+/// The table of a level (sorted, disjoint `files`) to compact into the next
+/// level (`next`): the one whose overlapping next-level bytes are smallest
+/// relative to its own size, so each compaction rewrites as little as
+/// possible per byte it moves down (RocksDB's `kMinOverlappingRatio`).
+/// Ties go to the first table after the round-robin pointer `ptr`, so equal
+/// candidates (an empty next level) are still taken in key order.
+pub fn choose_file<'a>(
+    files: &'a [Arc<FileMeta>],
+    next: &[Arc<FileMeta>],
+    ptr: &[u8],
+) -> Option<&'a Arc<FileMeta>> {
+    let start = files
+        .iter()
+        .position(|f| ptr.is_empty() || types::compare_internal(&f.desc.largest, ptr).is_gt())
+        .unwrap_or(0);
+    let spans: Vec<Span<'_>> = files.iter().map(|f| Span::of(f)).collect();
+    let below: Vec<Span<'_>> = next.iter().map(|f| Span::of(f)).collect();
+    files.get(least_overlap(&spans, &below, start)?)
+}
+
+/// A table's user-key range and size, as the picker sees it.
+#[derive(Debug, Clone, Copy)]
+struct Span<'a> {
+    lo: &'a [u8],
+    hi: &'a [u8],
+    size: u64,
+}
+
+impl<'a> Span<'a> {
+    fn of(f: &'a FileMeta) -> Self {
+        Span {
+            lo: f.smallest_user_key(),
+            hi: f.largest_user_key(),
+            size: f.desc.size,
+        }
+    }
+}
+
+/// Index of the span of `files` with the least `next` bytes overlapping it
+/// per byte of its own; among equals, the first from `start` on (wrapping).
+fn least_overlap(files: &[Span<'_>], next: &[Span<'_>], start: usize) -> Option<usize> {
+    let ratio = |f: &Span<'_>| {
+        let first = next.partition_point(|n| n.hi < f.lo);
+        let overlap: u64 = next[first..]
+            .iter()
+            .take_while(|n| n.lo <= f.hi)
+            .map(|n| n.size)
+            .sum();
+        overlap as f64 / f.size.max(1) as f64
+    };
+    let n = files.len();
+    let mut best: Option<(usize, f64)> = None;
+    for i in (0..n).map(|k| (start + k) % n) {
+        let r = ratio(&files[i]);
+        if best.is_none_or(|(_, b)| r < b) {
+            best = Some((i, r));
+        }
+    }
+    best.map(|(i, _)| i)
 }
 
 /// A plan compacting every table of `level` overlapping `[lo, hi]` into the
@@ -136,4 +195,41 @@ fn plan_for(v: &Version, opts: &Options, level: usize, inputs: Vec<Arc<FileMeta>
         bottommost,
         compact_pointer,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn span(lo: &'static str, hi: &'static str, size: u64) -> Span<'static> {
+        Span {
+            lo: lo.as_bytes(),
+            hi: hi.as_bytes(),
+            size,
+        }
+    }
+
+    #[test]
+    fn the_table_with_least_overlap_per_byte_is_chosen() {
+        let files = [span("a", "c", 10), span("d", "f", 10), span("g", "i", 20)];
+        let next = [
+            span("a", "b", 50),
+            span("c", "d", 50),
+            span("e", "e", 5),
+            span("h", "z", 30),
+        ];
+        // Ratios: a-c 100/10, d-f 55/10, g-i 30/20.
+        assert_eq!(least_overlap(&files, &next, 0), Some(2));
+        // No overlap at all for the middle one.
+        let next = [span("a", "c", 50), span("g", "z", 50)];
+        assert_eq!(least_overlap(&files, &next, 0), Some(1));
+    }
+
+    #[test]
+    fn ties_go_to_the_first_after_the_pointer() {
+        let files = [span("a", "b", 10), span("c", "d", 10), span("e", "f", 10)];
+        assert_eq!(least_overlap(&files, &[], 0), Some(0));
+        assert_eq!(least_overlap(&files, &[], 2), Some(2));
+        assert_eq!(least_overlap(&[], &[], 0), None);
+    }
 }

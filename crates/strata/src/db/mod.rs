@@ -130,17 +130,19 @@ impl Db {
         &self.inner.opts
     }
 
-    /// Flushes the memtable and stops background work. Called by `drop`;
-    /// calling it first lets the caller see a flush error.
+    /// Stops background work and syncs the WALs (flushing the memtable
+    /// first with `flush_on_close`). Called by `drop`; calling it first lets
+    /// the caller see an error.
     pub fn close(&self) -> Result<()> {
         if self.inner.closed.load(Ordering::Acquire) {
             return Ok(());
         }
-        let flushed = if self.inner.state.lock().bg_error.is_none() {
-            self.flush()
-        } else {
-            Ok(())
-        };
+        let flushed =
+            if self.inner.opts.flush_on_close && self.inner.state.lock().bg_error.is_none() {
+                self.flush()
+            } else {
+                Ok(())
+            };
         self.inner.closed.store(true, Ordering::Release);
         {
             let mut st = self.inner.state.lock();
