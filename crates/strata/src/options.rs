@@ -137,6 +137,11 @@ pub struct Options {
     /// the synced WAL and the next open replays it, so close is quick and
     /// writes nothing a later overwrite could make useless.
     pub flush_on_close: bool,
+    /// Read tables through memory maps (zero-copy data blocks, no block
+    /// cache for uncompressed blocks: the page cache holds them). Off, reads
+    /// use pread(2) and every data block goes through the block cache.
+    /// Only the OS file system maps; others always read. Default true.
+    pub mmap_reads: bool,
     /// Storage of level 0. Default `Tables`.
     pub l0: L0Kind,
     /// Compaction executor. Default `Linear`.
@@ -172,6 +177,7 @@ impl Default for Options {
             wal_recovery: WalRecovery::TolerateCorruptedTail,
             verify_checksums: true,
             flush_on_close: false,
+            mmap_reads: true,
             l0: L0Kind::Tables,
             executor: ExecutorKind::Linear,
             fs: Arc::new(PosixFs),
@@ -236,6 +242,8 @@ setters! {
     verify_checksums: bool,
     /// Sets `flush_on_close`.
     flush_on_close: bool,
+    /// Sets `mmap_reads`.
+    mmap_reads: bool,
     /// Sets `fs`.
     fs: Arc<dyn FileSystem>,
 }
@@ -334,6 +342,7 @@ impl Options {
             "background_threads" => self.background_threads = num(name, value)?,
             "verify_checksums" => self.verify_checksums = flag(name, value)?,
             "flush_on_close" => self.flush_on_close = flag(name, value)?,
+            "mmap_reads" => self.mmap_reads = flag(name, value)?,
             "compression" => {
                 self.compression = match value {
                     "none" => Compression::None,
@@ -406,7 +415,7 @@ impl fmt::Display for Options {
              level0_slowdown_writes_trigger={},level0_stop_writes_trigger={},max_bytes_for_level_base={},\
              max_bytes_for_level_multiplier={},num_levels={},target_file_size={},block_size={},\
              block_restart_interval={},bloom_bits_per_key={},block_cache_size={},compression={},\
-             background_threads={},wal_recovery={},verify_checksums={},flush_on_close={},l0=tables,executor=linear",
+             background_threads={},wal_recovery={},verify_checksums={},flush_on_close={},mmap_reads={},l0=tables,executor=linear",
             self.write_buffer_size,
             self.max_write_buffer_number,
             self.level0_file_num_compaction_trigger,
@@ -425,6 +434,7 @@ impl fmt::Display for Options {
             self.wal_recovery.name(),
             self.verify_checksums,
             self.flush_on_close,
+            self.mmap_reads,
         )
     }
 }

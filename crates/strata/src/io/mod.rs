@@ -34,10 +34,18 @@ pub trait WritableFile: Send {
     }
 }
 
+/// A read-only memory map of a whole file (see [`FileSystem::open_mapped`]).
+pub type Mapping = memmap2::Mmap;
+
 /// A file read by offset, from many threads.
 pub trait RandomAccessFile: Send + Sync + Debug {
     /// Fills `buf` from `offset`; reading past the end is an error.
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()>;
+    /// The whole file mapped into memory, when it was opened that way:
+    /// readers may then use its bytes in place instead of copying them.
+    fn mapping(&self) -> Option<&Arc<Mapping>> {
+        None
+    }
     /// The file's size when it was opened.
     fn len(&self) -> u64;
     /// True for an empty file.
@@ -63,6 +71,13 @@ pub trait FileSystem: Send + Sync + Debug {
     fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
     /// Opens an existing file for random reads.
     fn open_random(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>>;
+    /// Opens an existing, immutable file for random reads through a memory
+    /// map where the implementation has one (the OS file system); the
+    /// default is [`FileSystem::open_random`], so simulated and
+    /// fault-injecting file systems see every read as a call.
+    fn open_mapped(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        self.open_random(path)
+    }
     /// Opens an existing file for sequential reads.
     fn open_sequential(&self, path: &Path) -> Result<Box<dyn SequentialFile>>;
     /// Atomically replaces `to` with `from`.

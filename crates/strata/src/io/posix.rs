@@ -91,6 +91,42 @@ impl RandomAccessFile for PosixRandom {
     }
 }
 
+/// A file read through a memory map.
+#[derive(Debug)]
+struct PosixMapped {
+    path: PathBuf,
+    map: Arc<super::Mapping>,
+}
+
+impl RandomAccessFile for PosixMapped {
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let src = usize::try_from(offset)
+            .ok()
+            .and_then(|start| self.map.get(start..start.checked_add(buf.len())?));
+        match src {
+            Some(src) => {
+                buf.copy_from_slice(src);
+                Ok(())
+            }
+            None => Err(Error::io(
+                &self.path,
+                std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    format!("read of {} bytes at {offset} past the end", buf.len()),
+                ),
+            )),
+        }
+    }
+
+    fn mapping(&self) -> Option<&Arc<super::Mapping>> {
+        Some(&self.map)
+    }
+
+    fn len(&self) -> u64 {
+        self.map.len() as u64
+    }
+}
+
 struct PosixSequential {
     path: PathBuf,
     file: File,
@@ -142,6 +178,27 @@ impl FileSystem for PosixFs {
             path: path.to_path_buf(),
             file,
             len,
+        }))
+    }
+
+    fn open_mapped(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        let file = File::open(path).map_err(|e| Error::io(path, e))?;
+        let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+        if len == 0 {
+            // An empty file cannot be mapped; reads of it fail either way.
+            return self.open_random(path);
+        }
+        // SAFETY: the map is read-only and only ever made of immutable files
+        // (tables are written once, synced, then only read and deleted, and
+        // the directory LOCK keeps other strata processes out). Deleting the
+        // file keeps the mapped pages valid. The one way to break it is
+        // another program truncating a table of a live database, which makes
+        // later reads of the cut part fault (SIGBUS); `mmap_reads = false`
+        // reads with pread(2) instead and turns that into an I/O error.
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
+        Ok(Arc::new(PosixMapped {
+            path: path.to_path_buf(),
+            map: Arc::new(map),
         }))
     }
 

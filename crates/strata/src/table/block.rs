@@ -9,6 +9,7 @@
 
 use crate::coding::{get_u32, put_u32, put_varint, Reader};
 use crate::error::{corrupt, Error, Result};
+use crate::io::Mapping;
 use crate::iter::InternalIterator;
 use crate::types::compare_internal;
 use std::cmp::Ordering;
@@ -112,11 +113,39 @@ impl BlockBuilder {
     }
 }
 
+/// The bytes of a block: its own buffer (read, or decompressed), or a range
+/// of a memory-mapped table used in place.
+#[derive(Debug)]
+pub enum BlockBytes {
+    Owned(Vec<u8>),
+    Mapped {
+        map: Arc<Mapping>,
+        start: usize,
+        end: usize,
+    },
+}
+
+impl std::ops::Deref for BlockBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            BlockBytes::Owned(v) => v,
+            BlockBytes::Mapped { map, start, end } => map.get(*start..*end).unwrap_or(&[]),
+        }
+    }
+}
+
+impl From<Vec<u8>> for BlockBytes {
+    fn from(v: Vec<u8>) -> Self {
+        BlockBytes::Owned(v)
+    }
+}
+
 /// A parsed, immutable block (decompressed bytes plus the validated restart
 /// array). Shared through `Arc` between the cache and iterators.
 #[derive(Debug)]
 pub struct Block {
-    data: Vec<u8>,
+    data: BlockBytes,
     restarts_offset: usize,
     num_restarts: usize,
     /// True if the block was stored compressed (its in-block offsets are not
@@ -126,7 +155,8 @@ pub struct Block {
 
 impl Block {
     /// Validates the restart array. Offsets in errors are relative to the block.
-    pub fn new(data: Vec<u8>) -> Result<Block> {
+    pub fn new(data: impl Into<BlockBytes>) -> Result<Block> {
+        let data = data.into();
         let len = data.len();
         let num = get_u32(&data, len.wrapping_sub(4))
             .filter(|_| len >= 4)
@@ -174,7 +204,7 @@ impl Block {
     /// A block with no entries.
     pub fn empty() -> Block {
         Block {
-            data: vec![0, 0, 0, 0, 1, 0, 0, 0],
+            data: BlockBytes::Owned(vec![0, 0, 0, 0, 1, 0, 0, 0]),
             restarts_offset: 0,
             num_restarts: 1,
             compressed: false,
@@ -188,7 +218,11 @@ impl Block {
 
     /// Approximate memory charged to the cache for this block.
     pub fn charge(&self) -> usize {
-        self.data.capacity() + std::mem::size_of::<Block>()
+        let own = match &self.data {
+            BlockBytes::Owned(v) => v.capacity(),
+            BlockBytes::Mapped { .. } => 0,
+        };
+        own + std::mem::size_of::<Block>()
     }
 
     pub fn num_restarts(&self) -> usize {

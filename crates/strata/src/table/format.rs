@@ -169,10 +169,11 @@ pub fn compress_block(raw: &[u8], c: Compression, out: &mut Vec<u8>) -> bool {
     out.len() <= raw.len() - raw.len() / 8
 }
 
-/// Checks the trailer of `stored` (block bytes followed by the trailer) and
-/// returns the uncompressed block contents and whether it was compressed.
-/// Offsets in errors are relative to the start of the block.
-pub fn decode_stored_block(mut stored: Vec<u8>, verify: bool) -> Result<(Vec<u8>, bool)> {
+/// Checks the trailer of `stored` (block bytes followed by the trailer,
+/// the checksum only with `verify`) and returns the length of the block
+/// bytes and the compression tag. Offsets in errors are relative to the
+/// start of the block.
+pub fn check_block_trailer(stored: &[u8], verify: bool) -> Result<(usize, u8)> {
     let n = stored
         .len()
         .checked_sub(BLOCK_TRAILER_LEN)
@@ -181,7 +182,7 @@ pub fn decode_stored_block(mut stored: Vec<u8>, verify: bool) -> Result<(Vec<u8>
         .get(n)
         .ok_or_else(|| corrupt(n as u64, "missing block trailer"))?;
     if verify {
-        let want = get_u32(&stored, n + 1).ok_or_else(|| corrupt(n as u64, "missing block crc"))?;
+        let want = get_u32(stored, n + 1).ok_or_else(|| corrupt(n as u64, "missing block crc"))?;
         let body = stored.get(..n).unwrap_or(&[]);
         if block_crc(body, ctype) != want {
             return Err(corrupt(
@@ -190,6 +191,14 @@ pub fn decode_stored_block(mut stored: Vec<u8>, verify: bool) -> Result<(Vec<u8>
             ));
         }
     }
+    Ok((n, ctype))
+}
+
+/// Checks the trailer of `stored` (block bytes followed by the trailer) and
+/// returns the uncompressed block contents and whether it was compressed.
+/// Offsets in errors are relative to the start of the block.
+pub fn decode_stored_block(mut stored: Vec<u8>, verify: bool) -> Result<(Vec<u8>, bool)> {
+    let (n, ctype) = check_block_trailer(&stored, verify)?;
     stored.truncate(n);
     let bad = |what: String| corrupt(0, what);
     match Compression::from_u8(ctype) {

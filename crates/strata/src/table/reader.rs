@@ -1,9 +1,11 @@
 //! Opening a table file, point lookups and the two-level table iterator.
 
-use super::block::{Block, BlockIter};
+use super::block::{Block, BlockBytes, BlockIter};
 use super::cache::BlockCache;
 use super::filter::Bloom;
-use super::format::{decode_stored_block, BlockHandle, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN};
+use super::format::{
+    check_block_trailer, decode_stored_block, BlockHandle, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN,
+};
 use super::properties::{decode_properties, TableProperties};
 use crate::error::{Error, Result};
 use crate::io::RandomAccessFile;
@@ -212,6 +214,9 @@ impl Table {
     /// fill the block cache, such as compaction inputs): one large read
     /// serves many blocks.
     fn data_block_sequential(&self, h: BlockHandle, ra: &mut Readahead) -> Result<Arc<Block>> {
+        if let Some(block) = self.mapped_block(h)? {
+            return Ok(block);
+        }
         self.check_handle(h)?;
         let n = usize::try_from(h.size + BLOCK_TRAILER_LEN as u64)
             .map_err(|_| Error::corruption(&self.path, h.offset, "block too large"))?;
@@ -245,8 +250,50 @@ impl Table {
         Ok(Arc::new(block))
     }
 
-    /// A data block from the cache, or read from the file and cached.
+    /// An uncompressed data block used in place from the table's memory
+    /// map (checked like a read one, never cached: the page cache keeps
+    /// it); `None` when the table is not mapped or the block is compressed.
+    fn mapped_block(&self, h: BlockHandle) -> Result<Option<Arc<Block>>> {
+        let Some(map) = self.file.mapping() else {
+            return Ok(None);
+        };
+        self.check_handle(h)?;
+        let start = usize::try_from(h.offset).ok();
+        let stored = start.and_then(|s| {
+            let end = s.checked_add(usize::try_from(h.size).ok()?)? + BLOCK_TRAILER_LEN;
+            map.get(s..end).map(|b| (s, b))
+        });
+        let Some((start, stored)) = stored else {
+            return Err(Error::corruption(
+                &self.path,
+                h.offset,
+                "block outside the mapped file",
+            ));
+        };
+        // Compressed blocks are decompressed once and cached: leave them to
+        // the caller before paying for a checksum.
+        if stored.get(stored.len() - BLOCK_TRAILER_LEN) != Some(&(Compression::None as u8)) {
+            return Ok(None);
+        }
+        let (n, _) = check_block_trailer(stored, self.verify_checksums)
+            .map_err(|e| e.in_file(&self.path, h.offset))?;
+        self.bytes_read
+            .fetch_add(stored.len() as u64, Ordering::Relaxed);
+        let bytes = BlockBytes::Mapped {
+            map: Arc::clone(map),
+            start,
+            end: start + n,
+        };
+        let block = Block::new(bytes).map_err(|e| self.block_error(e, h, false))?;
+        Ok(Some(Arc::new(block)))
+    }
+
+    /// A data block from the memory map, the cache, or read from the file
+    /// and cached.
     fn data_block(&self, h: BlockHandle) -> Result<Arc<Block>> {
+        if let Some(b) = self.mapped_block(h)? {
+            return Ok(b);
+        }
         if let Some(b) = self.cache.get(self.id, h.offset) {
             return Ok(b);
         }

@@ -371,51 +371,61 @@ fn table_round_trip_all_compressions_on_disk() {
         assert_eq!(props.deletions, dels);
         assert!(dels > 0);
 
-        let cache = Arc::new(BlockCache::new(1 << 20));
-        let t = Arc::new(
-            Table::open(
-                fs.open_random(&path).expect("open"),
-                path.clone(),
-                n as u64,
-                Arc::clone(&cache),
-                true,
-            )
-            .expect("open table"),
-        );
-        assert_eq!(t.properties(), &props);
-        assert_eq!(t.compression(), c);
-        assert_eq!(t.path(), path.as_path());
-        assert_eq!(t.id(), n as u64);
-        assert!(t.pinned_bytes() > 0);
-        if c != Compression::None {
-            assert!(props.file_size < fs.file_size(&dir.path().join("000000.sst")).expect("size"));
-        }
-
-        let mut it = TableIter::new(Arc::clone(&t));
-        assert_eq!(collect_forward(&mut it), kvs, "{c:?} forward");
-        assert_eq!(collect_backward(&mut it), kvs, "{c:?} backward");
-        check_seeks(&mut it, &kvs);
-
-        // Point lookups of every version at its own sequence.
-        for (k, v) in &kvs {
-            let p = crate::types::parse_internal_key(k).expect("valid");
-            let got = t
-                .get(&seek_key(p.user_key, p.seq), p.user_key)
-                .expect("get");
-            assert_eq!(got, Some((p.seq, p.kind, v.clone())));
-        }
-        // Absent keys: none found.
-        for i in 0..300 {
-            let uk = format!("key{i:06}x");
-            assert_eq!(
-                t.get(&seek_key(uk.as_bytes(), MAX_SEQ), uk.as_bytes())
-                    .expect("get"),
-                None
+        for mapped in [false, true] {
+            let cache = Arc::new(BlockCache::new(1 << 20));
+            let file = if mapped {
+                fs.open_mapped(&path).expect("open")
+            } else {
+                fs.open_random(&path).expect("open")
+            };
+            assert_eq!(file.mapping().is_some(), mapped);
+            let t = Arc::new(
+                Table::open(file, path.clone(), n as u64, Arc::clone(&cache), true)
+                    .expect("open table"),
             );
+            assert_eq!(t.properties(), &props);
+            assert_eq!(t.compression(), c);
+            assert_eq!(t.path(), path.as_path());
+            assert_eq!(t.id(), n as u64);
+            assert!(t.pinned_bytes() > 0);
+            if c != Compression::None {
+                assert!(
+                    props.file_size < fs.file_size(&dir.path().join("000000.sst")).expect("size")
+                );
+            }
+
+            let mut it = TableIter::new(Arc::clone(&t));
+            assert_eq!(collect_forward(&mut it), kvs, "{c:?} forward");
+            assert_eq!(collect_backward(&mut it), kvs, "{c:?} backward");
+            check_seeks(&mut it, &kvs);
+
+            // Point lookups of every version at its own sequence.
+            for (k, v) in &kvs {
+                let p = crate::types::parse_internal_key(k).expect("valid");
+                let got = t
+                    .get(&seek_key(p.user_key, p.seq), p.user_key)
+                    .expect("get");
+                assert_eq!(got, Some((p.seq, p.kind, v.clone())));
+            }
+            // Absent keys: none found.
+            for i in 0..300 {
+                let uk = format!("key{i:06}x");
+                assert_eq!(
+                    t.get(&seek_key(uk.as_bytes(), MAX_SEQ), uk.as_bytes())
+                        .expect("get"),
+                    None
+                );
+            }
+            if mapped && c == Compression::None {
+                // Uncompressed blocks are used in place from the map, never cached.
+                assert_eq!(cache.hits() + cache.misses(), 0);
+                assert_eq!(cache.usage(), 0);
+            } else {
+                assert!(cache.hits() > 0 && cache.misses() > 0);
+                assert!(cache.usage() > 0);
+            }
+            assert!(t.bytes_read() > 0);
         }
-        assert!(cache.hits() > 0 && cache.misses() > 0);
-        assert!(cache.usage() > 0);
-        assert!(t.bytes_read() > 0);
     }
 }
 
@@ -581,58 +591,65 @@ fn flipped_data_byte_is_detected() {
         bytes[20] ^= 0x10; // inside the first data block
         std::fs::write(&path, &bytes).expect("write");
 
-        let open = || {
-            Arc::new(
-                Table::open(
-                    PosixFs.open_random(&path).expect("open"),
-                    path.clone(),
-                    9,
-                    Arc::new(BlockCache::new(1 << 20)),
-                    true,
+        for mapped in [false, true] {
+            let open = || {
+                let file = if mapped {
+                    PosixFs.open_mapped(&path).expect("open")
+                } else {
+                    PosixFs.open_random(&path).expect("open")
+                };
+                Arc::new(
+                    Table::open(
+                        file,
+                        path.clone(),
+                        9,
+                        Arc::new(BlockCache::new(1 << 20)),
+                        true,
+                    )
+                    .expect("metadata is intact"),
                 )
-                .expect("metadata is intact"),
-            )
-        };
-        let t = open();
-        let (k0, _) = &kvs[0];
-        let e = t.get(k0, user_key(k0)).expect_err("corrupt block");
-        expect_corruption_in(&e, &path);
-        if let Error::Corruption { offset, .. } = e {
-            assert_eq!(offset, 0, "first block starts at 0");
-        }
-        let mut it = TableIter::new(open());
-        it.seek_to_first();
-        assert!(!it.valid());
-        expect_corruption_in(&it.status().expect_err("corrupt"), &path);
-        // Keys in later blocks are still readable.
-        let (kl, vl) = &kvs[kvs.len() - 1];
-        let p = crate::types::parse_internal_key(kl).expect("valid");
-        assert_eq!(
-            t.get(kl, user_key(kl)).expect("intact block"),
-            Some((p.seq, p.kind, vl.clone()))
-        );
-        // Backward iteration reaches the bad block and stops with the error.
-        let mut it = TableIter::new(open());
-        it.seek_to_last();
-        let mut n = 0;
-        while it.valid() {
-            n += 1;
-            it.prev();
-        }
-        assert!(n > 0 && n < kvs.len());
-        expect_corruption_in(&it.status().expect_err("corrupt"), &path);
+            };
+            let t = open();
+            let (k0, _) = &kvs[0];
+            let e = t.get(k0, user_key(k0)).expect_err("corrupt block");
+            expect_corruption_in(&e, &path);
+            if let Error::Corruption { offset, .. } = e {
+                assert_eq!(offset, 0, "first block starts at 0");
+            }
+            let mut it = TableIter::new(open());
+            it.seek_to_first();
+            assert!(!it.valid());
+            expect_corruption_in(&it.status().expect_err("corrupt"), &path);
+            // Keys in later blocks are still readable.
+            let (kl, vl) = &kvs[kvs.len() - 1];
+            let p = crate::types::parse_internal_key(kl).expect("valid");
+            assert_eq!(
+                t.get(kl, user_key(kl)).expect("intact block"),
+                Some((p.seq, p.kind, vl.clone()))
+            );
+            // Backward iteration reaches the bad block and stops with the error.
+            let mut it = TableIter::new(open());
+            it.seek_to_last();
+            let mut n = 0;
+            while it.valid() {
+                n += 1;
+                it.prev();
+            }
+            assert!(n > 0 && n < kvs.len());
+            expect_corruption_in(&it.status().expect_err("corrupt"), &path);
 
-        // Without checksum verification an uncompressed block may decode to
-        // other values, but corrupt compressed data still never panics.
-        let t = Table::open(
-            PosixFs.open_random(&path).expect("open"),
-            path.clone(),
-            10,
-            Arc::new(BlockCache::new(1 << 20)),
-            false,
-        )
-        .expect("open");
-        let _ = t.get(k0, user_key(k0));
+            // Without checksum verification an uncompressed block may decode to
+            // other values, but corrupt compressed data still never panics.
+            let t = Table::open(
+                PosixFs.open_random(&path).expect("open"),
+                path.clone(),
+                10,
+                Arc::new(BlockCache::new(1 << 20)),
+                false,
+            )
+            .expect("open");
+            let _ = t.get(k0, user_key(k0));
+        }
     }
 }
 

@@ -31,6 +31,7 @@ pub struct VersionSet {
     fs: Arc<dyn FileSystem>,
     cache: Arc<BlockCache>,
     verify_checksums: bool,
+    mmap_reads: bool,
     num_levels: usize,
     current: Arc<Version>,
     manifest: Option<wal::Writer>,
@@ -54,6 +55,7 @@ impl VersionSet {
             fs: opts.fs.clone(),
             cache,
             verify_checksums: opts.verify_checksums,
+            mmap_reads: opts.mmap_reads,
             num_levels: opts.num_levels,
             current: Arc::new(Version::new(opts.num_levels)),
             manifest: None,
@@ -191,7 +193,11 @@ impl VersionSet {
     /// Opens a table file named by a descriptor.
     fn open_file(&self, d: FileDesc) -> Result<Arc<FileMeta>> {
         let path = table_path(&self.dir, d.id);
-        let file = self.fs.open_random(&path)?;
+        let file = if self.mmap_reads {
+            self.fs.open_mapped(&path)?
+        } else {
+            self.fs.open_random(&path)?
+        };
         if file.len() != d.size {
             return Err(Error::corruption(
                 &path,
