@@ -100,7 +100,7 @@ fn fill_until_full(dir: &Path, acked: &mut BTreeMap<Vec<u8>, Vec<u8>>, start: u6
     let err = loop {
         let (k, v) = (key(i), value(i));
         // Every 50th write is synced, so both paths meet the full disk.
-        let r = if i % 50 == 0 {
+        let r = if i.is_multiple_of(50) {
             let mut b = WriteBatch::new();
             b.put(&k, &v);
             db.write(b, &WriteOptions { sync: true })
