@@ -9,7 +9,7 @@ use strata_bench::runner::{self, ChildCommand};
 /// Flags of `strata bench`; unset ones take the preset's value.
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
-    /// tiny (seconds), quick (~3 minutes), full (~1 hour).
+    /// tiny (seconds), quick (~3 minutes), full (~40 minutes).
     #[arg(long, default_value = "quick")]
     pub preset: String,
     /// Engines, comma-separated: strata, strata:opt=v;opt=v (use ';' between
