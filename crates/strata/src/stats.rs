@@ -70,7 +70,10 @@ pub struct StatsSnapshot {
     pub slowdown_count: u64,
     pub slowdown_micros: u64,
     pub manifest_bytes: u64,
-    /// Bytes read from table files (data blocks on cache misses and metadata).
+    /// Bytes read from table files: metadata, data blocks on block-cache
+    /// misses, and every use of an uncompressed block of a memory-mapped
+    /// table (those bypass the block cache, so they count in neither
+    /// `block_cache_hits` nor `block_cache_misses`).
     pub table_bytes_read: u64,
     pub block_cache_hits: u64,
     pub block_cache_misses: u64,

@@ -155,10 +155,12 @@ impl Db {
         }
         // Make the logs durable even if the flush failed: older logs first,
         // so that a power loss never keeps a newer log without an older one.
-        let synced = self
-            .inner
-            .sync_old_logs()
-            .and_then(|()| self.inner.log.lock().writer.sync());
+        let synced = {
+            let mut log = self.inner.log.lock();
+            self.inner
+                .sync_before_current_log(&mut log)
+                .and_then(|()| log.writer.sync())
+        };
         flushed.and(synced)
     }
 

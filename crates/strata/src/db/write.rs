@@ -7,7 +7,7 @@
 //! new last sequence, and hands every member its result. A crash leaves a
 //! group entirely in the WAL or not at all, so each batch is atomic.
 
-use super::{Db, Inner, State};
+use super::{Db, Inner, LogState, State};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::filename::wal_path;
@@ -144,13 +144,7 @@ impl Inner {
         }
         if sync {
             // Everything before this write must be durable before it is.
-            let synced = self.sync_old_logs().and_then(|()| {
-                if log.dir_unsynced {
-                    self.opts.fs.sync_dir(&self.dir)?;
-                    log.dir_unsynced = false;
-                }
-                Ok(())
-            });
+            let synced = self.sync_before_current_log(&mut log);
             if let Err(e) = synced {
                 let mut st = self.state.lock();
                 self.set_bg_error(&mut st, e.clone());
@@ -287,6 +281,17 @@ impl Inner {
 
 impl Inner {
     /// Syncs the logs of immutable memtables (see `unsynced_logs`).
+    /// Makes everything before the current log's records durable: the
+    /// older logs, then the directory entry of the current log's file.
+    pub(crate) fn sync_before_current_log(&self, log: &mut LogState) -> Result<()> {
+        self.sync_old_logs()?;
+        if log.dir_unsynced {
+            self.opts.fs.sync_dir(&self.dir)?;
+            log.dir_unsynced = false;
+        }
+        Ok(())
+    }
+
     pub(crate) fn sync_old_logs(&self) -> Result<()> {
         let mut logs = self.unsynced_logs.lock();
         while let Some(w) = logs.first_mut() {

@@ -190,11 +190,14 @@ impl FileSystem for PosixFs {
         }
         // SAFETY: the map is read-only and only ever made of immutable files
         // (tables are written once, synced, then only read and deleted, and
-        // the directory LOCK keeps other strata processes out). Deleting the
-        // file keeps the mapped pages valid. The one way to break it is
-        // another program truncating a table of a live database, which makes
-        // later reads of the cut part fault (SIGBUS); `mmap_reads = false`
-        // reads with pread(2) instead and turns that into an I/O error.
+        // the directory LOCK keeps other strata processes out), so the bytes
+        // behind the `&[u8]` views never change. Deleting the file keeps the
+        // mapped pages valid. What this cannot rule out, and pread(2) would
+        // turn into an `Error::Io` instead: another program truncating or
+        // rewriting a table of a live database, or the device failing a read
+        // of a mapped page — either faults the process (SIGBUS) or shows it
+        // changed bytes. `mmap_reads = false` is the choice for file systems
+        // where that is a real risk (network or FUSE mounts).
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
         Ok(Arc::new(PosixMapped {
             path: path.to_path_buf(),

@@ -260,7 +260,9 @@ impl Table {
         self.check_handle(h)?;
         let start = usize::try_from(h.offset).ok();
         let stored = start.and_then(|s| {
-            let end = s.checked_add(usize::try_from(h.size).ok()?)? + BLOCK_TRAILER_LEN;
+            let end = s
+                .checked_add(usize::try_from(h.size).ok()?)?
+                .checked_add(BLOCK_TRAILER_LEN)?;
             map.get(s..end).map(|b| (s, b))
         });
         let Some((start, stored)) = stored else {
