@@ -7,7 +7,7 @@
 use crate::batch::WriteBatch;
 use crate::compaction::Plan;
 use crate::error::{Error, Result};
-use crate::io::{RandomAccessFile, SequentialFile};
+use crate::io::{Mapping, RandomAccessFile, SequentialFile};
 use crate::iter::InternalIterator;
 use crate::options::WalRecovery;
 use crate::table::block::{Block, BlockIter};
@@ -89,11 +89,62 @@ pub fn batch(data: &[u8]) -> usize {
     n
 }
 
-/// A table file: `Table::open`, a full scan both ways, and point lookups.
+/// An in-memory file behind a read-only anonymous memory map, so the
+/// table's mapped read path (blocks used in place) meets the input too.
+#[derive(Debug)]
+struct MappedBytes(Arc<Mapping>);
+
+impl MappedBytes {
+    fn new(data: &[u8]) -> Option<MappedBytes> {
+        if data.is_empty() {
+            return None;
+        }
+        let mut m = memmap2::MmapMut::map_anon(data.len()).ok()?;
+        m.copy_from_slice(data);
+        Some(MappedBytes(Arc::new(m.make_read_only().ok()?)))
+    }
+}
+
+impl RandomAccessFile for MappedBytes {
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let start = usize::try_from(offset).unwrap_or(usize::MAX);
+        let src = start
+            .checked_add(buf.len())
+            .and_then(|end| self.0.get(start..end))
+            .ok_or_else(|| {
+                Error::io(
+                    "fuzz",
+                    std::io::Error::from(std::io::ErrorKind::UnexpectedEof),
+                )
+            })?;
+        buf.copy_from_slice(src);
+        Ok(())
+    }
+
+    fn mapping(&self) -> Option<&Arc<Mapping>> {
+        Some(&self.0)
+    }
+
+    fn len(&self) -> u64 {
+        self.0.len() as u64
+    }
+}
+
+/// A table file: `Table::open`, a full scan both ways, and point lookups;
+/// read with copies, then through a memory map with and without checksums.
 pub fn table(data: &[u8]) -> usize {
-    let file: Arc<dyn RandomAccessFile> = Arc::new(Bytes(data.to_vec(), 0));
+    let mut n = table_with(Arc::new(Bytes(data.to_vec(), 0)), true);
+    if let Some(m) = MappedBytes::new(data) {
+        let m: Arc<dyn RandomAccessFile> = Arc::new(m);
+        n += table_with(m.clone(), true);
+        n += table_with(m, false);
+    }
+    n
+}
+
+fn table_with(file: Arc<dyn RandomAccessFile>, verify: bool) -> usize {
     let cache = Arc::new(BlockCache::new(1 << 20));
-    let Ok(t) = Table::open(file, PathBuf::from("fuzz.table"), 1, cache, true) else {
+    let Ok(t) = Table::open(file, PathBuf::from("fuzz.table"), 1, cache, verify) else {
         return 0;
     };
     let t = Arc::new(t);

@@ -641,7 +641,11 @@ fn flipped_data_byte_is_detected() {
             // Without checksum verification an uncompressed block may decode to
             // other values, but corrupt compressed data still never panics.
             let t = Table::open(
-                PosixFs.open_random(&path).expect("open"),
+                if mapped {
+                    PosixFs.open_mapped(&path).expect("open")
+                } else {
+                    PosixFs.open_random(&path).expect("open")
+                },
                 path.clone(),
                 10,
                 Arc::new(BlockCache::new(1 << 20)),
