@@ -348,7 +348,7 @@ pub fn markdown(r: &Report, charts: &[String]) -> String {
     let _ = writeln!(
         s,
         "ratio: ops/s ÷ {}'s. spread: half the min–max range of the repeats. WA dev: bytes the process wrote \
-         to files (`/proc/self/io` write_bytes, including the final flush and close) ÷ user bytes written. \
+         to files (`/proc/self/io` write_bytes, including the close; no engine flushes its memtable at close with the WAL on) ÷ user bytes written. \
          WA eng: the engine's own count (strata only). space: directory size after close ÷ live user bytes. \
          stall: time writes were stopped or slowed (strata only).\n",
         r.baseline
