@@ -20,30 +20,55 @@ struct PosixWritable {
     file: File,
     buf: Vec<u8>,
     len: u64,
+    /// A write or sync failed. The file may end in part of what was being
+    /// written (a short write before ENOSPC), so nothing more may follow it:
+    /// writing the buffer again would put whole records after a torn one,
+    /// which recovery must treat as damage in the middle of a log.
+    failed: bool,
 }
 
 impl PosixWritable {
-    fn write_out(&mut self) -> Result<()> {
-        if !self.buf.is_empty() {
-            self.file
-                .write_all(&self.buf)
-                .map_err(|e| Error::io(&self.path, e))?;
-            self.buf.clear();
+    fn failed_before(&self) -> Error {
+        Error::io(
+            &self.path,
+            std::io::Error::other("an earlier write or sync of this file failed"),
+        )
+    }
+
+    /// Runs `op` unless an earlier call failed; a failure fails the file.
+    fn guarded(&mut self, op: impl FnOnce(&mut Self) -> std::io::Result<()>) -> Result<()> {
+        if self.failed {
+            return Err(self.failed_before());
         }
-        Ok(())
+        op(self).map_err(|e| {
+            self.failed = true;
+            self.buf.clear();
+            Error::io(&self.path, e)
+        })
+    }
+
+    fn write_out(&mut self) -> Result<()> {
+        if self.buf.is_empty() && !self.failed {
+            return Ok(());
+        }
+        self.guarded(|w| {
+            w.file.write_all(&w.buf)?;
+            w.buf.clear();
+            Ok(())
+        })
     }
 }
 
 impl WritableFile for PosixWritable {
     fn append(&mut self, data: &[u8]) -> Result<()> {
+        if self.failed {
+            return Err(self.failed_before());
+        }
         self.len += data.len() as u64;
         if self.buf.len() + data.len() > WRITE_BUFFER {
             self.write_out()?;
             if data.len() >= WRITE_BUFFER {
-                return self
-                    .file
-                    .write_all(data)
-                    .map_err(|e| Error::io(&self.path, e));
+                return self.guarded(|w| w.file.write_all(data));
             }
         }
         self.buf.extend_from_slice(data);
@@ -56,7 +81,7 @@ impl WritableFile for PosixWritable {
 
     fn sync(&mut self) -> Result<()> {
         self.write_out()?;
-        self.file.sync_data().map_err(|e| Error::io(&self.path, e))
+        self.guarded(|w| w.file.sync_data())
     }
 
     fn len(&self) -> u64 {
@@ -67,8 +92,11 @@ impl WritableFile for PosixWritable {
 impl Drop for PosixWritable {
     fn drop(&mut self) {
         // Best effort: a writer dropped without flush still hands its bytes to
-        // the OS. Errors here cannot be reported; callers that care flush first.
-        let _ = self.write_out();
+        // the OS (never after a failure: see `failed`). Errors here cannot be
+        // reported; callers that care flush first.
+        if !self.failed {
+            let _ = self.write_out();
+        }
     }
 }
 
@@ -168,6 +196,7 @@ impl FileSystem for PosixFs {
             file,
             buf: Vec::with_capacity(WRITE_BUFFER),
             len: 0,
+            failed: false,
         }))
     }
 
