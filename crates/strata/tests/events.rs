@@ -31,6 +31,12 @@ impl EventListener for Recorder {
             .lock()
             .insert(e.file.id, (e.level, e.keys.to_vec()));
     }
+    fn on_table_moved(&self, from: usize, to: usize, id: u64) {
+        let mut live = self.live.lock();
+        let entry = live.get_mut(&id).expect("moved table was never created");
+        assert_eq!(entry.0, from, "table {id} moved from the wrong level");
+        entry.0 = to;
+    }
     fn on_table_removed(&self, _level: usize, id: u64) {
         assert!(
             self.live.lock().remove(&id).is_some(),

@@ -33,4 +33,7 @@ pub trait EventListener: Send + Sync {
     fn on_table_created(&self, _event: &TableCreated<'_>) {}
     /// A table left the current version (it is deleted once unreferenced).
     fn on_table_removed(&self, _level: usize, _id: u64) {}
+    /// A table moved down unchanged (a trivial move): same file, same keys,
+    /// now in `to_level`. No created/removed event is sent for it.
+    fn on_table_moved(&self, _from_level: usize, _to_level: usize, _id: u64) {}
 }

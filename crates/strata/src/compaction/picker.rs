@@ -8,7 +8,9 @@
 //! overlap) with the overlapping L1 tables; Ln compacts one table, the one
 //! with the least overlap below it per byte ([`choose_file`]), with the
 //! overlapping Ln+1 tables.
-//! A single table with nothing below it to merge with is moved, not rewritten.
+//! Tables with nothing below them to merge with, and no user key shared
+//! between them, are moved, not rewritten (one table of Ln; any number of
+//! L0 tables a sequential load wrote side by side).
 
 use super::{Plan, PlanKind};
 use crate::options::Options;
@@ -101,6 +103,18 @@ pub fn choose_file<'a>(
     files.get(least_overlap(&spans, &below, start)?)
 }
 
+/// True when no two of `tables` share a user key, so they can sit side by
+/// side in one sorted level.
+fn disjoint(tables: &[Arc<FileMeta>]) -> bool {
+    let mut spans: Vec<Span<'_>> = tables.iter().map(|f| Span::of(f)).collect();
+    spans_disjoint(&mut spans)
+}
+
+fn spans_disjoint(spans: &mut [Span<'_>]) -> bool {
+    spans.sort_by(|a, b| a.lo.cmp(b.lo));
+    spans.windows(2).all(|w| w[0].hi < w[1].lo)
+}
+
 /// A table's user-key range and size, as the picker sees it.
 #[derive(Debug, Clone, Copy)]
 struct Span<'a> {
@@ -180,7 +194,9 @@ fn plan_for(v: &Version, opts: &Options, level: usize, inputs: Vec<Arc<FileMeta>
         .map(|f| f.desc.largest.clone())
         .max_by(|a, b| types::compare_internal(a, b))
         .unwrap_or_default();
-    let kind = if inputs.len() == 1 && next.is_empty() {
+    // Nothing below to merge with and no two inputs sharing a user key (L0
+    // tables of a sequential load): the tables move down unchanged.
+    let kind = if next.is_empty() && disjoint(&inputs) {
         PlanKind::Move
     } else {
         PlanKind::Merge
@@ -223,6 +239,18 @@ mod tests {
         // No overlap at all for the middle one.
         let next = [span("a", "c", 50), span("g", "z", 50)];
         assert_eq!(least_overlap(&files, &next, 0), Some(1));
+    }
+
+    #[test]
+    fn only_tables_without_a_shared_user_key_are_disjoint() {
+        let mut v = [span("m", "p", 1), span("a", "c", 1), span("d", "f", 1)];
+        assert!(spans_disjoint(&mut v));
+        // Two tables ending and starting on the same user key overlap.
+        let mut v = [span("a", "c", 1), span("c", "f", 1)];
+        assert!(!spans_disjoint(&mut v));
+        let mut v = [span("a", "z", 1), span("d", "f", 1)];
+        assert!(!spans_disjoint(&mut v));
+        assert!(spans_disjoint(&mut [span("a", "a", 1)]));
     }
 
     #[test]

@@ -339,14 +339,19 @@ impl Inner {
         if self.opts.listeners.is_empty() {
             return;
         }
-        let moved = |id: u64| edit.added.iter().any(|(_, d)| d.id == id);
+        let moved_to = |id: u64| edit.added.iter().find(|(_, d)| d.id == id).map(|(l, _)| *l);
+        let moved_from = |id: u64| edit.deleted.iter().find(|(_, d)| *d == id).map(|(l, _)| *l);
         for l in &self.opts.listeners {
             for (level, id) in &edit.deleted {
-                if !moved(*id) {
-                    l.on_table_removed(*level, *id);
+                match moved_to(*id) {
+                    Some(to) => l.on_table_moved(*level, to, *id),
+                    None => l.on_table_removed(*level, *id),
                 }
             }
             for (i, (level, file)) in edit.added.iter().enumerate() {
+                if moved_from(file.id).is_some() {
+                    continue;
+                }
                 let keys = keys.get(i).map_or(&[][..], Vec::as_slice);
                 l.on_table_created(&TableCreated {
                     reason,
