@@ -16,6 +16,22 @@ use crate::version::Edit;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+/// `buf.len()` bytes of `data` from `offset`, or an I/O error past the end.
+fn read_at(data: &[u8], offset: u64, buf: &mut [u8]) -> Result<()> {
+    let start = usize::try_from(offset).unwrap_or(usize::MAX);
+    let src = start
+        .checked_add(buf.len())
+        .and_then(|end| data.get(start..end))
+        .ok_or_else(|| {
+            Error::io(
+                "fuzz",
+                std::io::Error::from(std::io::ErrorKind::UnexpectedEof),
+            )
+        })?;
+    buf.copy_from_slice(src);
+    Ok(())
+}
+
 /// An in-memory file for the decoders.
 #[derive(Debug)]
 struct Bytes(Vec<u8>, usize);
@@ -32,18 +48,7 @@ impl SequentialFile for Bytes {
 
 impl RandomAccessFile for Bytes {
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        let start = usize::try_from(offset).unwrap_or(usize::MAX);
-        let src = start
-            .checked_add(buf.len())
-            .and_then(|end| self.0.get(start..end))
-            .ok_or_else(|| {
-                Error::io(
-                    "fuzz",
-                    std::io::Error::from(std::io::ErrorKind::UnexpectedEof),
-                )
-            })?;
-        buf.copy_from_slice(src);
-        Ok(())
+        read_at(&self.0, offset, buf)
     }
 
     fn len(&self) -> u64 {
@@ -107,18 +112,7 @@ impl MappedBytes {
 
 impl RandomAccessFile for MappedBytes {
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        let start = usize::try_from(offset).unwrap_or(usize::MAX);
-        let src = start
-            .checked_add(buf.len())
-            .and_then(|end| self.0.get(start..end))
-            .ok_or_else(|| {
-                Error::io(
-                    "fuzz",
-                    std::io::Error::from(std::io::ErrorKind::UnexpectedEof),
-                )
-            })?;
-        buf.copy_from_slice(src);
-        Ok(())
+        read_at(&self.0, offset, buf)
     }
 
     fn mapping(&self) -> Option<&Arc<Mapping>> {
