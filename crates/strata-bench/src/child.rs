@@ -30,6 +30,18 @@ pub struct RunSpec {
     pub dir: PathBuf,
     /// Drop the page cache of the database files after the load.
     pub cold: bool,
+    /// Wait for the engine's background work after the load (so the run
+    /// starts on a settled tree) and after a writing run (so write
+    /// amplification includes the compaction the run caused).
+    #[serde(default = "yes")]
+    pub settle: bool,
+    /// Leave the database directory (engine logs, tables) after the run.
+    #[serde(default)]
+    pub keep_data: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// Latency percentiles in microseconds.
@@ -79,8 +91,16 @@ pub struct RunResult {
     pub device_write_bytes: u64,
     pub device_read_bytes: u64,
     pub cancelled_write_bytes: u64,
-    /// Device bytes written (incl. the final flush and close) ÷ user bytes written.
+    /// Device bytes written from the start of the run until the engine is
+    /// idle again and closed (with `settle`; else until closed) ÷ user bytes
+    /// written.
     pub wa_device: Option<f64>,
+    /// Device bytes written during the measured operations only ÷ user bytes.
+    #[serde(default)]
+    pub wa_window: Option<f64>,
+    /// Seconds the engine needed after the run to become idle.
+    #[serde(default)]
+    pub settle_secs: Option<f64>,
     /// The engine's own count of bytes written ÷ user bytes (strata only).
     pub wa_engine: Option<f64>,
     /// Directory size after close ÷ live user bytes.
@@ -468,6 +488,9 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
         Preload::Nothing => {}
         kind => {
             preload(&ctx, kind)?;
+            if spec.settle {
+                store.wait_for_compactions()?;
+            }
             if spec.cold {
                 sys::drop_cache(&spec.dir);
             }
@@ -538,7 +561,16 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
         }
     })?;
 
-    // Charge the final flush and the close to the run, then measure.
+    // The window's own writes; then the compaction they left due and the
+    // close are charged to the run too.
+    let io_window = sys::proc_io();
+    let settle_secs = if spec.settle && meter.written + writer_ops.unwrap_or(0) > 0 {
+        let t = Instant::now();
+        store.wait_for_compactions()?;
+        Some(t.elapsed().as_secs_f64())
+    } else {
+        None
+    };
     let stats_before_close = store.stats();
     store.close()?;
     let stats1 = if kind.is_comparator() {
@@ -634,6 +666,15 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
         } else {
             None
         },
+        wa_window: if written > 0 {
+            ratio(
+                io_window.write_bytes.saturating_sub(io0.write_bytes),
+                written,
+            )
+        } else {
+            None
+        },
+        settle_secs,
         wa_engine: if strata_engine {
             ratio(eng_w, user_w)
         } else {
@@ -678,7 +719,9 @@ pub fn child_main(spec_json: &str) -> i32 {
             ..RunResult::default()
         },
     };
-    let _ = std::fs::remove_dir_all(&spec.dir);
+    if !spec.keep_data {
+        let _ = std::fs::remove_dir_all(&spec.dir);
+    }
     match serde_json::to_string(&result) {
         Ok(j) => {
             emit(&format!("{RESULT_PREFIX}{j}"));
@@ -766,6 +809,8 @@ mod tests {
                 settings: EngineSettings::default(),
                 dir: tmp.path().join(w),
                 cold: true,
+                settle: true,
+                keep_data: false,
             };
             let r = run(&spec)?;
             assert!(r.ops > 0 && r.ops_per_sec > 0.0, "{w}");

@@ -29,6 +29,9 @@ pub struct Report {
     pub settings: EngineSettings,
     pub settings_summary: String,
     pub cold_reads: bool,
+    /// Loads and writing runs waited for the engine's background work.
+    #[serde(default)]
+    pub settled: bool,
     pub repeats: usize,
     pub comparators_compiled: bool,
     /// Ratios are to this engine (RocksDB when it ran, else the first).
@@ -80,6 +83,7 @@ impl Report {
             settings: cfg.settings.clone(),
             settings_summary: cfg.settings.summary(),
             cold_reads: cfg.cold,
+            settled: cfg.settle,
             repeats: cfg.repeats,
             comparators_compiled: crate::engine::COMPARATORS,
             baseline,
@@ -149,7 +153,7 @@ fn kops(v: f64) -> String {
 fn workload_rows(r: &Report, w: &str) -> Vec<Vec<String>> {
     let mut rows = vec![[
         "engine", "ops/s", "ratio", "spread", "MB/s", "p50 us", "p99 us", "p99.9 us", "max us",
-        "WA dev", "WA eng", "space", "CPU s", "RSS MiB", "stall s",
+        "WA", "WA win", "WA eng", "space", "CPU s", "RSS MiB", "stall s",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -179,6 +183,7 @@ fn workload_rows(r: &Report, w: &str) -> Vec<Vec<String>> {
             format!("{:.1}", m.latency.p999_us),
             format!("{:.0}", m.latency.max_us),
             opt(m.wa_device, 2),
+            opt(m.wa_window, 2),
             opt(m.wa_engine, 2),
             opt(m.space_amp, 2),
             format!("{:.1}", m.cpu_secs),
@@ -325,7 +330,7 @@ pub fn markdown(r: &Report, charts: &[String]) -> String {
         s,
         "Dataset: {} keys × ({} B key + {} B value) = {:.0} MiB of user data; {} ops per run; {} thread(s); \
          {} repeat(s) (median shown). Every engine: {}. Reads start with the database files evicted from \
-         the page cache: {}.\n",
+         the page cache: {}. Loads and writing runs wait for background work to finish: {}.\n",
         r.params.num,
         r.params.key_size,
         r.params.value_size,
@@ -334,7 +339,8 @@ pub fn markdown(r: &Report, charts: &[String]) -> String {
         r.params.threads,
         r.repeats,
         r.settings_summary,
-        r.cold_reads
+        r.cold_reads,
+        r.settled
     );
     for n in &r.notes {
         let _ = writeln!(s, "> **Note:** {n}\n");
@@ -347,9 +353,11 @@ pub fn markdown(r: &Report, charts: &[String]) -> String {
     let _ = writeln!(s, "\n## Per workload\n");
     let _ = writeln!(
         s,
-        "ratio: ops/s ÷ {}'s. spread: half the min–max range of the repeats. WA dev: bytes the process wrote \
-         to files (`/proc/self/io` write_bytes, including the close; no engine flushes its memtable at close with the WAL on) ÷ user bytes written. \
-         WA eng: the engine's own count (strata only). space: directory size after close ÷ live user bytes. \
+        "ratio: ops/s ÷ {}'s. spread: half the min–max range of the repeats. WA: bytes the process wrote \
+         to files (`/proc/self/io` write_bytes) from the start of the run until the engine was idle again \
+         (its due flushes and compactions done) and closed, ÷ user bytes written; no engine flushes its \
+         memtable at close with the WAL on. WA win: the same over the measured operations only. \
+         WA eng: strata's own count over the same span as WA. space: directory size after close ÷ live user bytes. \
          stall: time writes were stopped or slowed (strata only).\n",
         r.baseline
     );

@@ -23,6 +23,10 @@ pub struct Config {
     pub repeats: usize,
     /// Drop the page cache of the database files after each load.
     pub cold: bool,
+    /// Wait for background work after each load and each writing run.
+    pub settle: bool,
+    /// Keep every run's database under `OUT/data/` (engine logs, tables).
+    pub keep_data: bool,
 }
 
 /// The engines available in this build.
@@ -66,6 +70,8 @@ pub fn preset(name: &str, out: PathBuf) -> Result<Config, BenchError> {
         out,
         repeats: 1,
         cold: true,
+        settle: true,
+        keep_data: false,
     };
     match name {
         "tiny" => Ok(Config {
@@ -254,6 +260,8 @@ pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
                     settings: cfg.settings.clone(),
                     dir: data.join(format!("{}-{}-{rep}", sanitize(e), w.name())),
                     cold: cfg.cold,
+                    settle: cfg.settle,
+                    keep_data: cfg.keep_data,
                 };
                 let pb = bar();
                 pb.set_prefix(format!("[{k}/{total}] {e} {}", w.name()));
@@ -274,7 +282,9 @@ pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
             }
         }
     }
-    let _ = std::fs::remove_dir_all(&data);
+    if !cfg.keep_data {
+        let _ = std::fs::remove_dir_all(&data);
+    }
     let report = Report::new(cfg, engines, results, notes);
     report::write_all(&report, &cfg.out)?;
     Ok(report)

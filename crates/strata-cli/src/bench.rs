@@ -70,6 +70,15 @@ pub struct BenchArgs {
     /// Keep the page cache after the load (reads start warm).
     #[arg(long)]
     pub warm: bool,
+    /// Do not wait for background work after the load and after writing
+    /// runs (runs then start mid-compaction, and write amplification counts
+    /// only what happened before the close).
+    #[arg(long)]
+    pub no_settle: bool,
+    /// Keep every run's database under OUT/data/ (RocksDB's LOG, the tables)
+    /// for inspection; they are deleted otherwise.
+    #[arg(long)]
+    pub keep_data: bool,
 }
 
 fn size(flag: &str, v: &str) -> Result<u64, CliError> {
@@ -122,6 +131,8 @@ pub fn run(a: &BenchArgs) -> Result<ExitCode, CliError> {
     s.sync |= a.sync;
     cfg.repeats = a.repeats.unwrap_or(cfg.repeats).max(1);
     cfg.cold = !a.warm;
+    cfg.settle = !a.no_settle;
+    cfg.keep_data = a.keep_data;
     if !strata_bench::engine::COMPARATORS {
         eprintln!(
             "note: this build has no comparators (RocksDB, LevelDB); running strata alone. \

@@ -29,8 +29,12 @@ pub trait KvStore: Send + Sync {
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
     /// Makes everything written so far part of the on-disk structure.
     fn flush(&self) -> Result<()>;
+    /// Waits until the engine's background work (flushes of full memtables,
+    /// compactions) is done; the active memtable stays as it is.
+    fn wait_for_compactions(&self) -> Result<()>;
     fn stats(&self) -> StatsSnapshot;
-    /// Flushes and stops background work; later calls fail with `Closed`.
+    /// Stops background work and makes acknowledged writes durable (in the
+    /// WAL; the memtable need not be flushed); later calls fail with `Closed`.
     fn close(&self) -> Result<()>;
 }
 
@@ -66,6 +70,9 @@ impl KvStore for Db {
     }
     fn flush(&self) -> Result<()> {
         Db::flush(self)
+    }
+    fn wait_for_compactions(&self) -> Result<()> {
+        Db::wait_for_compactions(self)
     }
     fn stats(&self) -> StatsSnapshot {
         Db::stats(self)

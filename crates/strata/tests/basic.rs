@@ -178,3 +178,41 @@ fn a_snapshot_outliving_its_db_does_not_keep_the_lock() {
     assert_eq!(db.get(b"k").expect("get"), Some(b"v".to_vec()));
     drop(snap);
 }
+
+#[test]
+fn wait_for_compactions_leaves_every_level_within_its_target() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let opts = tiny_options();
+    let db = open(dir.path(), opts.clone());
+    for i in 0..20_000u32 {
+        db.put(format!("key{:06}", (i * 7919) % 20_000), [7u8; 100])
+            .expect("put");
+    }
+    db.wait_for_compactions().expect("wait");
+    let s = db.stats();
+    assert_eq!(s.immutable_memtables, 0);
+    assert!(s.compaction_count > 0, "{s:?}");
+    assert!(
+        s.levels[0].files < opts.level0_file_num_compaction_trigger,
+        "L0 still due: {:?}",
+        s.levels
+    );
+    let mut target = opts.max_bytes_for_level_base;
+    for (level, l) in s
+        .levels
+        .iter()
+        .enumerate()
+        .take(opts.num_levels - 1)
+        .skip(1)
+    {
+        assert!(
+            l.bytes <= target,
+            "L{level} over its target: {:?}",
+            s.levels
+        );
+        target *= opts.max_bytes_for_level_multiplier;
+    }
+    assert_eq!(all(&db).len(), 20_000);
+    db.close().expect("close");
+    assert!(matches!(db.wait_for_compactions(), Err(Error::Closed)));
+}

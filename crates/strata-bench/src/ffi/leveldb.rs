@@ -1,6 +1,6 @@
 //! LevelDB through `leveldb/c.h` (Debian `libleveldb-dev`).
 
-use super::{c_path, Api, ErrPtr, FfiError, Handle, Owned};
+use super::{c_path, Api, ErrPtr, FfiError, Handle, Owned, PropertyReader};
 use crate::engine::{EngineSettings, OpenEngine};
 use crate::BenchError;
 use std::ffi::{c_char, c_int, c_uchar, c_void};
@@ -91,6 +91,53 @@ unsafe fn flush(_api: &Api, db: Handle) -> Result<(), FfiError> {
     Ok(())
 }
 
+/// Idle when no level is due for compaction by LevelDB's own scores (1.23:
+/// level 0 at 4 tables, level 1 at 10 MiB, ×10 per level, levels 0–5
+/// scored), read from the `leveldb.sstables` listing. LevelDB exposes no
+/// running-compaction count, but a compaction keeps its input level due
+/// until it installs, so a listing with nothing due means none runs
+/// (seek-triggered compactions aside: the benchmark settles after writes).
+fn idle(property: &PropertyReader<'_>) -> bool {
+    property("leveldb.sstables").is_some_and(|listing| !sstables_due(&listing))
+}
+
+/// True if the `leveldb.sstables` listing shows a level over its trigger.
+fn sstables_due(listing: &str) -> bool {
+    const LEVEL1_BYTES: f64 = 10.0 * 1048576.0;
+    let mut files = [0usize; 7];
+    let mut bytes = [0u64; 7];
+    let mut level = 0;
+    for line in listing.lines() {
+        let line = line.trim();
+        if let Some(rest) = line.strip_prefix("--- level ") {
+            level = rest
+                .trim_end_matches(" ---")
+                .trim()
+                .parse::<usize>()
+                .unwrap_or(0)
+                .min(6);
+        } else if let Some((_, after)) = line.split_once(':') {
+            // " 12:2097152['a' @ 1 : 1 .. 'z' @ 9 : 1]": number, size, range.
+            let size = after.split('[').next().unwrap_or("").trim();
+            if let Ok(size) = size.parse::<u64>() {
+                files[level] += 1;
+                bytes[level] += size;
+            }
+        }
+    }
+    if files[0] >= 4 {
+        return true;
+    }
+    let mut target = LEVEL1_BYTES;
+    for &b in &bytes[1..6] {
+        if b as f64 >= target {
+            return true;
+        }
+        target *= 10.0;
+    }
+    false
+}
+
 static API: Api = Api {
     engine: "leveldb",
     close: leveldb_close,
@@ -117,6 +164,7 @@ static API: Api = Api {
     free: leveldb_free,
     flush,
     files_at_level: "leveldb.num-files-at-level{}",
+    idle,
 };
 
 /// The version of the linked library.
@@ -193,5 +241,23 @@ pub fn open(s: &EngineSettings, dir: &Path) -> Result<OpenEngine, BenchError> {
             },
         ];
         super::finish_open(&API, err, db, ro, wo, owned, dir, version(), settings)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sstables_due;
+
+    #[test]
+    fn due_levels_are_read_from_the_listing() {
+        let quiet = "--- level 0 ---\n 7:100['a' @ 1 : 1 .. 'b' @ 2 : 1]\n\
+                     --- level 1 ---\n 5:9000000['a' @ 1 : 1 .. 'z' @ 2 : 1]\n\
+                     --- level 2 ---\n 4:90000000['a:b' @ 1 : 1 .. 'z' @ 2 : 1]\n";
+        assert!(!sstables_due(quiet));
+        let l0 = "--- level 0 ---\n 1:1[]\n 2:1[]\n 3:1[]\n 4:1[]\n";
+        assert!(sstables_due(l0));
+        let l1 = "--- level 0 ---\n--- level 1 ---\n 5:6000000[]\n 6:6000000[]\n";
+        assert!(sstables_due(l1));
+        assert!(!sstables_due(""));
     }
 }

@@ -1,6 +1,6 @@
 //! RocksDB through `rocksdb/c.h` (Debian `librocksdb-dev`).
 
-use super::{c_path, Api, ErrPtr, FfiError, Handle, Owned};
+use super::{c_path, Api, ErrPtr, FfiError, Handle, Owned, PropertyReader};
 use crate::engine::{EngineSettings, OpenEngine};
 use crate::BenchError;
 use std::ffi::{c_char, c_int, c_uchar, c_void};
@@ -101,6 +101,18 @@ unsafe fn flush(api: &Api, db: Handle) -> Result<(), FfiError> {
     }
 }
 
+/// Idle when no flush or compaction runs and none is pending.
+fn idle(property: &PropertyReader<'_>) -> bool {
+    [
+        "rocksdb.num-running-flushes",
+        "rocksdb.num-running-compactions",
+        "rocksdb.mem-table-flush-pending",
+        "rocksdb.compaction-pending",
+    ]
+    .iter()
+    .all(|name| property(name).is_some_and(|v| v.trim() == "0"))
+}
+
 static API: Api = Api {
     engine: "rocksdb",
     close: rocksdb_close,
@@ -127,6 +139,7 @@ static API: Api = Api {
     free: rocksdb_free,
     flush,
     files_at_level: "rocksdb.num-files-at-level{}",
+    idle,
 };
 
 /// The version of the linked library (read from its header at build time).

@@ -74,7 +74,7 @@ pub fn pick(v: &Version, opts: &Options, busy: &[bool], pointers: &[Vec<u8>]) ->
             let files = v.levels.get(level)?;
             let next = v.levels.get(level + 1).map_or(&[][..], Vec::as_slice);
             let ptr = pointers.get(level).map_or(&[][..], Vec::as_slice);
-            choose_file(files, next, ptr).cloned().into_iter().collect()
+            choose_files(files, next, ptr)
         };
         if let Some(plan) = plan_for(v, opts, level, inputs) {
             return Some(plan);
@@ -101,6 +101,56 @@ pub fn choose_file<'a>(
     let spans: Vec<Span<'_>> = files.iter().map(|f| Span::of(f)).collect();
     let below: Vec<Span<'_>> = next.iter().map(|f| Span::of(f)).collect();
     files.get(least_overlap(&spans, &below, start)?)
+}
+
+/// Most tables one trivial move takes down (RocksDB moves up to 4 too): a
+/// run of neighbours that together overlap nothing below moves in one plan
+/// instead of one per pick, so the level drains before the next merge into
+/// it has to rewrite them; the bound keeps one move from emptying a level.
+const MAX_TABLES_PER_MOVE: usize = 4;
+
+/// The input tables of an Ln→Ln+1 compaction: [`choose_file`]'s table, and
+/// when it overlaps nothing in `next` (a move), its neighbours that extend
+/// the moved range without meeting a `next` table.
+pub fn choose_files(
+    files: &[Arc<FileMeta>],
+    next: &[Arc<FileMeta>],
+    ptr: &[u8],
+) -> Vec<Arc<FileMeta>> {
+    let Some(chosen) = choose_file(files, next, ptr) else {
+        return Vec::new();
+    };
+    let Some(at) = files.iter().position(|f| Arc::ptr_eq(f, chosen)) else {
+        return vec![chosen.clone()];
+    };
+    let spans: Vec<Span<'_>> = files.iter().map(|f| Span::of(f)).collect();
+    let below: Vec<Span<'_>> = next.iter().map(|f| Span::of(f)).collect();
+    files[move_run(&spans, &below, at)].to_vec()
+}
+
+/// The index range of `files` (sorted, disjoint) to take with `files[at]`:
+/// only `at` unless it overlaps nothing in `next`; then also the neighbours,
+/// right first, while the whole run still overlaps nothing in `next`, up
+/// to [`MAX_TABLES_PER_MOVE`].
+fn move_run(files: &[Span<'_>], next: &[Span<'_>], at: usize) -> std::ops::Range<usize> {
+    let clear = |lo: usize, hi: usize| {
+        let (Some(first), Some(last)) = (files.get(lo), files.get(hi)) else {
+            return false;
+        };
+        let from = next.partition_point(|n| n.hi < first.lo);
+        next.get(from).is_none_or(|n| n.lo > last.hi)
+    };
+    let (mut lo, mut hi) = (at, at);
+    if !clear(lo, hi) {
+        return at..at + 1;
+    }
+    while hi - lo + 1 < MAX_TABLES_PER_MOVE && hi + 1 < files.len() && clear(lo, hi + 1) {
+        hi += 1;
+    }
+    while hi - lo + 1 < MAX_TABLES_PER_MOVE && lo > 0 && clear(lo - 1, hi) {
+        lo -= 1;
+    }
+    lo..hi + 1
 }
 
 /// True when no two of `tables` share a user key, so they can sit side by
@@ -251,6 +301,29 @@ mod tests {
         let mut v = [span("a", "z", 1), span("d", "f", 1)];
         assert!(!spans_disjoint(&mut v));
         assert!(spans_disjoint(&mut [span("a", "a", 1)]));
+    }
+
+    #[test]
+    fn a_move_takes_neighbours_that_overlap_nothing_below() {
+        let files = [
+            span("a", "b", 1),
+            span("c", "d", 1),
+            span("e", "f", 1),
+            span("g", "h", 1),
+            span("i", "j", 1),
+            span("k", "l", 1),
+        ];
+        // Nothing below: the chosen table and three to its right.
+        assert_eq!(move_run(&files, &[], 1), 1..5);
+        // At the end of the level it grows to the left.
+        assert_eq!(move_run(&files, &[], 5), 2..6);
+        // A table below between "e-f" and "g-h" ("fz") stops the run there;
+        // one inside "i-j" too.
+        let next = [span("fz", "fz", 1), span("j", "j", 1)];
+        assert_eq!(move_run(&files, &next, 1), 0..3);
+        assert_eq!(move_run(&files, &next, 3), 3..4);
+        // A table that overlaps something below is merged alone.
+        assert_eq!(move_run(&files, &next, 4), 4..5);
     }
 
     #[test]

@@ -289,6 +289,37 @@ impl Db {
         }
     }
 
+    /// Waits until background work is done: no immutable memtable waits for
+    /// its flush, no compaction runs and the picker finds nothing to do
+    /// (RocksDB's `WaitForCompact`). The active memtable is not flushed.
+    /// Writers may go on meanwhile; then it returns once they pause long
+    /// enough for compaction to catch up.
+    pub fn wait_for_compactions(&self) -> Result<()> {
+        self.check_open()?;
+        let inner = &self.inner;
+        let idle_busy = vec![false; inner.opts.num_levels];
+        let mut st = inner.state.lock();
+        loop {
+            if let Some(e) = &st.bg_error {
+                return Err(Error::Poisoned(Arc::new(e.clone())));
+            }
+            if st.shutting_down {
+                return Err(Error::Closed);
+            }
+            if st.imm.is_empty() && !st.flushing && st.running_compactions == 0 {
+                let pointers: Vec<Vec<u8>> = (0..inner.opts.num_levels)
+                    .map(|l| st.versions.compact_pointer(l).to_vec())
+                    .collect();
+                let version = st.versions.current();
+                if picker::pick(&version, &inner.opts, &idle_busy, &pointers).is_none() {
+                    return Ok(());
+                }
+            }
+            inner.bg_cv.notify_all();
+            inner.done_cv.wait_for(&mut st, Duration::from_millis(50));
+        }
+    }
+
     /// Compacts every table holding keys in `range` down the levels, dropping
     /// overwritten versions and tombstones no snapshot needs.
     pub fn compact_range<K: AsRef<[u8]>, R: std::ops::RangeBounds<K>>(
