@@ -108,6 +108,15 @@ pub fn run_linear(
                 .all(|files| files.iter().all(|f| !f.overlaps(Some(uk), Some(uk))))
     };
     let mut dropper = Dropper::new(ctx.snapshots.clone(), is_bottom_for);
+    let grandparents = deeper
+        .first()
+        .map(|files| {
+            files
+                .iter()
+                .map(|f| (f.largest_user_key().to_vec(), f.size()))
+                .collect()
+        })
+        .unwrap_or_default();
     let mut outputs = Outputs::new(
         ctx.dir,
         ctx.fs.clone(),
@@ -115,7 +124,8 @@ pub fn run_linear(
         plan.target_file_size,
         ctx.new_file_number,
     )
-    .collect_keys(ctx.collect_keys);
+    .collect_keys(ctx.collect_keys)
+    .align_to(grandparents);
     let result = (|| -> Result<Vec<crate::version::FileDesc>> {
         merged.seek_to_first();
         while merged.valid() {

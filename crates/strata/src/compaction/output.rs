@@ -3,6 +3,14 @@
 //! A new table starts once the current one reaches the target size, but
 //! never between two versions of the same user key, so that deeper levels
 //! hold each user key in exactly one table.
+//!
+//! With [`Outputs::align_to`] (compactions into a level that has a level
+//! below it), a table past half the target is also cut where the keys leave
+//! a table of the level below (a *grandparent*), and any table is cut once
+//! it spans more than [`MAX_GRANDPARENT_OVERLAP`] targets of grandparent
+//! bytes. Output tables then end where the tables below end, so a later
+//! compaction of one of them into the level below rewrites about one
+//! grandparent instead of two or three, and leaves no small fragment.
 
 use crate::error::Result;
 use crate::filename::table_path;
@@ -12,6 +20,9 @@ use crate::types;
 use crate::version::FileDesc;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// Grandparent bytes, in target sizes, one output table may span.
+pub const MAX_GRANDPARENT_OVERLAP: u64 = 10;
 
 /// The table files written by one flush or compaction.
 pub struct Outputs<'a> {
@@ -28,6 +39,13 @@ pub struct Outputs<'a> {
     /// With `collect_keys`, the distinct user keys of each finished table.
     pub keys: Vec<Vec<Vec<u8>>>,
     pub bytes_written: u64,
+    /// Largest user key and size of each table of the level below the
+    /// output level, in key order (empty: no alignment).
+    grandparents: Vec<(Vec<u8>, u64)>,
+    /// First grandparent not entirely below the last key added.
+    grandparent: usize,
+    /// Bytes of the grandparents the current table's keys went past.
+    grandparent_overlap: u64,
 }
 
 impl<'a> Outputs<'a> {
@@ -51,7 +69,17 @@ impl<'a> Outputs<'a> {
             finished: Vec::new(),
             keys: Vec::new(),
             bytes_written: 0,
+            grandparents: Vec::new(),
+            grandparent: 0,
+            grandparent_overlap: 0,
         }
+    }
+
+    /// Aligns output tables to `grandparents`: (largest user key, size) of
+    /// each table of the level below the output level, in key order.
+    pub fn align_to(mut self, grandparents: Vec<(Vec<u8>, u64)>) -> Self {
+        self.grandparents = grandparents;
+        self
     }
 
     /// Also records the user keys of every table (for event listeners).
@@ -63,11 +91,30 @@ impl<'a> Outputs<'a> {
     /// Appends one entry; entries must arrive in internal-key order.
     pub fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
         let uk = types::user_key(ikey);
-        let cut = match &self.current {
-            Some((_, b)) => {
-                b.estimated_size() >= self.target_size && uk != self.last_user_key.as_slice()
+        let new_key = self.current.is_none() || uk != self.last_user_key.as_slice();
+        // This key lies past the end of a grandparent the current table reached.
+        let mut at_boundary = false;
+        if new_key {
+            while let Some((largest, size)) = self.grandparents.get(self.grandparent) {
+                if largest.as_slice() >= uk {
+                    break;
+                }
+                if self.current.is_some() {
+                    at_boundary = true;
+                    self.grandparent_overlap += size;
+                }
+                self.grandparent += 1;
             }
-            None => false,
+        }
+        let cut = match &self.current {
+            Some((_, b)) if new_key => {
+                let size = b.estimated_size();
+                size >= self.target_size
+                    || (at_boundary && size >= self.target_size / 2)
+                    || self.grandparent_overlap
+                        > self.target_size.saturating_mul(MAX_GRANDPARENT_OVERLAP)
+            }
+            _ => false,
         };
         if cut {
             self.finish_current()?;
@@ -89,6 +136,7 @@ impl<'a> Outputs<'a> {
     }
 
     fn finish_current(&mut self) -> Result<()> {
+        self.grandparent_overlap = 0;
         if let Some((id, b)) = self.current.take() {
             let props = b.finish()?;
             self.bytes_written += props.file_size;
@@ -122,5 +170,69 @@ impl<'a> Outputs<'a> {
         for f in &self.finished {
             let _ = self.fs.remove_file(&table_path(&self.dir, f.id));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::mem::MemFs;
+    use crate::types::{internal_key, ValueKind};
+
+    /// Writes keys k000..k099 (100 B values) and returns each output's
+    /// last user key.
+    fn cut(grandparents: Vec<(Vec<u8>, u64)>, target: u64) -> Vec<String> {
+        let fs: Arc<dyn FileSystem> = Arc::new(MemFs::new());
+        let mut n = 0;
+        let mut next = || {
+            n += 1;
+            n
+        };
+        let mut opts = TableOptions::from_options(&crate::Options::default());
+        opts.block_size = 256;
+        let mut out = Outputs::new(Path::new("/db"), fs.clone(), opts, target, &mut next)
+            .align_to(grandparents);
+        fs.create_dir_all(Path::new("/db")).expect("dir");
+        for i in 0..100 {
+            let k = format!("k{i:03}");
+            out.add(
+                &internal_key(k.as_bytes(), 1, ValueKind::Value as u8),
+                &[0u8; 100],
+            )
+            .expect("add");
+        }
+        out.finish()
+            .expect("finish")
+            .iter()
+            .map(|d| String::from_utf8_lossy(types::user_key(&d.largest)).into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn outputs_past_half_the_target_end_where_a_grandparent_ends() {
+        // 100 entries of ~110 B; a target of ~4 KiB holds ~35 of them.
+        let target = 4096;
+        let plain = cut(Vec::new(), target);
+        assert_eq!(plain.len(), 3, "{plain:?}");
+        // Grandparents end at k009, k029 and k059: k009 comes before half the
+        // target, so the first cut is at k029, then k059; past the last one
+        // the target alone cuts (35 entries).
+        let gp = |k: &str| (k.as_bytes().to_vec(), target);
+        let ends = cut(vec![gp("k009"), gp("k029"), gp("k059")], target);
+        assert_eq!(ends, ["k029", "k059", "k094", "k099"]);
+    }
+
+    #[test]
+    fn an_output_spanning_too_many_grandparent_bytes_is_cut() {
+        // Each grandparent covers one key and is as large as the target:
+        // after more than MAX_GRANDPARENT_OVERLAP of them the table ends,
+        // however small it is.
+        let target = 1 << 20;
+        let gps: Vec<(Vec<u8>, u64)> = (0..100)
+            .map(|i| (format!("k{i:03}").into_bytes(), target))
+            .collect();
+        let ends = cut(gps, target);
+        assert_eq!(ends.first().map(String::as_str), Some("k010"));
+        assert_eq!(ends.len(), 10);
     }
 }
