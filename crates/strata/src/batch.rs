@@ -3,21 +3,26 @@
 //!
 //! ```text
 //! batch   := sequence:u64 LE | count:u32 LE | entry*count
-//! entry   := kind:u8 | keyspace:varint | key_len:varint | key
+//! entry   := tag:u8 | [ keyspace:varint ]        -- only when tag & 0x80
+//!            key_len:varint | key
 //!            [ value_len:varint | value ]        -- only when kind = 1 (Value)
 //! ```
 //!
-//! `kind` is a [`ValueKind`] tag (0 delete, 1 value; 2 and 3 are reserved for
-//! merge operands and range tombstones and rejected). `keyspace` is always 0
-//! in this version (reserved for column families, DESIGN §6) and any other
-//! value is rejected. Entry `i` of a batch gets sequence number
-//! `sequence + i`.
+//! `tag & 0x7f` is a [`ValueKind`] (0 delete, 1 value; 2 and 3 are reserved
+//! for merge operands and range tombstones and rejected). Bit 0x80 says a
+//! keyspace id follows (reserved for column families, DESIGN §6): this
+//! version writes entries of the default keyspace without it, so they cost
+//! no byte for it, and rejects entries that carry one. Entry `i` of a batch
+//! gets sequence number `sequence + i`.
+//!
+//! WAL format 1 wrote every entry with a keyspace varint (always 0) after
+//! the kind; [`WriteBatch::decode_format`] still reads those records.
 //!
 //! Building a batch never fails; [`WriteBatch::validate`] checks the limits
 //! before anything is written. [`WriteBatch::decode`] checks everything and
 //! turns every malformation into `Error::Corruption`, never a panic.
 
-use crate::coding::{put_bytes, put_varint, Reader};
+use crate::coding::{put_bytes, Reader};
 use crate::error::{corrupt, Error, Result};
 use crate::types::{SeqNo, ValueKind, MAX_KEY_LEN, MAX_VALUE_LEN};
 use std::fmt;
@@ -25,8 +30,12 @@ use std::fmt;
 /// Length of the batch header: `u64 sequence + u32 count`.
 pub const HEADER_LEN: usize = 12;
 
-/// The keyspace id written for every entry by this version.
-const DEFAULT_KEYSPACE: u64 = 0;
+/// Tag bit: a keyspace id follows the tag.
+const KEYSPACE_FLAG: u8 = 0x80;
+
+/// The entry encoding of this version (WAL format 2 and later); format 1
+/// had a keyspace varint after every tag.
+pub const ENTRY_FORMAT: u32 = 2;
 
 /// An atomic group of puts and deletes, stored in its encoded form.
 ///
@@ -83,7 +92,6 @@ impl WriteBatch {
     pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
         let (key, value) = (key.as_ref(), value.as_ref());
         self.rep.push(ValueKind::Value as u8);
-        put_varint(&mut self.rep, DEFAULT_KEYSPACE);
         put_bytes(&mut self.rep, key);
         put_bytes(&mut self.rep, value);
         self.bump(key.len() + value.len());
@@ -93,7 +101,6 @@ impl WriteBatch {
     pub fn delete(&mut self, key: impl AsRef<[u8]>) {
         let key = key.as_ref();
         self.rep.push(ValueKind::Delete as u8);
-        put_varint(&mut self.rep, DEFAULT_KEYSPACE);
         put_bytes(&mut self.rep, key);
         self.bump(key.len());
     }
@@ -189,6 +196,47 @@ impl WriteBatch {
         &self.rep
     }
 
+    /// Decodes a WAL record payload written with entry format `format` (the
+    /// WAL file's format version): format 1 records are rewritten into the
+    /// current encoding, later ones decoded as they are.
+    pub fn decode_format(bytes: &[u8], format: u32) -> Result<WriteBatch> {
+        if format >= ENTRY_FORMAT {
+            return Self::decode(bytes);
+        }
+        let mut header = Reader::new(bytes);
+        let (Some(_), Some(count)) = (header.u64(), header.u32()) else {
+            return Self::decode(bytes);
+        };
+        // Copy each entry without its keyspace byte; the current decoder
+        // then checks the result (count, lengths, trailing bytes).
+        let mut r = Reader::new(bytes.get(HEADER_LEN..).unwrap_or(&[]));
+        let mut rep = bytes.get(..HEADER_LEN).unwrap_or(&[]).to_vec();
+        for _ in 0..count {
+            if r.is_empty() {
+                break;
+            }
+            let at = (HEADER_LEN + r.pos()) as u64;
+            let tag = r.u8().unwrap_or(u8::MAX);
+            let Some(kind) = ValueKind::from_u8(tag) else {
+                return Err(corrupt(at, format!("unknown write batch entry kind {tag}")));
+            };
+            if r.varint() != Some(0) {
+                return Err(corrupt(at, "format-1 write batch entry without keyspace 0"));
+            }
+            let entry_body = r.remaining();
+            let whole = r.len_prefixed().is_some()
+                && (kind == ValueKind::Delete || r.len_prefixed().is_some());
+            if !whole {
+                return Err(corrupt(at, "write batch entry truncated or bad length"));
+            }
+            let used = entry_body.len() - r.remaining().len();
+            rep.push(tag);
+            rep.extend_from_slice(entry_body.get(..used).unwrap_or(&[]));
+        }
+        rep.extend_from_slice(r.remaining());
+        Self::decode(&rep)
+    }
+
     /// Decodes a WAL record payload. Every malformation is an
     /// `Error::Corruption` with an offset into `bytes` and no file (the caller
     /// attaches it with [`Error::in_file`]).
@@ -263,18 +311,17 @@ fn parse_entry<'a>(r: &mut Reader<'a>) -> Result<BatchEntry<'a>> {
     let tag = r
         .u8()
         .ok_or_else(|| corrupt(start, "write batch entry truncated"))?;
-    let kind = ValueKind::from_u8(tag)
-        .ok_or_else(|| corrupt(start, format!("unknown write batch entry kind {tag}")))?;
-    let ks_at = at(r);
-    let keyspace = r
-        .varint()
-        .ok_or_else(|| corrupt(ks_at, "write batch entry truncated in keyspace id"))?;
-    if keyspace != DEFAULT_KEYSPACE {
+    if tag & KEYSPACE_FLAG != 0 {
+        let keyspace = r
+            .varint()
+            .map_or_else(|| "a truncated".to_string(), |k| k.to_string());
         return Err(corrupt(
-            ks_at,
-            format!("write batch entry has keyspace id {keyspace}, this version supports only 0"),
+            start,
+            format!("write batch entry has keyspace id {keyspace}; this version has only the default keyspace"),
         ));
     }
+    let kind = ValueKind::from_u8(tag)
+        .ok_or_else(|| corrupt(start, format!("unknown write batch entry kind {tag}")))?;
     let key_at = at(r);
     let key = r
         .len_prefixed()
@@ -380,9 +427,50 @@ mod tests {
         b.delete("x");
         b.set_sequence(5);
         let want: &[u8] = &[
-            5, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 1, 0, 1, b'k', 2, b'v', b'v', 0, 0, 1, b'x',
+            5, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 1, 1, b'k', 2, b'v', b'v', 0, 1, b'x',
         ];
         assert_eq!(b.encoded(), want);
+    }
+
+    #[test]
+    fn format_1_records_decode_into_the_current_encoding() {
+        // The same batch as above as WAL format 1 wrote it: a keyspace 0
+        // after every kind.
+        let v1: &[u8] = &[
+            5, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 1, 0, 1, b'k', 2, b'v', b'v', 0, 0, 1, b'x',
+        ];
+        let mut b = WriteBatch::new();
+        b.put("k", "vv");
+        b.delete("x");
+        b.set_sequence(5);
+        assert_eq!(WriteBatch::decode_format(v1, 1).expect("v1"), b);
+        assert_eq!(
+            WriteBatch::decode_format(b.encoded(), ENTRY_FORMAT).expect("v2"),
+            b
+        );
+        // Format-1 damage is still corruption: a keyspace other than 0, a
+        // truncated value, a count that does not match, trailing bytes.
+        let mut bad = v1.to_vec();
+        bad[13] = 1;
+        assert!(WriteBatch::decode_format(&bad, 1)
+            .expect_err("ks")
+            .is_corruption());
+        assert!(WriteBatch::decode_format(&v1[..v1.len() - 1], 1)
+            .expect_err("truncated")
+            .is_corruption());
+        let mut bad = v1.to_vec();
+        bad[8] = 3;
+        assert!(WriteBatch::decode_format(&bad, 1)
+            .expect_err("count")
+            .is_corruption());
+        let mut bad = v1.to_vec();
+        bad.push(9);
+        assert!(WriteBatch::decode_format(&bad, 1)
+            .expect_err("trailing")
+            .is_corruption());
+        assert!(WriteBatch::decode_format(&[1, 2], 1)
+            .expect_err("short")
+            .is_corruption());
     }
 
     #[test]
@@ -463,10 +551,10 @@ mod tests {
 
     #[test]
     fn decode_rejects_bad_tags_counts_and_keyspaces() {
-        for tag in [2u8, 3, 7, 0xff] {
+        for tag in [2u8, 3, 7, 0x7f] {
             let mut enc = WriteBatch::new().encoded().to_vec();
             enc[8] = 1;
-            enc.extend_from_slice(&[tag, 0, 1, b'k', 1, b'v']);
+            enc.extend_from_slice(&[tag, 1, b'k', 1, b'v']);
             let err = WriteBatch::decode(&enc).expect_err("bad tag");
             assert!(err.is_corruption());
             assert!(err.to_string().contains("kind"), "{err}");
@@ -479,12 +567,13 @@ mod tests {
         enc[8] = 0; // count smaller than the entries
         assert!(WriteBatch::decode(&enc).expect_err("count").is_corruption());
         let mut enc = b.encoded().to_vec();
-        enc[HEADER_LEN + 1] = 1; // keyspace 1
+        enc[HEADER_LEN] |= 0x80; // a keyspace id follows
+        enc.insert(HEADER_LEN + 1, 1);
         assert!(WriteBatch::decode(&enc)
             .expect_err("keyspace")
             .is_corruption());
         let mut enc = b.encoded().to_vec();
-        enc[HEADER_LEN + 2] = 0x80; // overlong / unterminated varint
+        enc[HEADER_LEN + 1] = 0x80; // overlong / unterminated varint
         assert!(WriteBatch::decode(&enc)
             .expect_err("varint")
             .is_corruption());

@@ -78,11 +78,14 @@ pub fn wal(data: &[u8]) -> usize {
     n
 }
 
-/// `WriteBatch::decode` and iteration of the entries.
+/// `WriteBatch::decode` and iteration of the entries, and the same input
+/// read as a WAL-format-1 batch (`decode_format(_, 1)`).
 pub fn batch(data: &[u8]) -> usize {
-    let Ok(b) = WriteBatch::decode(data) else {
-        return 0;
-    };
+    let legacy = WriteBatch::decode_format(data, 1).map_or(0, |b| entries(&b));
+    WriteBatch::decode(data).map_or(0, |b| entries(&b)) + legacy
+}
+
+fn entries(b: &WriteBatch) -> usize {
     let mut n = 0;
     for e in b.iter() {
         match e {

@@ -344,7 +344,8 @@ fn verify_wal(fs: &dyn FileSystem, path: &Path) -> Checked {
             wal::Reader::new(file, path.to_path_buf(), WalRecovery::AbsoluteConsistency);
         while let Some(rec) = reader.read_record()? {
             let at = reader.last_good_offset();
-            let batch = WriteBatch::decode(&rec).map_err(|e| e.in_file(path, at))?;
+            let batch = WriteBatch::decode_format(&rec, reader.format_version())
+                .map_err(|e| e.in_file(path, at))?;
             for entry in batch.iter() {
                 entry.map_err(|e| e.in_file(path, at))?;
             }

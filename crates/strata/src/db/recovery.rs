@@ -100,7 +100,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
             let Some(rec) = reader.read_record()? else {
                 break;
             };
-            let batch = match WriteBatch::decode(&rec) {
+            let batch = match WriteBatch::decode_format(&rec, reader.format_version()) {
                 Ok(b) => b,
                 Err(_) if opts.wal_recovery == WalRecovery::SkipAnyCorrupted => continue,
                 Err(e) => return Err(e.in_file(&path, start)),

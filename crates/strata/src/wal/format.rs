@@ -10,8 +10,10 @@ pub const HEADER_SIZE: usize = 7;
 /// header record.
 pub const WAL_MAGIC: u64 = u64::from_le_bytes(*b"STRATWAL");
 
-/// Version of the log format written by this build.
-pub const WAL_VERSION: u32 = 1;
+/// Version of the log format written by this build. Version 2 changed only
+/// the write-batch entries inside the records (no keyspace byte for the
+/// default keyspace, `batch.rs`); version-1 logs are still read.
+pub const WAL_VERSION: u32 = 2;
 
 /// Payload length of the header record: magic u64 + version u32 + log number u64.
 pub const FILE_HEADER_LEN: usize = 8 + 4 + 8;

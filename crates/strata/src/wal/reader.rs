@@ -67,6 +67,7 @@ pub struct Reader {
     pos: usize,
     header_checked: bool,
     log_number: Option<u64>,
+    version: u32,
     last_good: u64,
     dropped: Option<(u64, String)>,
     skipped: u64,
@@ -89,6 +90,7 @@ impl Reader {
             pos: 0,
             header_checked: false,
             log_number: None,
+            version: WAL_VERSION,
             last_good: 0,
             dropped: None,
             skipped: 0,
@@ -143,6 +145,13 @@ impl Reader {
     /// of damage between two good records, or before the end of the file).
     pub fn skipped_records(&self) -> u64 {
         self.skipped
+    }
+
+    /// The format version in the file's header (valid once a record was
+    /// read): how the records' write batches are encoded
+    /// ([`crate::WriteBatch::decode_format`]).
+    pub fn format_version(&self) -> u32 {
+        self.version
     }
 
     /// The log number in the file header, once it has been read.
@@ -267,6 +276,7 @@ impl Reader {
                     )));
                 }
                 self.log_number = get_u64(p, 12);
+                self.version = version;
                 self.pos = next;
                 self.last_good = next as u64;
                 Ok(true)
