@@ -114,7 +114,7 @@ pub struct RunResult {
     /// Time writers were stopped or slowed (strata only).
     pub stall_secs: Option<f64>,
     pub levels: Vec<Level>,
-    /// Seconds spent loading before the run (not measured).
+    /// Seconds spent loading before the run, settling included (not measured).
     pub load_secs: f64,
 }
 
@@ -564,7 +564,8 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
     // The window's own writes; then the compaction they left due and the
     // close are charged to the run too.
     let io_window = sys::proc_io();
-    let settle_secs = if spec.settle && meter.written + writer_ops.unwrap_or(0) > 0 {
+    let wrote = meter.written > 0 || writer_ops.is_some_and(|n| n > 0);
+    let settle_secs = if spec.settle && wrote {
         let t = Instant::now();
         store.wait_for_compactions()?;
         Some(t.elapsed().as_secs_f64())

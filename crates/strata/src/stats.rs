@@ -23,6 +23,7 @@ pub struct Stats {
     pub compaction_micros: AtomicU64,
     pub compaction_bytes_read: AtomicU64,
     pub compaction_bytes_written: AtomicU64,
+    /// Trivial-move plans (each moves one or more tables).
     pub trivial_moves: AtomicU64,
     pub compaction_written_by_level: [AtomicU64; MAX_LEVELS],
     pub compaction_read_by_level: [AtomicU64; MAX_LEVELS],

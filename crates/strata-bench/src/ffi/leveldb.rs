@@ -93,12 +93,16 @@ unsafe fn flush(_api: &Api, db: Handle) -> Result<(), FfiError> {
 
 /// Idle when no level is due for compaction by LevelDB's own scores (1.23:
 /// level 0 at 4 tables, level 1 at 10 MiB, ×10 per level, levels 0–5
-/// scored), read from the `leveldb.sstables` listing. LevelDB exposes no
-/// running-compaction count, but a compaction keeps its input level due
-/// until it installs, so a listing with nothing due means none runs
-/// (seek-triggered compactions aside: the benchmark settles after writes).
-fn idle(property: &PropertyReader<'_>) -> bool {
-    property("leveldb.sstables").is_some_and(|listing| !sstables_due(&listing))
+/// scored), read from the `leveldb.sstables` listing, which is also the
+/// state returned. LevelDB exposes no running-work counts: a compaction
+/// keeps its level due until it installs, but a memtable flush shows only
+/// once its table is installed, so the caller wants the listing unchanged
+/// for longer than a flush takes (`quiet_looks`). Seek-triggered
+/// compactions are not visible (the benchmark settles after writes).
+fn idle(property: &PropertyReader<'_>) -> Result<Option<String>, String> {
+    let listing = property("leveldb.sstables")
+        .ok_or_else(|| "property leveldb.sstables unavailable".to_string())?;
+    Ok((!sstables_due(&listing)).then_some(listing))
 }
 
 /// True if the `leveldb.sstables` listing shows a level over its trigger.
@@ -165,6 +169,9 @@ static API: Api = Api {
     flush,
     files_at_level: "leveldb.num-files-at-level{}",
     idle,
+    // 1.6 s for a 64 MiB memtable (a flush of it takes well under that
+    // here), down to 2 looks for small ones.
+    quiet_looks: |write_buffer| (write_buffer >> 20).div_ceil(2).clamp(2, 40) as u32,
 };
 
 /// The version of the linked library.
@@ -240,7 +247,18 @@ pub fn open(s: &EngineSettings, dir: &Path) -> Result<OpenEngine, BenchError> {
                 destroy: leveldb_filterpolicy_destroy,
             },
         ];
-        super::finish_open(&API, err, db, ro, wo, owned, dir, version(), settings)
+        super::finish_open(
+            &API,
+            err,
+            db,
+            ro,
+            wo,
+            owned,
+            dir,
+            version(),
+            settings,
+            s.write_buffer_size,
+        )
     }
 }
 

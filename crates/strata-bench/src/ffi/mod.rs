@@ -90,9 +90,16 @@ pub struct Api {
     pub flush: unsafe fn(&Api, Handle) -> Result<(), FfiError>,
     /// The property that gives the table count of level N (`{}` = N).
     pub files_at_level: &'static str,
-    /// True when no flush or compaction runs or is due, judged from the
-    /// engine's properties (the argument reads one).
-    pub idle: fn(&PropertyReader<'_>) -> bool,
+    /// Judges from the engine's properties (the argument reads one) whether
+    /// background work runs or is due: `Ok(Some(state))` when none is
+    /// visible, with a text that changes whenever the tree does; `Ok(None)`
+    /// while some is; `Err` when the engine reports a background error.
+    pub idle: fn(&PropertyReader<'_>) -> Result<Option<String>, String>,
+    /// Consecutive looks, 50 ms apart, that must find the same idle state,
+    /// given the memtable size: long enough to outlast work the properties
+    /// cannot show (LevelDB's listing shows a memtable flush only once its
+    /// table is installed).
+    pub quiet_looks: fn(usize) -> u32,
 }
 
 /// Reads one property of an open database (`None` if the engine lacks it).
@@ -137,6 +144,7 @@ pub unsafe fn finish_open(
     dir: &Path,
     version: String,
     settings: String,
+    write_buffer_size: usize,
 ) -> Result<crate::engine::OpenEngine, crate::BenchError> {
     // SAFETY: guaranteed by the caller.
     let opened = unsafe { api.check(err) }.and_then(|()| {
@@ -158,7 +166,8 @@ pub unsafe fn finish_open(
     }
     let name = format!("{version} ({settings})");
     // SAFETY: guaranteed by the caller; `db` is open and non-null.
-    let store = unsafe { CStore::new(api, db, ro, wo, owned, dir, name) };
+    let mut store = unsafe { CStore::new(api, db, ro, wo, owned, dir, name) };
+    store.quiet_looks = (api.quiet_looks)(write_buffer_size);
     Ok(crate::engine::OpenEngine {
         store: Box::new(store),
         version,
@@ -183,6 +192,8 @@ pub struct CStore {
     path: PathBuf,
     closed: AtomicBool,
     name: String,
+    /// See [`Api::quiet_looks`].
+    quiet_looks: u32,
 }
 
 // SAFETY: RocksDB's and LevelDB's `DB` objects are documented thread-safe
@@ -232,6 +243,7 @@ impl CStore {
             path: path.to_path_buf(),
             closed: AtomicBool::new(false),
             name,
+            quiet_looks: 2,
         }
     }
 
@@ -525,15 +537,36 @@ impl KvStore for CStore {
 
     fn wait_for_compactions(&self) -> strata::Result<()> {
         // Neither C API can block on background work (RocksDB 7.8 predates
-        // `WaitForCompact`), so poll until two looks 50 ms apart find the
-        // engine idle.
-        let mut idle_looks = 0;
-        while idle_looks < 2 {
+        // `WaitForCompact`), so poll until `quiet_looks` looks in a row find
+        // the same idle state; give up after SETTLE_LIMIT.
+        const SETTLE_LIMIT: std::time::Duration = std::time::Duration::from_secs(600);
+        let started = std::time::Instant::now();
+        let mut last: Option<String> = None;
+        let mut quiet = 0;
+        while quiet < self.quiet_looks {
             self.live()?;
-            if (self.api.idle)(&|name| self.property(name)) {
-                idle_looks += 1;
-            } else {
-                idle_looks = 0;
+            let failed = |m: String| {
+                self.err(FfiError::Engine {
+                    engine: self.api.engine,
+                    message: m,
+                })
+            };
+            match (self.api.idle)(&|name| self.property(name)).map_err(failed)? {
+                Some(state) if last.as_ref() == Some(&state) => quiet += 1,
+                Some(state) => {
+                    last = Some(state);
+                    quiet = 1;
+                }
+                None => {
+                    last = None;
+                    quiet = 0;
+                }
+            }
+            if started.elapsed() > SETTLE_LIMIT {
+                return Err(failed(format!(
+                    "background work still running after {} s",
+                    SETTLE_LIMIT.as_secs()
+                )));
             }
             std::thread::sleep(std::time::Duration::from_millis(50));
         }

@@ -101,16 +101,29 @@ unsafe fn flush(api: &Api, db: Handle) -> Result<(), FfiError> {
     }
 }
 
-/// Idle when no flush or compaction runs and none is pending.
-fn idle(property: &PropertyReader<'_>) -> bool {
-    [
+/// Idle when no flush or compaction runs and none is pending; a recorded
+/// background error is an error (RocksDB would stay "pending" forever).
+fn idle(property: &PropertyReader<'_>) -> Result<Option<String>, String> {
+    let number = |name: &str| {
+        property(name)
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .ok_or_else(|| format!("property {name} unavailable"))
+    };
+    let errors = number("rocksdb.background-errors")?;
+    if errors > 0 {
+        return Err(format!("{errors} background error(s) reported"));
+    }
+    for name in [
         "rocksdb.num-running-flushes",
         "rocksdb.num-running-compactions",
         "rocksdb.mem-table-flush-pending",
         "rocksdb.compaction-pending",
-    ]
-    .iter()
-    .all(|name| property(name).is_some_and(|v| v.trim() == "0"))
+    ] {
+        if number(name)? > 0 {
+            return Ok(None);
+        }
+    }
+    Ok(Some(String::new()))
 }
 
 static API: Api = Api {
@@ -140,6 +153,7 @@ static API: Api = Api {
     flush,
     files_at_level: "rocksdb.num-files-at-level{}",
     idle,
+    quiet_looks: |_| 2,
 };
 
 /// The version of the linked library (read from its header at build time).
@@ -239,6 +253,17 @@ pub fn open(s: &EngineSettings, dir: &Path) -> Result<OpenEngine, BenchError> {
                 destroy: rocksdb_cache_destroy,
             },
         ];
-        super::finish_open(&API, err, db, ro, wo, owned, dir, version(), settings)
+        super::finish_open(
+            &API,
+            err,
+            db,
+            ro,
+            wo,
+            owned,
+            dir,
+            version(),
+            settings,
+            s.write_buffer_size,
+        )
     }
 }

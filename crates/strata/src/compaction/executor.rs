@@ -108,15 +108,23 @@ pub fn run_linear(
                 .all(|files| files.iter().all(|f| !f.overlaps(Some(uk), Some(uk))))
     };
     let mut dropper = Dropper::new(ctx.snapshots.clone(), is_bottom_for);
-    let grandparents = deeper
-        .first()
-        .map(|files| {
-            files
-                .iter()
-                .map(|f| (f.largest_user_key().to_vec(), f.size()))
-                .collect()
-        })
-        .unwrap_or_default();
+    // Only the grandparents the outputs can reach (the whole key range of
+    // the inputs); the level below may hold thousands of tables.
+    let lo = inputs
+        .iter()
+        .chain(&next)
+        .map(|f| f.smallest_user_key())
+        .min();
+    let hi = inputs
+        .iter()
+        .chain(&next)
+        .map(|f| f.largest_user_key())
+        .max();
+    let grandparents = version
+        .overlapping(plan.output_level + 1, lo, hi)
+        .iter()
+        .map(|f| (f.largest_user_key().to_vec(), f.size()))
+        .collect();
     let mut outputs = Outputs::new(
         ctx.dir,
         ctx.fs.clone(),

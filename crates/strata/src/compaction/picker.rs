@@ -9,8 +9,9 @@
 //! with the least overlap below it per byte ([`choose_file`]), with the
 //! overlapping Ln+1 tables.
 //! Tables with nothing below them to merge with, and no user key shared
-//! between them, are moved, not rewritten (one table of Ln; any number of
-//! L0 tables a sequential load wrote side by side).
+//! between them, are moved, not rewritten (a run of up to
+//! [`MAX_TABLES_PER_MOVE`] neighbouring tables of Ln, [`choose_files`]; any
+//! number of L0 tables a sequential load wrote side by side).
 
 use super::{Plan, PlanKind};
 use crate::options::Options;

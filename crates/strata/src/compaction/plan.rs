@@ -12,7 +12,7 @@ use crate::error::{corrupt, Result};
 /// How a plan is carried out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PlanKind {
-    /// Re-link one file to the next level without rewriting it.
+    /// Re-link the input files to the next level without rewriting them.
     Move = 0,
     /// Merge inputs into new tables.
     Merge = 1,
