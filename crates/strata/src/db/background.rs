@@ -8,7 +8,7 @@ use crate::compaction::executor::{run_linear, Context};
 use crate::compaction::filter::Dropper;
 use crate::compaction::output::Outputs;
 use crate::compaction::{picker, Plan, PlanKind};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::filename::{self, FileKind};
 use crate::memtable::MemTable;
 use crate::stats::Stats;
@@ -31,9 +31,7 @@ pub(crate) fn run(inner: &Inner) {
                 st = flush_one(inner, st);
                 continue;
             }
-            let pointers: Vec<Vec<u8>> = (0..inner.opts.num_levels)
-                .map(|l| st.versions.compact_pointer(l).to_vec())
-                .collect();
+            let pointers = st.compact_pointers(inner.opts.num_levels);
             let version = st.versions.current();
             if let Some(plan) = picker::pick(&version, &inner.opts, &st.busy, &pointers) {
                 st = compact(inner, st, plan, version);
@@ -275,15 +273,10 @@ impl Db {
         inner.submit(crate::batch::WriteBatch::new(), false, true)?;
         let mut st = inner.state.lock();
         loop {
-            if let Some(e) = &st.bg_error {
-                return Err(Error::Poisoned(Arc::new(e.clone())));
-            }
-            if st.imm.is_empty() {
+            if st.bg_error.is_none() && st.imm.is_empty() {
                 return Ok(());
             }
-            if st.shutting_down {
-                return Err(Error::Closed);
-            }
+            st.check_usable()?;
             inner.bg_cv.notify_all();
             inner.done_cv.wait_for(&mut st, Duration::from_millis(50));
         }
@@ -300,16 +293,9 @@ impl Db {
         let idle_busy = vec![false; inner.opts.num_levels];
         let mut st = inner.state.lock();
         loop {
-            if let Some(e) = &st.bg_error {
-                return Err(Error::Poisoned(Arc::new(e.clone())));
-            }
-            if st.shutting_down {
-                return Err(Error::Closed);
-            }
+            st.check_usable()?;
             if st.imm.is_empty() && !st.flushing && st.running_compactions == 0 {
-                let pointers: Vec<Vec<u8>> = (0..inner.opts.num_levels)
-                    .map(|l| st.versions.compact_pointer(l).to_vec())
-                    .collect();
+                let pointers = st.compact_pointers(inner.opts.num_levels);
                 let version = st.versions.current();
                 if picker::pick(&version, &inner.opts, &idle_busy, &pointers).is_none() {
                     return Ok(());
@@ -340,23 +326,16 @@ impl Db {
             while st.busy.get(level).copied().unwrap_or(false)
                 || st.busy.get(level + 1).copied().unwrap_or(false)
             {
-                if let Some(e) = &st.bg_error {
-                    return Err(Error::Poisoned(Arc::new(e.clone())));
-                }
+                st.check_usable()?;
                 inner.done_cv.wait_for(&mut st, Duration::from_millis(50));
             }
-            if let Some(e) = &st.bg_error {
-                return Err(Error::Poisoned(Arc::new(e.clone())));
-            }
+            st.check_usable()?;
             let version = st.versions.current();
             // One plan takes every overlapping table of the level.
             if let Some(plan) =
                 picker::pick_range(&version, &inner.opts, level, lo.as_deref(), hi.as_deref())
             {
-                let st = compact(inner, st, plan, version);
-                if let Some(e) = &st.bg_error {
-                    return Err(Error::Poisoned(Arc::new(e.clone())));
-                }
+                compact(inner, st, plan, version).check_usable()?;
             }
         }
         Ok(())

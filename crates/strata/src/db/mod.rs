@@ -57,6 +57,27 @@ pub(crate) struct State {
     pub compaction_debt: u64,
 }
 
+impl State {
+    /// `Err` once a background error poisoned the database or it is closing:
+    /// the check every writer and waiter makes before going on.
+    pub fn check_usable(&self) -> Result<()> {
+        if let Some(e) = &self.bg_error {
+            return Err(Error::Poisoned(Arc::new(e.clone())));
+        }
+        if self.shutting_down {
+            return Err(Error::Closed);
+        }
+        Ok(())
+    }
+
+    /// The round-robin compaction pointer of every level, as the picker takes them.
+    pub fn compact_pointers(&self, num_levels: usize) -> Vec<Vec<u8>> {
+        (0..num_levels)
+            .map(|l| self.versions.compact_pointer(l).to_vec())
+            .collect()
+    }
+}
+
 /// The WAL writer and the memtable it feeds; only the write leader uses it.
 pub(crate) struct LogState {
     pub writer: wal::Writer,

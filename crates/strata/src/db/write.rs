@@ -195,12 +195,7 @@ impl Inner {
         let mut allow_delay = !force_switch;
         let mut st = self.state.lock();
         loop {
-            if let Some(e) = &st.bg_error {
-                return Err(Error::Poisoned(Arc::new(e.clone())));
-            }
-            if st.shutting_down {
-                return Err(Error::Closed);
-            }
+            st.check_usable()?;
             let l0 = st.versions.current().level_files(0);
             if allow_delay
                 && (l0 >= self.opts.level0_slowdown_writes_trigger
