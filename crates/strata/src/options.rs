@@ -109,8 +109,10 @@ pub struct Options {
     pub max_bytes_for_level_multiplier: u64,
     /// Number of levels including L0. Default 7.
     pub num_levels: usize,
-    /// Size at which compaction output tables are cut (RocksDB
-    /// `target_file_size_base`). Default 64 MiB.
+    /// Size near which compaction output tables are cut (RocksDB
+    /// `target_file_size_base`): from about half of it where a table of the
+    /// level below ends, up to twice it to reach such an end (see
+    /// `compaction::output`). Default 64 MiB.
     pub target_file_size: u64,
     /// Uncompressed size of a data block. Default 4 KiB.
     pub block_size: usize,

@@ -1,8 +1,9 @@
 //! Cuts a sorted stream of kept entries into table files.
 //!
-//! A new table starts once the current one reaches the target size, but
-//! never between two versions of the same user key, so that deeper levels
-//! hold each user key in exactly one table.
+//! A new table starts near the target size (exactly there for flushes and
+//! the last level; see below for the others), but never between two
+//! versions of the same user key, so that deeper levels hold each user key
+//! in exactly one table.
 //!
 //! With [`Outputs::align_to`] (compactions into a level that has a level
 //! below it), a table past about half the target is also cut where the keys
@@ -159,7 +160,7 @@ impl<'a> Outputs<'a> {
     /// towards the target before it is cut.
     fn boundary_cut_size(&self) -> u64 {
         let percent = (50 + 5 * self.boundaries_crossed).min(90);
-        self.target_size / 100 * percent
+        self.target_size.saturating_mul(percent) / 100
     }
 
     fn finish_current(&mut self) -> Result<()> {
@@ -264,6 +265,20 @@ mod tests {
         assert_eq!(ends.len(), 2, "{ends:?}");
         let first: u32 = ends[0][1..].parse().expect("key number");
         assert!((60..80).contains(&first), "{ends:?}");
+    }
+
+    #[test]
+    fn the_share_of_the_target_that_allows_a_cut_rises_with_each_end_passed() {
+        let target = 4096;
+        // A grandparent ends every 5 keys. A flat half-target rule would cut
+        // at the first end past ~18 entries (k019); passing one end after
+        // another raises the bar, so the first table runs further.
+        let gps: Vec<(Vec<u8>, u64)> = (0..20)
+            .map(|i| (format!("k{:03}", i * 5 + 4).into_bytes(), target))
+            .collect();
+        let ends = cut(gps, target);
+        let first: u32 = ends[0][1..].parse().expect("key number");
+        assert!(first > 19 && first % 5 == 4, "{ends:?}");
     }
 
     #[test]

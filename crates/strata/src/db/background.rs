@@ -273,6 +273,8 @@ impl Db {
         inner.submit(crate::batch::WriteBatch::new(), false, true)?;
         let mut st = inner.state.lock();
         loop {
+            // A background error wins; otherwise an empty queue is success
+            // even while closing.
             if st.bg_error.is_none() && st.imm.is_empty() {
                 return Ok(());
             }

@@ -58,8 +58,9 @@ pub(crate) struct State {
 }
 
 impl State {
-    /// `Err` once a background error poisoned the database or it is closing:
-    /// the check every writer and waiter makes before going on.
+    /// `Err` once a background error poisoned the database (`Poisoned`) or
+    /// it is closing (`Closed`): what writers and waiters check before going
+    /// on (`flush` first returns `Ok` if nothing is left to flush).
     pub fn check_usable(&self) -> Result<()> {
         if let Some(e) = &self.bg_error {
             return Err(Error::Poisoned(Arc::new(e.clone())));
