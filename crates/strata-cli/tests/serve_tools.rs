@@ -2,7 +2,9 @@
 //! `--pipe` and `--scan`), `redis-benchmark`, SIGTERM shutdown and restart,
 //! and three servers behind twemproxy (`nutcracker`, ketama distribution).
 //! Everything runs on free loopback ports; a missing tool (Debian packages
-//! `redis-tools`, `nutcracker`) skips that part with a note.
+//! `redis-tools`, `nutcracker`) skips that part with a note, unless
+//! `STRATA_REQUIRE_TOOLS=1` (set by `.ci/run`): then it fails the test, since
+//! these are the only SIGTERM-restart, INCR-atomicity and sharding checks.
 
 use std::io::Write;
 use std::path::Path;
@@ -16,6 +18,20 @@ fn have(tool: &str) -> bool {
         .stderr(Stdio::null())
         .status()
         .is_ok()
+}
+
+/// True when `tool` runs; otherwise panics if `STRATA_REQUIRE_TOOLS=1`, or
+/// notes the skip of `what` on stderr.
+fn require(tool: &str, package: &str, what: &str) -> bool {
+    if have(tool) {
+        return true;
+    }
+    assert!(
+        std::env::var("STRATA_REQUIRE_TOOLS").as_deref() != Ok("1"),
+        "STRATA_REQUIRE_TOOLS=1 and `{tool}` is missing ({what}): apt-get install {package}"
+    );
+    eprintln!("note: {tool} not found (apt-get install {package}); skipping {what}");
+    false
 }
 
 fn free_port() -> u16 {
@@ -130,8 +146,7 @@ fn sigterm(p: &mut Proc) {
 
 #[test]
 fn redis_cli_and_benchmark() {
-    if !have("redis-cli") {
-        eprintln!("note: redis-cli not found (apt-get install redis-tools); skipping");
+    if !require("redis-cli", "redis-tools", "the redis-cli and SIGTERM checks") {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");
@@ -168,7 +183,7 @@ fn redis_cli_and_benchmark() {
     assert_eq!(keys.lines().count(), 1000);
     assert_eq!(cli(port, &["dbsize"]), "1004");
 
-    if have("redis-benchmark") {
+    if require("redis-benchmark", "redis-tools", "the benchmark and INCR check") {
         let out = Command::new("redis-benchmark")
             .args(["-h", "127.0.0.1", "-p", &port.to_string()])
             .args([
@@ -195,8 +210,6 @@ fn redis_cli_and_benchmark() {
         }
         // Every INCR of the benchmark landed on its one counter.
         assert_eq!(cli(port, &["get", "counter:__rand_int__"]), "5000");
-    } else {
-        eprintln!("note: redis-benchmark not found; skipping the benchmark run");
     }
 
     // SIGTERM: a clean exit, and everything acknowledged is there after a restart.
@@ -211,8 +224,9 @@ fn redis_cli_and_benchmark() {
 
 #[test]
 fn three_servers_behind_twemproxy() {
-    if !have("redis-cli") || !have("nutcracker") {
-        eprintln!("note: redis-cli or nutcracker not found (apt-get install redis-tools nutcracker); skipping");
+    if !require("redis-cli", "redis-tools", "the twemproxy sharding check")
+        || !require("nutcracker", "nutcracker", "the twemproxy sharding check")
+    {
         return;
     }
     let tmp = tempfile::tempdir().expect("tempdir");

@@ -1,7 +1,8 @@
 //! Compiles `examples/c/basic.c` and `examples/cpp/raii.cpp` against the
 //! built library with the machine's `cc`/`c++`, runs them, and runs them
 //! under valgrind (zero leaks, zero invalid accesses). A missing compiler
-//! or valgrind skips that part with a note.
+//! or valgrind skips that part with a note, unless `STRATA_REQUIRE_TOOLS=1`
+//! (set by `.ci/run`): then it fails the test.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -33,6 +34,20 @@ fn have(tool: &str) -> bool {
         .output()
         .map(|o| o.status.success())
         .unwrap_or(false)
+}
+
+/// True when `tool` runs; otherwise panics if `STRATA_REQUIRE_TOOLS=1`, or
+/// notes the skip of `what` on stderr.
+fn require(tool: &str, what: &str) -> bool {
+    if have(tool) {
+        return true;
+    }
+    assert!(
+        std::env::var("STRATA_REQUIRE_TOOLS").as_deref() != Ok("1"),
+        "STRATA_REQUIRE_TOOLS=1 and `{tool}` is missing ({what}): install it (see .ci/run)"
+    );
+    eprintln!("note: {tool} not found; skipping {what}");
+    false
 }
 
 fn run(cmd: &mut Command) -> String {
@@ -86,8 +101,7 @@ fn compile(compiler: &str, std: &str, src: &str, out: &Path, static_link: bool) 
 }
 
 fn check_example(compiler: &str, std: &str, src: &str) {
-    if !have(compiler) {
-        eprintln!("note: {compiler} not found; skipping {src}");
+    if !require(compiler, src) {
         return;
     }
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -98,8 +112,7 @@ fn check_example(compiler: &str, std: &str, src: &str) {
         assert!(out.contains("all checks passed"), "{out}");
     }
     // Under valgrind, dynamically linked, on a fresh directory.
-    if !have("valgrind") {
-        eprintln!("note: valgrind not found; skipping the memory check of {src}");
+    if !require("valgrind", &format!("the memory check of {src}")) {
         return;
     }
     let exe = compile(compiler, std, src, tmp.path(), false);

@@ -8,8 +8,10 @@ mod common;
 
 use common::{open, tiny_options};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use strata::io::{FileLock, FileSystem, RandomAccessFile, SequentialFile, WritableFile};
 use strata::{Db, ReadOptions, WriteBatch, WriteOptions};
 
 const fn assert_send_sync<T: Send + Sync>() {}
@@ -207,33 +209,146 @@ fn readers_never_see_torn_batches_or_counters_going_back() {
     assert!(s.flush_count > 0, "tiny options must flush: {s:?}");
 }
 
+/// Holds the first WAL sync until released, so writers queue behind its
+/// group-commit leader.
+#[derive(Debug, Default)]
+struct Gate {
+    armed: AtomicBool,
+    released: Mutex<bool>,
+    cv: Condvar,
+    entered: AtomicBool,
+}
+
+#[derive(Debug)]
+struct GatedFs {
+    inner: Arc<dyn FileSystem>,
+    gate: Arc<Gate>,
+}
+
+struct GatedWal {
+    inner: Box<dyn WritableFile>,
+    gate: Arc<Gate>,
+}
+
+impl WritableFile for GatedWal {
+    fn append(&mut self, data: &[u8]) -> strata::Result<()> {
+        self.inner.append(data)
+    }
+    fn flush(&mut self) -> strata::Result<()> {
+        self.inner.flush()
+    }
+    fn sync(&mut self) -> strata::Result<()> {
+        if !self.gate.armed.load(Ordering::Acquire) {
+            return self.inner.sync();
+        }
+        self.gate.entered.store(true, Ordering::Release);
+        let mut released = self.gate.released.lock().expect("gate");
+        while !*released {
+            released = self.gate.cv.wait(released).expect("gate");
+        }
+        drop(released);
+        self.inner.sync()
+    }
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+}
+
+impl FileSystem for GatedFs {
+    fn create_dir_all(&self, path: &Path) -> strata::Result<()> {
+        self.inner.create_dir_all(path)
+    }
+    fn create(&self, path: &Path) -> strata::Result<Box<dyn WritableFile>> {
+        let f = self.inner.create(path)?;
+        if path.extension().is_some_and(|e| e == "wal") {
+            return Ok(Box::new(GatedWal {
+                inner: f,
+                gate: self.gate.clone(),
+            }));
+        }
+        Ok(f)
+    }
+    fn open_random(&self, path: &Path) -> strata::Result<Arc<dyn RandomAccessFile>> {
+        self.inner.open_random(path)
+    }
+    fn open_sequential(&self, path: &Path) -> strata::Result<Box<dyn SequentialFile>> {
+        self.inner.open_sequential(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> strata::Result<()> {
+        self.inner.rename(from, to)
+    }
+    fn remove_file(&self, path: &Path) -> strata::Result<()> {
+        self.inner.remove_file(path)
+    }
+    fn list_dir(&self, path: &Path) -> strata::Result<Vec<String>> {
+        self.inner.list_dir(path)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        self.inner.exists(path)
+    }
+    fn file_size(&self, path: &Path) -> strata::Result<u64> {
+        self.inner.file_size(path)
+    }
+    fn sync_dir(&self, path: &Path) -> strata::Result<()> {
+        self.inner.sync_dir(path)
+    }
+    fn lock(&self, path: &Path) -> strata::Result<Box<dyn FileLock>> {
+        self.inner.lock(path)
+    }
+}
+
 #[test]
 fn concurrent_sync_puts_are_all_readable() {
     const THREADS: usize = 8;
     const PER_THREAD: usize = 25;
     let dir = tempfile::tempdir().expect("tempdir");
-    let db = Arc::new(open(dir.path(), tiny_options()));
-    let threads: Vec<_> = (0..THREADS)
-        .map(|t| {
-            let db = db.clone();
-            std::thread::spawn(move || {
-                for i in 0..PER_THREAD {
-                    let mut b = WriteBatch::new();
-                    b.put(format!("t{t}/{i:03}"), format!("v{t}.{i}"));
-                    db.write(b, &WriteOptions { sync: true }).expect("sync put");
-                }
-            })
+    // The first synced write's leader is held in its WAL sync (its group is
+    // that one write) while the other threads queue their first writes
+    // behind it: once released, the next leader must commit the queued
+    // writes as one group. Group commit merging nothing fails the test.
+    let gate = Arc::new(Gate::default());
+    let fs = Arc::new(GatedFs {
+        inner: Arc::new(strata::io::PosixFs),
+        gate: gate.clone(),
+    });
+    let db = Arc::new(open(dir.path(), tiny_options().fs(fs)));
+    gate.armed.store(true, Ordering::Release);
+    let started = Arc::new(AtomicUsize::new(0));
+    let writer = |t: usize| {
+        let (db, started) = (db.clone(), started.clone());
+        std::thread::spawn(move || {
+            started.fetch_add(1, Ordering::AcqRel);
+            for i in 0..PER_THREAD {
+                let mut b = WriteBatch::new();
+                b.put(format!("t{t}/{i:03}"), format!("v{t}.{i}"));
+                db.write(b, &WriteOptions { sync: true }).expect("sync put");
+            }
         })
-        .collect();
+    };
+    let mut threads = vec![writer(0)];
+    while !gate.entered.load(Ordering::Acquire) {
+        std::thread::yield_now();
+    }
+    threads.extend((1..THREADS).map(writer));
+    while started.load(Ordering::Acquire) < THREADS {
+        std::thread::yield_now();
+    }
+    // Give the started writers time to reach the queue (no assertion on
+    // time: a slow machine merges fewer of them, and any two suffice).
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    *gate.released.lock().expect("gate") = true;
+    gate.cv.notify_all();
     for t in threads {
         t.join().expect("writer thread");
     }
     let total = (THREADS * PER_THREAD) as u64;
     let s = db.stats();
     assert_eq!(s.user_writes, total);
-    // Group commit may merge writers; it never makes more groups than writes.
-    assert!(s.write_groups >= 1 && s.write_groups <= total, "{s:?}");
-    assert!(s.wal_syncs >= 1, "{s:?}");
+    // Writers queued behind a leader are committed together: fewer groups
+    // than writes, and every group (all its writes ask for sync) is synced.
+    assert!(s.write_groups < total, "no write was group-committed: {s:?}");
+    assert!(s.write_groups >= 1, "{s:?}");
+    assert!(s.wal_syncs >= s.write_groups, "a synced group was not synced: {s:?}");
     let check = |db: &Db| {
         for t in 0..THREADS {
             for i in 0..PER_THREAD {

@@ -8,8 +8,12 @@
 //! flushes and compactions again.
 //!
 //! Mounting needs root (or CAP_SYS_ADMIN); where it is not allowed the test
-//! says so on stderr and returns. The simulated full disk of `faults.rs`
-//! covers the same promise everywhere.
+//! says so on stderr and returns, unless `STRATA_REQUIRE_TOOLS=1` (set by
+//! `.ci/run`): then a failed mount fails the test, because this is the only
+//! test of a real short append followed by `ENOSPC`. The simulated full disk
+//! of `faults.rs` covers the rest of the promise everywhere.
+
+mod common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -30,19 +34,22 @@ struct Mount {
 
 impl Mount {
     fn new() -> Option<Mount> {
-        let parent = tempfile::tempdir().ok()?;
+        let parent = tempfile::tempdir().expect("tempdir");
         let point = parent.path().join("mnt");
-        std::fs::create_dir(&point).ok()?;
+        std::fs::create_dir(&point).expect("mount point");
         let out = Command::new("mount")
             .args(["-t", "tmpfs", "-o", &format!("size={FS_SIZE}"), "tmpfs"])
             .arg(&point)
-            .output()
-            .ok()?;
-        if !out.status.success() {
-            eprintln!(
-                "skipped: cannot mount a tmpfs here ({})",
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
+            .output();
+        let why = match out {
+            Ok(o) if o.status.success() => None,
+            Ok(o) => Some(String::from_utf8_lossy(&o.stderr).trim().to_string()),
+            Err(e) => Some(format!("mount: {e}")),
+        };
+        if let Some(why) = why {
+            common::missing_tool(&format!(
+                "a tmpfs cannot be mounted here (needs root and mount(8): {why})"
+            ));
             return None;
         }
         Some(Mount {

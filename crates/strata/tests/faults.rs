@@ -64,6 +64,8 @@ struct Run {
     acked: usize,
     sync_acked: usize,
     failed_write: Option<usize>,
+    /// `flush` or `compact_range` calls that returned an error.
+    failed_other: usize,
 }
 
 /// Runs `ops` (with flushes and a compaction) until the first failed write.
@@ -74,16 +76,19 @@ fn run_until_error(db: &Db, ops: &[HistOp], reads_ok: bool, ctx: &str) -> Run {
         acked: 0,
         sync_acked: 0,
         failed_write: None,
+        failed_other: 0,
     };
     for (i, op) in ops.iter().enumerate() {
         if i % 150 == 75 {
             if let Err(e) = db.flush() {
                 assert!(is_typed_write_error(&e), "{ctx}: flush: {e:?}");
+                run.failed_other += 1;
             }
         }
         if i % 400 == 300 {
             if let Err(e) = db.compact_range::<&[u8], _>(..) {
                 assert!(is_typed_write_error(&e), "{ctx}: compact_range: {e:?}");
+                run.failed_other += 1;
             }
         }
         match op.write(db) {
@@ -133,22 +138,39 @@ fn check_reopen(fs: Arc<dyn FileSystem>, ops: &[HistOp], min: usize, max: usize,
     db.put("after-reopen", "x").expect("write after reopen");
 }
 
-fn fault_case(ops: &[HistOp], op: Op, n: u64, error: FaultError, seed: u64) {
+/// Runs `ops` with the `n`th call of `op` failing; returns whether the
+/// fault surfaced as an error of a write, `flush`, `compact_range` or
+/// `close`. Fails unless the fault was injected exactly once.
+fn fault_case(ops: &[HistOp], op: Op, n: u64, error: FaultError, seed: u64) -> bool {
     let ctx = format!("{op:?} #{n} {error:?} seed {seed}");
     let mem = MemFs::new();
     let (fs, h) = faulty(&mem, seed);
     let db = Db::open(DIR, opts_on(fs.clone())).expect("open");
+    let before = h.calls(op);
     h.fail_nth(op, n, error);
     let reads_ok = !matches!(op, Op::Read | Op::Open);
     let run = run_until_error(&db, ops, reads_ok, &ctx);
-    drop(db); // closing may hit the fault as well
+    // Closing may hit the fault as well.
+    let closed = db.close();
+    if let Err(e) = &closed {
+        assert!(is_typed_write_error(e), "{ctx}: close: {e:?}");
+    }
+    drop(db);
     h.set_enabled(false);
+    assert_eq!(
+        h.injected(),
+        1,
+        "{ctx}: the fault did not fire once ({} calls of {op:?} in this run)",
+        h.calls(op) - before
+    );
+    let surfaced = run.failed_write.is_some() || run.failed_other > 0 || closed.is_err();
     let power_lost = mem.power_loss();
     let max = run.failed_write.map_or(run.acked, |i| i + 1);
     // The process went on: everything acknowledged is there.
     check_reopen(fs, ops, run.acked, max, &ctx);
     // The machine lost power after the failure: every synced write is there.
     check_reopen(Arc::new(power_lost), ops, run.sync_acked, max, &ctx);
+    surfaced
 }
 
 /// Calls of each kind in a healthy run of `ops`.
@@ -170,13 +192,21 @@ fn calibrate(ops: &[HistOp]) -> Vec<(Op, u64)> {
 #[test]
 fn an_io_error_anywhere_poisons_writes_and_loses_nothing_acknowledged() {
     let seed = 11;
-    let ops = history(seed, 700, 300, 0.3);
+    // The calls are counted on the first 600 ops, and the faulty runs go on
+    // for 200 more: background work makes the count vary by several percent
+    // between runs, and a case whose call never came would test nothing (it
+    // fails).
+    let ops = history(seed, 800, 300, 0.3);
     let mut rng = StdRng::seed_from_u64(seed);
     let mut cases = 0;
-    for (op, calls) in calibrate(&ops) {
+    // Per kind: cases, and cases whose fault surfaced as an error.
+    let mut surfaced: Vec<(Op, usize, usize)> = Vec::new();
+    let counts = calibrate(&ops[..600]);
+    for (op, calls) in counts {
         if calls == 0 {
             continue;
         }
+        surfaced.push((op, 0, 0));
         let picks = 12.min(calls);
         for j in 0..picks {
             // Spread over the run, plus a random jitter.
@@ -187,17 +217,31 @@ fn an_io_error_anywhere_poisons_writes_and_loses_nothing_acknowledged() {
             } else {
                 FaultError::NoSpace
             };
-            fault_case(&ops, op, n, error, seed);
+            let s = fault_case(&ops, op, n, error, seed);
+            if let Some(last) = surfaced.last_mut() {
+                last.1 += 1;
+                last.2 += usize::from(s);
+            }
             cases += 1;
         }
     }
-    eprintln!("single-fault cases: {cases}");
+    eprintln!("single-fault cases: {cases}; (kind, cases, surfaced): {surfaced:?}");
     assert!(cases > 50, "only {cases} cases");
+    for (op, n, s) in surfaced {
+        if matches!(op, Op::Remove | Op::List) {
+            // Removing obsolete files (and listing them) may fail: the file
+            // stays, the next open removes it, and nothing else notices.
+            assert_eq!(s, 0, "{op:?}: a failed cleanup surfaced as an error");
+        } else {
+            assert_eq!(s, n, "{op:?}: only {s} of {n} injected faults surfaced as an error");
+        }
+    }
 }
 
 #[test]
 fn random_faults_in_every_write_operation() {
     let ops = history(5, 500, 200, 0.3);
+    let mut total_injected = 0;
     for seed in 0..20u64 {
         let ctx = format!("random faults seed {seed}");
         let mem = MemFs::new();
@@ -207,13 +251,23 @@ fn random_faults_in_every_write_operation() {
             h.fail_randomly(op, 0.002, FaultError::Eio);
         }
         let run = run_until_error(&db, &ops, true, &ctx);
+        let closed = db.close();
         drop(db);
         h.set_enabled(false);
+        // Faults were injected, and they surfaced as errors.
+        let injected = h.injected();
+        assert!(injected >= 1, "{ctx}: no fault was injected");
+        assert!(
+            run.failed_write.is_some() || run.failed_other > 0 || closed.is_err(),
+            "{ctx}: {injected} faults injected, none surfaced as an error"
+        );
+        total_injected += injected;
         let max = run.failed_write.map_or(run.acked, |i| i + 1);
         let power_lost = mem.power_loss();
         check_reopen(fs, &ops, run.acked, max, &ctx);
         check_reopen(Arc::new(power_lost), &ops, run.sync_acked, max, &ctx);
     }
+    eprintln!("random faults: {total_injected} injected in 20 runs");
 }
 
 /// A database whose data sits in tables, in a manifest with several edits

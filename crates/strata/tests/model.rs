@@ -128,7 +128,16 @@ fn check_iter(db: &Db, model: &Model, ro: &ReadOptions<'_>, rng: &mut StdRng, ct
     it.status().expect("iterator status");
 }
 
-fn run_case(seed: u64, ops: usize) {
+/// Snapshot reads of a case: all of them, and those on a snapshot whose
+/// state differs from the current one (so reading the latest data instead
+/// would have been noticed).
+#[derive(Default, Debug)]
+struct SnapReads {
+    all: usize,
+    stale: usize,
+}
+
+fn run_case(seed: u64, ops: usize) -> SnapReads {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut rng = StdRng::seed_from_u64(seed);
     let opts = || -> Options {
@@ -146,6 +155,7 @@ fn run_case(seed: u64, ops: usize) {
     let mut db = open(dir.path(), opts());
     let mut model = Model::new();
     let mut snaps: Vec<(strata::Snapshot, Model)> = Vec::new();
+    let mut reads = SnapReads::default();
     for op in 0..ops {
         let ctx = format!("seed {seed} op {op}");
         match rng.gen_range(0..100) {
@@ -193,17 +203,23 @@ fn run_case(seed: u64, ops: usize) {
                 }
             }
             88..=91 => {
-                if let Some((s, m)) = snaps.get(rng.gen_range(0..snaps.len().max(1))) {
-                    let ro = ReadOptions { snapshot: Some(s) };
-                    let k = key(&mut rng);
-                    assert_eq!(
-                        db.get_opt(&k, &ro).expect("get"),
-                        m.get(&k).cloned(),
-                        "{ctx}: snapshot get"
-                    );
-                    check_scan(&db, m, &ro, &mut rng, &format!("{ctx} (snapshot)"));
-                    check_iter(&db, m, &ro, &mut rng, &format!("{ctx} (snapshot)"));
+                if snaps.is_empty() {
+                    // Never skip the read: take a snapshot (later reads of
+                    // it see it age).
+                    snaps.push((db.snapshot(), model.clone()));
                 }
+                let (s, m) = &snaps[rng.gen_range(0..snaps.len())];
+                let ro = ReadOptions { snapshot: Some(s) };
+                let k = key(&mut rng);
+                assert_eq!(
+                    db.get_opt(&k, &ro).expect("get"),
+                    m.get(&k).cloned(),
+                    "{ctx}: snapshot get"
+                );
+                check_scan(&db, m, &ro, &mut rng, &format!("{ctx} (snapshot)"));
+                check_iter(&db, m, &ro, &mut rng, &format!("{ctx} (snapshot)"));
+                reads.all += 1;
+                reads.stale += usize::from(*m != model);
             }
             92..=93 => db.flush().expect("flush"),
             94..=95 => {
@@ -241,12 +257,23 @@ fn run_case(seed: u64, ops: usize) {
         .collect::<Result<_, _>>()
         .expect("scan");
     assert!(again == expect, "seed {seed}: scan after reopen differs");
+    reads
+}
+
+/// Runs one case and checks it read snapshots often (4 % of the ops pick
+/// a snapshot read), most of them older than the data they were read with.
+fn run_counted(seed: u64, ops: usize) {
+    let r = run_case(seed, ops);
+    assert!(
+        r.all >= ops / 50 && r.stale >= ops / 100,
+        "seed {seed}: too few snapshot reads in {ops} ops: {r:?}"
+    );
 }
 
 #[test]
 fn model_random_operations() {
     if let Ok(seed) = std::env::var("STRATA_MODEL_SEED") {
-        run_case(seed.parse().expect("numeric seed"), 3000);
+        run_counted(seed.parse().expect("numeric seed"), 3000);
         return;
     }
     let cases: u64 = std::env::var("STRATA_MODEL_CASES")
@@ -254,7 +281,7 @@ fn model_random_operations() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(12);
     for seed in 0..cases {
-        run_case(seed, 1500);
+        run_counted(seed, 1500);
     }
 }
 

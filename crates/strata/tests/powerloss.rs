@@ -11,7 +11,10 @@
 //! on that state and must hold exactly the state after a prefix of the
 //! history that includes every write acknowledged with `sync = true` (and
 //! everything before a `flush` that returned) before the crash point.
-//! Process crashes keep every acknowledged write.
+//! Process crashes keep every acknowledged write. A third kind of power loss
+//! keeps a random prefix (in operation order) of the directory changes not
+//! yet synced, so a file removed before the edit that obsoletes it is
+//! durable shows up as lost data.
 //!
 //! More cases: `STRATA_POWERLOSS_CASES=2000 cargo test --release --test powerloss -- --ignored`
 //! (`STRATA_POWERLOSS_SEED=n` fixes the master seed).
@@ -21,11 +24,13 @@ mod common;
 use common::{all, history, matching_prefix, tiny_options, HistOp, Model};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
+use strata::filename::{self, FileKind};
 use strata::io::FileSystem;
-use strata::io::{CrashKind, MemFs};
-use strata::{Db, Options};
+use strata::io::{CrashKind, MemFs, MemOp, OpRecord};
+use strata::{Db, EventListener, Options, TableCreated, TableReason};
 
 const DIR: &str = "/db";
 
@@ -36,7 +41,12 @@ fn opts(fs: &MemFs) -> Options {
 /// Runs `ops` on a fresh database on `fs` until `fs` reports its crash
 /// point; returns the number of ops that must survive the crash.
 fn run(fs: &MemFs, ops: &[HistOp], kind: CrashKind) -> usize {
-    let db = Db::open(DIR, opts(fs)).expect("open");
+    run_with(fs, opts(fs), ops, kind)
+}
+
+/// `run` with the given options (whose file system is `fs`).
+fn run_with(fs: &MemFs, o: Options, ops: &[HistOp], kind: CrashKind) -> usize {
+    let db = Db::open(DIR, o).expect("open");
     let mut required = 0;
     for (i, op) in ops.iter().enumerate() {
         if fs.crashed() {
@@ -195,10 +205,16 @@ struct Case {
 }
 
 fn check_case(ops: &[HistOp], c: &Case) {
+    check_case_on(&MemFs::new(), tiny_options(), ops, c);
+}
+
+/// `check_case` on `fs` (fresh) with `base` options (the file system is set
+/// here).
+fn check_case_on(fs: &MemFs, base: Options, ops: &[HistOp], c: &Case) {
     let ctx = format!("seed {} crash_at {} {:?}", c.seed, c.crash_at, c.kind);
-    let fs = MemFs::new();
+    let opts = |fs: &MemFs| base.clone().fs(Arc::new(fs.clone()));
     fs.crash_at(c.crash_at, c.kind);
-    let required = run(&fs, ops, c.kind);
+    let required = run_with(fs, opts(fs), ops, c.kind);
     let crashed = fs.captured().unwrap_or_else(|| fs.crash_clone(c.kind));
     let db = match Db::open(DIR, opts(&crashed)) {
         Ok(db) => db,
@@ -257,10 +273,11 @@ fn run_cases(cases: usize) {
         let ops = history(seed, 700, 300, 0.3);
         let total = calibrate(&ops);
         for _ in 0..25.min(cases - i) {
-            let kind = match rng.gen_range(0..5) {
+            let kind = match rng.gen_range(0..6) {
                 0 => CrashKind::Process,
                 1 | 2 => CrashKind::PowerLoss,
-                _ => CrashKind::PowerLossPartial(rng.gen()),
+                3 => CrashKind::PowerLossPartial(rng.gen()),
+                _ => CrashKind::PowerLossDirPrefix(rng.gen()),
             };
             let c = Case {
                 seed,
@@ -288,21 +305,132 @@ fn power_loss_many() {
     run_cases(n);
 }
 
-/// Every crash point of a short history, exhaustively (no randomness).
+/// The work a crash point hit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Work {
+    /// Writing a flushed table, or installing it (manifest, directory sync,
+    /// removal of the flushed logs).
+    Flush,
+    /// The same for a compaction whose output level is this one.
+    Compaction(usize),
+    /// A memtable switch: creating a new log and writing its header.
+    Switch,
+    /// Appending, flushing and syncing write-ahead log records.
+    LogWrite,
+    /// Anything else (opening, closing, a trivial move).
+    Other,
+}
+
+/// Records why each table was written (id → work).
+#[derive(Default)]
+struct TableWork(parking_lot::Mutex<HashMap<u64, Work>>);
+
+impl EventListener for TableWork {
+    fn on_table_created(&self, e: &TableCreated<'_>) {
+        let w = match e.reason {
+            TableReason::Flush => Work::Flush,
+            TableReason::Compaction => Work::Compaction(e.level),
+        };
+        self.0.lock().insert(e.file.id, w);
+    }
+}
+
+/// The work in flight at each operation of a run's journal: an operation on
+/// a table belongs to the flush or compaction that wrote it; a new log's
+/// creation and header to a switch; other log operations to log writes;
+/// anything else (manifest, CURRENT, directory syncs, removals) to the
+/// table work its thread did last, if that thread wrote no log since.
+fn classify(journal: &[OpRecord], tables: &HashMap<u64, Work>) -> BTreeMap<u64, Work> {
+    let mut out = BTreeMap::new();
+    let mut last: HashMap<&str, Work> = HashMap::new();
+    let mut wal_ops: HashMap<u64, u32> = HashMap::new();
+    for r in journal {
+        let name = r.path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let w = match filename::parse(name) {
+            Some((FileKind::Table, id)) if r.op != MemOp::Remove => {
+                tables.get(&id).copied().unwrap_or(Work::Other)
+            }
+            Some((FileKind::Wal, id)) if r.op != MemOp::Remove => {
+                // Create, header append, flush: the switch.
+                let seen = wal_ops.entry(id).or_default();
+                *seen += 1;
+                if *seen <= 3 {
+                    Work::Switch
+                } else {
+                    Work::LogWrite
+                }
+            }
+            _ => match last.get(r.thread.as_str()) {
+                Some(w @ (Work::Flush | Work::Compaction(_))) => *w,
+                _ => Work::Other,
+            },
+        };
+        last.insert(r.thread.as_str(), w);
+        out.insert(r.n, w);
+    }
+    out
+}
+
+/// Options of the exhaustive history: levels so small that its 200 ops
+/// reach L2 (L1→L2 compactions), tiny memtables and tables otherwise.
+fn deep_options() -> Options {
+    tiny_options().max_bytes_for_level_base(6 * 1024)
+}
+
+/// Every crash point of a short history, exhaustively (no randomness),
+/// each as a plain power loss and as one that keeps a prefix of the
+/// unsynced directory changes. The crash points are counted by the work in
+/// flight, and every kind of work must be hit: flushes, L0→L1 and L1→L2
+/// compactions, memtable switches and log writes.
 #[test]
 fn power_loss_at_every_operation_of_a_short_history() {
-    let ops = history(7, 120, 40, 0.5);
-    let total = calibrate(&ops);
+    let ops = history(7, 200, 150, 0.5);
+    let total = {
+        let fs = MemFs::new();
+        run_with(&fs, deep_options().fs(Arc::new(fs.clone())), &ops, CrashKind::PowerLoss);
+        fs.ops()
+    };
+    let mut hits: BTreeMap<Work, usize> = BTreeMap::new();
+    let mut dir_prefix_cases = 0;
     for n in 1..=total {
-        check_case(
-            &ops,
-            &Case {
-                seed: 7,
-                crash_at: n,
-                kind: CrashKind::PowerLoss,
-            },
+        for kind in [CrashKind::PowerLoss, CrashKind::PowerLossDirPrefix(n)] {
+            let fs = MemFs::new();
+            fs.record_ops(true);
+            let work = Arc::new(TableWork::default());
+            check_case_on(
+                &fs,
+                deep_options().listener(work.clone()),
+                &ops,
+                &Case {
+                    seed: 7,
+                    crash_at: n,
+                    kind,
+                },
+            );
+            if kind == CrashKind::PowerLoss {
+                let w = classify(&fs.journal(), &work.0.lock());
+                *hits.entry(w.get(&n).copied().unwrap_or(Work::Other)).or_default() += 1;
+            } else {
+                dir_prefix_cases += 1;
+            }
+        }
+    }
+    eprintln!("crash points by work in flight: {hits:?}");
+    let count = |w: Work| hits.get(&w).copied().unwrap_or(0);
+    for (w, min) in [
+        (Work::Flush, 20),
+        (Work::Compaction(1), 20),
+        (Work::Compaction(2), 10),
+        (Work::Switch, 10),
+        (Work::LogWrite, 50),
+    ] {
+        assert!(
+            count(w) >= min,
+            "only {} crash points during {w:?} (want {min}): {hits:?}",
+            count(w)
         );
     }
+    assert_eq!(dir_prefix_cases, total);
 }
 
 #[test]

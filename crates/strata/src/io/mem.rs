@@ -11,7 +11,11 @@
 //! Directory entries (creations, renames, removals) change the directory's
 //! *current* entries at once and become durable only when that directory is
 //! synced with `sync_dir`. A power loss reverts every directory to its
-//! durable entries and every surviving file to its durable contents.
+//! durable entries and every surviving file to its durable contents. A disk
+//! may also have written back some unsynced directory changes before the
+//! power went: [`CrashKind::PowerLossDirPrefix`] keeps a random prefix of
+//! them, in the order they were made, which catches a removal made durable
+//! before the edit that allows it.
 //!
 //! Simplifications: `create` always makes a fresh inode (what the engine
 //! does: it never rewrites a file in place), so files are append-only and
@@ -21,6 +25,8 @@
 //! [`MemFs::crash_at`] arms a crash point: when the counter of mutating
 //! operations reaches `n`, the state a power loss (or a process crash) would
 //! leave at that instant is captured atomically, while the engine runs on.
+//! [`MemFs::record_ops`] keeps a journal of the mutating operations (which
+//! thread, which file), so a test can tell what work a crash point hit.
 //!
 //! [`PosixFs`]: super::PosixFs
 
@@ -45,6 +51,46 @@ pub enum CrashKind {
     /// of each file's unsynced tail (seeded). Directory changes are still
     /// all-or-nothing per `sync_dir`.
     PowerLossPartial(u64),
+    /// A power loss where the disk had already written back a random prefix
+    /// (seeded), in operation order across all directories, of the
+    /// directory changes made since each directory's last `sync_dir`:
+    /// creations, renames and removals. File contents are the synced ones.
+    /// A removal (of a log, a table, a manifest) can so be durable while the
+    /// manifest edit that made the file obsolete is not.
+    PowerLossDirPrefix(u64),
+}
+
+/// The kind of a mutating file operation (see [`MemFs::record_ops`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemOp {
+    Create,
+    Append,
+    Flush,
+    Sync,
+    Rename,
+    Remove,
+    SyncDir,
+}
+
+/// One mutating operation of the journal: its number (the value of
+/// [`MemFs::ops`] once it was counted), kind, path (the target of a rename,
+/// the directory of a `sync_dir`) and the name of the thread that made it.
+#[derive(Debug, Clone)]
+pub struct OpRecord {
+    pub n: u64,
+    pub op: MemOp,
+    pub path: PathBuf,
+    pub thread: String,
+}
+
+/// An unsynced directory change, in the order made (`seq`).
+#[derive(Debug, Clone)]
+struct DirChange {
+    seq: u64,
+    /// Entries removed, then entries inserted (a rename within one
+    /// directory is one change: both or neither).
+    remove: Option<String>,
+    insert: Option<(String, u64)>,
 }
 
 #[derive(Debug, Default)]
@@ -60,6 +106,38 @@ type InodeRef = Arc<Mutex<Inode>>;
 struct Dir {
     current: BTreeMap<String, u64>,
     durable: BTreeMap<String, u64>,
+    /// Changes since the last `sync_dir`, oldest first.
+    pending: Vec<DirChange>,
+}
+
+impl Dir {
+    fn change(&mut self, seq: u64, remove: Option<String>, insert: Option<(String, u64)>) {
+        if let Some(name) = &remove {
+            self.current.remove(name);
+        }
+        if let Some((name, ino)) = &insert {
+            self.current.insert(name.clone(), *ino);
+        }
+        self.pending.push(DirChange {
+            seq,
+            remove,
+            insert,
+        });
+    }
+
+    /// The durable entries plus the pending changes numbered below `cut`.
+    fn entries_until(&self, cut: u64) -> BTreeMap<String, u64> {
+        let mut e = self.durable.clone();
+        for c in self.pending.iter().take_while(|c| c.seq < cut) {
+            if let Some(name) = &c.remove {
+                e.remove(name);
+            }
+            if let Some((name, ino)) = &c.insert {
+                e.insert(name.clone(), *ino);
+            }
+        }
+        e
+    }
 }
 
 #[derive(Debug, Default)]
@@ -73,6 +151,9 @@ struct State {
     ops: u64,
     crash_at: Option<(u64, CrashKind)>,
     captured: Option<MemFs>,
+    /// Directory changes made so far (orders `DirChange::seq`).
+    dir_changes: u64,
+    journal: Option<Vec<OpRecord>>,
 }
 
 /// The in-memory file system. Clones share the same state.
@@ -118,9 +199,21 @@ impl State {
         self.dirs.get_mut(path).ok_or_else(|| not_found(path))
     }
 
-    /// Counts a mutating operation; captures the crash state when armed.
-    fn tick(&mut self) {
+    /// Counts a mutating operation (journals it when asked); captures the
+    /// crash state when armed.
+    fn tick(&mut self, op: MemOp, path: &Path) {
         self.ops += 1;
+        if let Some(j) = &mut self.journal {
+            j.push(OpRecord {
+                n: self.ops,
+                op,
+                path: path.to_path_buf(),
+                thread: std::thread::current()
+                    .name()
+                    .unwrap_or("unnamed")
+                    .to_string(),
+            });
+        }
         if let Some((at, kind)) = self.crash_at {
             if self.ops >= at && self.captured.is_none() {
                 self.captured = Some(self.crashed(kind));
@@ -129,10 +222,31 @@ impl State {
         }
     }
 
+    /// A directory change numbered `seq` from now.
+    fn next_change(&mut self) -> u64 {
+        self.dir_changes += 1;
+        self.dir_changes
+    }
+
     /// The state a crash of `kind` would leave, as a new file system.
     fn crashed(&self, kind: CrashKind) -> MemFs {
         let mut seed = match kind {
-            CrashKind::PowerLossPartial(s) => s,
+            CrashKind::PowerLossPartial(s) | CrashKind::PowerLossDirPrefix(s) => s,
+            _ => 0,
+        };
+        // For `PowerLossDirPrefix`: the unsynced directory changes numbered
+        // below `cut` (of all directories) reached the disk.
+        let cut = match kind {
+            CrashKind::PowerLossDirPrefix(_) => {
+                let mut seqs: Vec<u64> = self
+                    .dirs
+                    .values()
+                    .flat_map(|d| d.pending.iter().map(|c| c.seq))
+                    .collect();
+                seqs.sort_unstable();
+                let keep = (splitmix(&mut seed) % (seqs.len() as u64 + 1)) as usize;
+                seqs.get(keep).copied().unwrap_or(u64::MAX)
+            }
             _ => 0,
         };
         let mut out = State {
@@ -142,6 +256,7 @@ impl State {
         for (path, dir) in &self.dirs {
             let entries = match kind {
                 CrashKind::Process => dir.current.clone(),
+                CrashKind::PowerLossDirPrefix(_) => dir.entries_until(cut),
                 _ => dir.durable.clone(),
             };
             for ino in entries.values() {
@@ -154,7 +269,7 @@ impl State {
                 let src = src.lock();
                 let keep = match kind {
                     CrashKind::Process => src.data.len(),
-                    CrashKind::PowerLoss => src.durable,
+                    CrashKind::PowerLoss | CrashKind::PowerLossDirPrefix(_) => src.durable,
                     CrashKind::PowerLossPartial(_) => {
                         let tail = (src.data.len() - src.durable) as u64;
                         src.durable + (splitmix(&mut seed) % (tail + 1)) as usize
@@ -174,6 +289,7 @@ impl State {
                 Dir {
                     current: entries.clone(),
                     durable: entries,
+                    pending: Vec::new(),
                 },
             );
         }
@@ -232,6 +348,24 @@ impl MemFs {
         self.state.lock().ops
     }
 
+    /// Starts (`true`, with an empty journal) or stops keeping the journal
+    /// of mutating operations.
+    pub fn record_ops(&self, on: bool) {
+        self.state.lock().journal = on.then(Vec::new);
+    }
+
+    /// The journal of mutating operations since `record_ops(true)`, oldest
+    /// first (empty when not recording).
+    pub fn journal(&self) -> Vec<OpRecord> {
+        self.state.lock().journal.clone().unwrap_or_default()
+    }
+
+    /// Directory changes (creations, renames, removals) not yet made durable
+    /// by a `sync_dir`, in all directories.
+    pub fn unsynced_dir_changes(&self) -> usize {
+        self.state.lock().dirs.values().map(|d| d.pending.len()).sum()
+    }
+
     /// Current contents of a file (flushed bytes).
     pub fn read_file(&self, path: &Path) -> Result<Vec<u8>> {
         let ino = self.state.lock().inode(path)?;
@@ -272,6 +406,7 @@ impl MemFs {
 
 struct MemWritable {
     fs: MemFs,
+    path: PathBuf,
     inode: InodeRef,
     buf: Vec<u8>,
     len: u64,
@@ -288,7 +423,7 @@ impl MemWritable {
 
 impl WritableFile for MemWritable {
     fn append(&mut self, data: &[u8]) -> Result<()> {
-        self.fs.state.lock().tick();
+        self.fs.state.lock().tick(MemOp::Append, &self.path);
         self.buf.extend_from_slice(data);
         self.len += data.len() as u64;
         Ok(())
@@ -298,7 +433,7 @@ impl WritableFile for MemWritable {
         let state = self.fs.state.clone();
         let mut st = state.lock();
         self.write_out();
-        st.tick();
+        st.tick(MemOp::Flush, &self.path);
         Ok(())
     }
 
@@ -310,7 +445,7 @@ impl WritableFile for MemWritable {
             let mut ino = self.inode.lock();
             ino.durable = ino.data.len();
         }
-        st.tick();
+        st.tick(MemOp::Sync, &self.path);
         Ok(())
     }
 
@@ -385,20 +520,28 @@ impl Drop for MemLock {
 impl MemFs {
     fn new_file(&self, st: &mut State, path: &Path) -> Result<InodeRef> {
         let (parent, name) = split(path)?;
+        st.dir_mut(parent)?;
         let ino = st.next_inode;
         st.next_inode += 1;
         let node: InodeRef = Arc::default();
-        st.dir_mut(parent)?.current.insert(name, ino);
+        let seq = st.next_change();
+        st.dir_mut(parent)?.change(seq, None, Some((name, ino)));
         st.inodes.insert(ino, node.clone());
         Ok(node)
     }
 
-    /// Drops inodes that no directory names, now or durably.
+    /// Drops inodes that no directory names, now, durably or in an unsynced
+    /// change (which a `PowerLossDirPrefix` crash may keep).
     fn collect(st: &mut State) {
         let live: BTreeSet<u64> = st
             .dirs
             .values()
-            .flat_map(|d| d.current.values().chain(d.durable.values()))
+            .flat_map(|d| {
+                d.current
+                    .values()
+                    .chain(d.durable.values())
+                    .chain(d.pending.iter().filter_map(|c| c.insert.as_ref().map(|i| &i.1)))
+            })
             .copied()
             .collect();
         st.inodes.retain(|i, _| live.contains(i));
@@ -420,10 +563,11 @@ impl FileSystem for MemFs {
     fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
         let mut st = self.state.lock();
         let inode = self.new_file(&mut st, path)?;
-        st.tick();
+        st.tick(MemOp::Create, path);
         Self::collect(&mut st);
         Ok(Box::new(MemWritable {
             fs: self.clone(),
+            path: path.to_path_buf(),
             inode,
             buf: Vec::new(),
             len: 0,
@@ -452,13 +596,20 @@ impl FileSystem for MemFs {
         if !st.dirs.contains_key(tp) {
             return Err(not_found(to));
         }
-        let ino = st
+        let ino = *st
             .dir_mut(fp)?
             .current
-            .remove(&fname)
+            .get(&fname)
             .ok_or_else(|| not_found(from))?;
-        st.dir_mut(tp)?.current.insert(tname, ino);
-        st.tick();
+        let seq = st.next_change();
+        if fp == tp {
+            st.dir_mut(fp)?
+                .change(seq, Some(fname), Some((tname, ino)));
+        } else {
+            st.dir_mut(fp)?.change(seq, Some(fname), None);
+            st.dir_mut(tp)?.change(seq, None, Some((tname, ino)));
+        }
+        st.tick(MemOp::Rename, to);
         Self::collect(&mut st);
         Ok(())
     }
@@ -466,11 +617,12 @@ impl FileSystem for MemFs {
     fn remove_file(&self, path: &Path) -> Result<()> {
         let mut st = self.state.lock();
         let (parent, name) = split(path)?;
-        st.dir_mut(parent)?
-            .current
-            .remove(&name)
-            .ok_or_else(|| not_found(path))?;
-        st.tick();
+        if !st.dir_mut(parent)?.current.contains_key(&name) {
+            return Err(not_found(path));
+        }
+        let seq = st.next_change();
+        st.dir_mut(parent)?.change(seq, Some(name), None);
+        st.tick(MemOp::Remove, path);
         Self::collect(&mut st);
         Ok(())
     }
@@ -504,7 +656,8 @@ impl FileSystem for MemFs {
         let mut st = self.state.lock();
         let dir = st.dir_mut(path)?;
         dir.durable = dir.current.clone();
-        st.tick();
+        dir.pending.clear();
+        st.tick(MemOp::SyncDir, path);
         Self::collect(&mut st);
         Ok(())
     }
@@ -585,6 +738,99 @@ mod tests {
         assert_eq!(fs.power_loss().read_file(&p("/d/x")).unwrap(), b"2");
         fs.remove_file(&p("/d/x")).unwrap();
         assert!(fs.power_loss().exists(&p("/d/x")));
+    }
+
+    #[test]
+    fn dir_prefix_crash_keeps_unsynced_changes_in_order() {
+        let fs = MemFs::new();
+        fs.create_dir_all(&p("/d")).unwrap();
+        let mut f = fs.create(&p("/d/old")).unwrap();
+        f.append(b"o").unwrap();
+        f.sync().unwrap();
+        drop(f);
+        fs.sync_dir(&p("/d")).unwrap();
+        // Unsynced, in this order: create a, rename a -> b, remove old.
+        let mut a = fs.create(&p("/d/a")).unwrap();
+        a.append(b"A").unwrap();
+        a.sync().unwrap();
+        drop(a);
+        fs.rename(&p("/d/a"), &p("/d/b")).unwrap();
+        fs.remove_file(&p("/d/old")).unwrap();
+        assert_eq!(fs.unsynced_dir_changes(), 3);
+        // Every seed keeps one of the four prefixes, and only those.
+        let mut seen = BTreeSet::new();
+        for seed in 0..64 {
+            let c = fs.crash_clone(CrashKind::PowerLossDirPrefix(seed));
+            let mut names = c.list_dir(&p("/d")).unwrap();
+            names.sort();
+            for n in &names {
+                // Every kept entry opens, with its synced contents.
+                let data = c.read_file(&p("/d").join(n)).unwrap();
+                assert_eq!(data, if n == "old" { b"o" } else { b"A" });
+            }
+            seen.insert(names);
+        }
+        let want: BTreeSet<Vec<String>> = [
+            vec!["old"],
+            vec!["a", "old"],
+            vec!["b", "old"],
+            vec!["b"],
+        ]
+        .into_iter()
+        .map(|v| v.into_iter().map(String::from).collect())
+        .collect();
+        assert_eq!(seen, want);
+        // A created-then-removed file may survive in a prefix that stops
+        // between the two: its inode is kept for that.
+        let mut t = fs.create(&p("/d/t")).unwrap();
+        t.append(b"T").unwrap();
+        t.sync().unwrap();
+        drop(t);
+        fs.remove_file(&p("/d/t")).unwrap();
+        let with_t = (0..64)
+            .map(|seed| fs.crash_clone(CrashKind::PowerLossDirPrefix(seed)))
+            .find(|c| c.exists(&p("/d/t")))
+            .expect("some prefix keeps t");
+        assert_eq!(with_t.read_file(&p("/d/t")).unwrap(), b"T");
+        fs.sync_dir(&p("/d")).unwrap();
+        assert_eq!(fs.unsynced_dir_changes(), 0);
+        let c = fs.crash_clone(CrashKind::PowerLossDirPrefix(1));
+        assert_eq!(c.list_dir(&p("/d")).unwrap(), vec!["b".to_string()]);
+    }
+
+    #[test]
+    fn journal_records_each_mutating_operation() {
+        let fs = MemFs::new();
+        fs.create_dir_all(&p("/d")).unwrap();
+        fs.record_ops(true);
+        let mut f = fs.create(&p("/d/x.tmp")).unwrap();
+        f.append(b"1").unwrap();
+        f.flush().unwrap();
+        f.sync().unwrap();
+        drop(f);
+        fs.rename(&p("/d/x.tmp"), &p("/d/x")).unwrap();
+        fs.sync_dir(&p("/d")).unwrap();
+        fs.remove_file(&p("/d/x")).unwrap();
+        let j = fs.journal();
+        let ops: Vec<(u64, MemOp, &str)> = j
+            .iter()
+            .map(|r| (r.n, r.op, r.path.to_str().unwrap()))
+            .collect();
+        assert_eq!(
+            ops,
+            vec![
+                (1, MemOp::Create, "/d/x.tmp"),
+                (2, MemOp::Append, "/d/x.tmp"),
+                (3, MemOp::Flush, "/d/x.tmp"),
+                (4, MemOp::Sync, "/d/x.tmp"),
+                (5, MemOp::Rename, "/d/x"),
+                (6, MemOp::SyncDir, "/d"),
+                (7, MemOp::Remove, "/d/x"),
+            ]
+        );
+        assert!(j.iter().all(|r| r.thread == j[0].thread));
+        fs.record_ops(false);
+        assert!(fs.journal().is_empty());
     }
 
     #[test]

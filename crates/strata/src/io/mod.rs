@@ -10,7 +10,7 @@ pub mod mem;
 mod posix;
 
 pub use fault::{FaultError, FaultFs, FaultHandle};
-pub use mem::{CrashKind, MemFs};
+pub use mem::{CrashKind, MemFs, MemOp, OpRecord};
 pub use posix::PosixFs;
 
 use crate::error::Result;

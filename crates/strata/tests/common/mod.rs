@@ -175,3 +175,21 @@ pub fn prefix_diff(ops: &[HistOp], got: &Model) -> String {
         best.1, best.0, best.2
     )
 }
+
+/// True when every external tool a test uses must be there
+/// (`STRATA_REQUIRE_TOOLS=1`, which `.ci/run` exports): a missing tool then
+/// fails the test instead of skipping it.
+pub fn tools_required() -> bool {
+    std::env::var("STRATA_REQUIRE_TOOLS").is_ok_and(|v| v == "1")
+}
+
+/// A test cannot run because `what` is missing: panics when tools are
+/// required (see [`tools_required`]), otherwise says so on stderr (the
+/// caller then skips).
+pub fn missing_tool(what: &str) {
+    assert!(
+        !tools_required(),
+        "STRATA_REQUIRE_TOOLS=1 and {what}: install it (see .ci/run) or unset STRATA_REQUIRE_TOOLS"
+    );
+    eprintln!("skipped: {what} (STRATA_REQUIRE_TOOLS=1 makes this a failure)");
+}
