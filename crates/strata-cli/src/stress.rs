@@ -13,6 +13,13 @@
 //! process. After a crash a key must read as its committed state or, if a
 //! write was pending, as the pending state; the check then adopts what it
 //! found. Anything else is a failure.
+//!
+//! In `--crash` mode the kill timer starts when the child says `opened` (its
+//! open replays and verifies the previous rounds' data first), and the kill
+//! comes once the expected state shows an acknowledged write of this round
+//! and, if it can, a write in flight. A round that acknowledged no write
+//! fails; the counts of acknowledged and in-flight writes are printed per
+//! round.
 
 use crate::{Cli, CliError};
 use rand::rngs::SmallRng;
@@ -431,7 +438,14 @@ fn open(cli: &Cli, dir: &Path, args: &StressArgs) -> Result<(Db, Expected, Recon
 /// Runs the workload for `seconds` (one process).
 fn run_workload(cli: &Cli, dir: &Path, args: &StressArgs, seed: u64) -> Result<(), CliError> {
     let (db, exp, r) = open(cli, dir, args)?;
-    if !args.child {
+    if args.child {
+        // The parent starts its kill timer now.
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "opened")
+            .and_then(|()| out.flush())
+            .map_err(|e| io_err(dir, e))?;
+    } else {
         println!("opened and verified {} keys", r.keys);
     }
     let c = Counters::default();
@@ -486,13 +500,46 @@ fn run_workload(cli: &Cli, dir: &Path, args: &StressArgs, seed: u64) -> Result<(
     Ok(())
 }
 
+/// The (committed, pending) state of every key in the expected-state file,
+/// or `None` while the file is missing or short (a child creating it).
+fn read_states(path: &Path, keys: u32) -> Option<Vec<(u32, u32)>> {
+    let buf = std::fs::read(path).ok()?;
+    let body = buf.get(HEADER as usize..HEADER as usize + keys as usize * 8)?;
+    Some(
+        body.chunks_exact(8)
+            .map(|c| {
+                let word = |i: usize| u32::from_le_bytes([c[i], c[i + 1], c[i + 2], c[i + 3]]);
+                (word(0), word(4))
+            })
+            .collect(),
+    )
+}
+
+/// What a round's child did before the kill, from the expected state:
+/// keys whose committed state changed since `before` (acknowledged writes)
+/// and keys with a write in flight.
+fn round_counts(before: &[u32], now: &[(u32, u32)]) -> (u64, u64) {
+    let acked = now.iter().zip(before).filter(|((c, _), b)| c != *b).count() as u64;
+    let in_flight = now.iter().filter(|(_, p)| *p != 0).count() as u64;
+    (acked, in_flight)
+}
+
 /// Crash mode: children killed at random moments, verification after each.
 fn run_crash(cli: &Cli, dir: &Path, args: &StressArgs, seed: u64) -> Result<(), CliError> {
+    use std::io::BufRead;
+    // Bounds a hung child only; never reached by a working one.
+    const LIVENESS: Duration = Duration::from_secs(120);
     let exe = std::env::current_exe().map_err(|e| io_err(Path::new("strata"), e))?;
+    let exp_path = expected_path(dir);
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut total = Reconciled::default();
+    let (mut total_acked, mut total_in_flight) = (0u64, 0u64);
     let started = Instant::now();
     for round in 0..args.rounds {
+        // Committed states before the round (all absent before the first).
+        let before: Vec<u32> = read_states(&exp_path, args.keys)
+            .map(|v| v.into_iter().map(|(c, _)| c).collect())
+            .unwrap_or_else(|| vec![0; args.keys as usize]);
         let mut cmd = Command::new(&exe);
         cmd.arg("--dir").arg(dir);
         for o in &cli.opts {
@@ -502,45 +549,98 @@ fn run_crash(cli: &Cli, dir: &Path, args: &StressArgs, seed: u64) -> Result<(), 
             .args(["--threads", &args.threads.to_string()])
             .args(["--keys", &args.keys.to_string()])
             .args(["--seconds", "3600"])
-            .args(["--seed", &mix(seed ^ round).to_string()]);
+            .args(["--seed", &mix(seed ^ round).to_string()])
+            .stdout(std::process::Stdio::piped());
         let mut child = cmd.spawn().map_err(|e| io_err(&exe, e))?;
+        let stdout = child.stdout.take();
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        let reader = std::thread::spawn(move || {
+            let Some(out) = stdout else { return };
+            for line in std::io::BufReader::new(out).lines() {
+                let Ok(l) = line else { return };
+                if tx.send(l).is_err() {
+                    return;
+                }
+            }
+        });
+        // The timer starts when the child has opened (and verified).
+        let t0 = Instant::now();
+        let mut problem = None;
+        loop {
+            match rx.recv_timeout(LIVENESS.saturating_sub(t0.elapsed())) {
+                Ok(l) if l == "opened" => break,
+                Ok(_) => {}
+                Err(e) => {
+                    problem = Some(format!("the child never said it opened ({e:?})"));
+                    break;
+                }
+            }
+        }
         let wait = Duration::from_millis(rng.gen_range(50..=args.max_kill_ms.max(50)));
         let t = Instant::now();
-        let mut exited = None;
-        while t.elapsed() < wait {
+        while problem.is_none() {
             if let Some(st) = child.try_wait().map_err(|e| io_err(&exe, e))? {
-                exited = Some(st);
+                problem = Some(format!("the child exited by itself: {st}"));
                 break;
             }
-            std::thread::sleep(Duration::from_millis(5));
+            if t.elapsed() >= wait {
+                // Kill once a write of this round is acknowledged, and
+                // preferably while one is in flight.
+                let (acked, in_flight) = read_states(&exp_path, args.keys)
+                    .map_or((0, 0), |now| round_counts(&before, &now));
+                let patience = t.elapsed() >= wait + Duration::from_secs(2);
+                if acked > 0 && (in_flight > 0 || patience) {
+                    break;
+                }
+                if t0.elapsed() >= LIVENESS {
+                    problem = Some(format!(
+                        "no write acknowledged ({acked}) by {:?}",
+                        t0.elapsed()
+                    ));
+                    break;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(1));
         }
-        if let Some(st) = exited {
-            return Err(fail(format!(
-                "round {round}: the child exited by itself: {st}"
-            )));
-        }
-        child.kill().map_err(|e| io_err(&exe, e))?; // SIGKILL
+        let _ = child.kill(); // SIGKILL
         let _ = child.wait();
+        let _ = reader.join();
+        if let Some(p) = problem {
+            return Err(fail(format!("round {round}: {p}")));
+        }
+        let (acked, in_flight) =
+            read_states(&exp_path, args.keys).map_or((0, 0), |now| round_counts(&before, &now));
+        if acked == 0 {
+            return Err(fail(format!("round {round}: no write was acknowledged")));
+        }
         let (db, _exp, r) = open(cli, dir, args)
             .map_err(|e| fail(format!("round {round}: verification after the kill: {e}")))?;
         db.close()?;
-        if (round + 1) % 100 == 0 {
-            println!(
-                "round {}: {:.0}s, verified",
-                round + 1,
-                started.elapsed().as_secs_f64()
-            );
+        if r.pending_present + r.pending_absent != in_flight {
+            return Err(fail(format!(
+                "round {round}: {in_flight} writes in flight, {} resolved",
+                r.pending_present + r.pending_absent
+            )));
         }
+        println!(
+            "round {round}: {acked} keys written and acknowledged, {in_flight} in flight \
+             at the kill ({} found, {} lost)",
+            r.pending_present, r.pending_absent
+        );
+        total_acked += acked;
+        total_in_flight += in_flight;
         total.keys += r.keys;
         total.pending_present += r.pending_present;
         total.pending_absent += r.pending_absent;
     }
     println!(
         "stress --crash: {} rounds in {:.1}s passed: {} key checks after reopen; \
-         in-flight writes found present {} times, absent {} times",
+         {} acknowledged key writes; {} in-flight writes found present {} times, absent {} times",
         args.rounds,
         started.elapsed().as_secs_f64(),
         total.keys,
+        total_acked,
+        total_in_flight,
         total.pending_present,
         total.pending_absent
     );

@@ -146,7 +146,11 @@ fn sigterm(p: &mut Proc) {
 
 #[test]
 fn redis_cli_and_benchmark() {
-    if !require("redis-cli", "redis-tools", "the redis-cli and SIGTERM checks") {
+    if !require(
+        "redis-cli",
+        "redis-tools",
+        "the redis-cli and SIGTERM checks",
+    ) {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");
@@ -183,7 +187,11 @@ fn redis_cli_and_benchmark() {
     assert_eq!(keys.lines().count(), 1000);
     assert_eq!(cli(port, &["dbsize"]), "1004");
 
-    if require("redis-benchmark", "redis-tools", "the benchmark and INCR check") {
+    if require(
+        "redis-benchmark",
+        "redis-tools",
+        "the benchmark and INCR check",
+    ) {
         let out = Command::new("redis-benchmark")
             .args(["-h", "127.0.0.1", "-p", &port.to_string()])
             .args([

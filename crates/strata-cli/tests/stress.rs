@@ -1,5 +1,6 @@
 //! `strata stress`: a short run, and a few crash rounds (SIGKILL at random
-//! moments, verification after every reopen).
+//! moments after the child opened and acknowledged writes, verification
+//! after every reopen).
 
 use std::process::Command;
 
@@ -58,4 +59,34 @@ fn stress_runs_and_survives_crash_rounds() {
         String::from_utf8_lossy(&o.stderr)
     );
     assert!(out.contains("6 rounds"), "{out}");
+    // Every round acknowledged writes before its kill (the child is killed
+    // only after it opened), and the kills hit writes in flight.
+    for round in 0..6 {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(&format!("round {round}: ")))
+            .unwrap_or_else(|| panic!("no line for round {round}:\n{out}"));
+        let acked: u64 = number_before(line, " keys written and acknowledged");
+        assert!(acked > 0, "{line}");
+    }
+    let in_flight = number_before(&out, " in-flight writes found");
+    assert!(in_flight > 0, "no kill hit a write in flight:\n{out}");
+}
+
+/// The number just before `marker` in `text`.
+fn number_before(text: &str, marker: &str) -> u64 {
+    let end = text
+        .find(marker)
+        .unwrap_or_else(|| panic!("no {marker:?} in:\n{text}"));
+    let digits: String = text[..end]
+        .chars()
+        .rev()
+        .take_while(char::is_ascii_digit)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    digits
+        .parse()
+        .unwrap_or_else(|_| panic!("no number before {marker:?} in:\n{text}"))
 }

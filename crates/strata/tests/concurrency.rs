@@ -346,9 +346,15 @@ fn concurrent_sync_puts_are_all_readable() {
     assert_eq!(s.user_writes, total);
     // Writers queued behind a leader are committed together: fewer groups
     // than writes, and every group (all its writes ask for sync) is synced.
-    assert!(s.write_groups < total, "no write was group-committed: {s:?}");
+    assert!(
+        s.write_groups < total,
+        "no write was group-committed: {s:?}"
+    );
     assert!(s.write_groups >= 1, "{s:?}");
-    assert!(s.wal_syncs >= s.write_groups, "a synced group was not synced: {s:?}");
+    assert!(
+        s.wal_syncs >= s.write_groups,
+        "a synced group was not synced: {s:?}"
+    );
     let check = |db: &Db| {
         for t in 0..THREADS {
             for i in 0..PER_THREAD {

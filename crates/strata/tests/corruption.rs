@@ -20,12 +20,9 @@ struct ReadFile<R>(R);
 
 impl<R: Read + Send> SequentialFile for ReadFile<R> {
     fn read(&mut self, buf: &mut [u8]) -> strata::Result<usize> {
-        self.0
-            .read(buf)
-            .map_err(|e| Error::io(Path::new("wal"), e))
+        self.0.read(buf).map_err(|e| Error::io(Path::new("wal"), e))
     }
 }
-
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 

@@ -1,9 +1,11 @@
 //! Process-crash recovery: a child process (this same test binary, running
 //! the ignored test `crash_child`) writes puts, deletes and batches with
-//! `sync`, printing `ack <key> <value-id>` after each acknowledged write; the
-//! parent SIGKILLs it at a random moment, reopens the database and checks it
+//! `sync`, printing `begin <n>` before and `ack <key> <value-id>` after each
+//! write; the parent SIGKILLs it at a random moment after it said `opened`
+//! (and once it acknowledged a write), reopens the database and checks it
 //! holds exactly the state after every acknowledged operation, plus possibly
-//! the one operation the child was executing when it died.
+//! the one operation the child had begun when it died. Every round must
+//! acknowledge writes and end in a kill.
 //!
 //! Every round continues on the same directory, so crashes also hit recovery,
 //! flushes and compactions of earlier rounds' data.
@@ -130,8 +132,10 @@ fn crash_child() {
     writeln!(out, "opened").expect("stdout");
     out.flush().expect("stdout");
     let mut ops = OpGen::new(seed, round);
-    for _ in 0..MAX_OPS {
+    for n in 0..MAX_OPS {
         let op = ops.next_op();
+        writeln!(out, "begin {n}").expect("stdout");
+        out.flush().expect("stdout");
         let mut b = WriteBatch::new();
         for e in &op.entries {
             match &e.value {
@@ -150,7 +154,9 @@ fn crash_child() {
 
 /// One round: run the child on `dir`, kill it, check the recovered state.
 /// `model` is the state before the round and becomes the state after it.
-fn round(dir: &Path, model: &mut Model, seed: u64, round: u64, rng: &mut StdRng) {
+/// Returns whether an operation was in flight at the kill and whether it
+/// was recovered.
+fn round(dir: &Path, model: &mut Model, seed: u64, round: u64, rng: &mut StdRng) -> (bool, bool) {
     let exe = std::env::current_exe().expect("current_exe");
     let mut child = Command::new(exe)
         .args(["--exact", "crash_child", "--ignored", "--nocapture"])
@@ -182,13 +188,40 @@ fn round(dir: &Path, model: &mut Model, seed: u64, round: u64, rng: &mut StdRng)
         let _ = stderr.read_to_string(&mut s);
         s
     });
-    let deadline = Instant::now() + Duration::from_millis(rng.gen_range(50..=400));
+    // The kill timer starts when the child has opened the database (its
+    // open may replay and compact earlier rounds' data), and the kill waits
+    // for a first acknowledged write: a round that acknowledged nothing
+    // would test nothing. `LIVENESS` only bounds a hung child.
+    const LIVENESS: Duration = Duration::from_secs(120);
     let mut lines = Vec::new();
-    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-        match rx.recv_timeout(left) {
+    let started = Instant::now();
+    let mut stuck = None;
+    while !lines.iter().any(|l| l == "opened") {
+        match rx.recv_timeout(LIVENESS.saturating_sub(started.elapsed())) {
             Ok(l) => lines.push(l),
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => break,
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(e) => {
+                stuck = Some(format!("the child never said it opened ({e:?})"));
+                break;
+            }
+        }
+    }
+    let deadline = Instant::now() + Duration::from_millis(rng.gen_range(50..=400));
+    while stuck.is_none() {
+        let acked = lines.iter().any(|l| l.starts_with("ack "));
+        let wait = match deadline.checked_duration_since(Instant::now()) {
+            Some(left) => left,
+            None if acked => break,
+            None => LIVENESS.saturating_sub(started.elapsed()),
+        };
+        match rx.recv_timeout(wait) {
+            Ok(l) => lines.push(l),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) if Instant::now() >= deadline => {
+                if !acked {
+                    stuck = Some("the child acknowledged no write".into());
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(e) => stuck = Some(format!("the child's output ended ({e:?})")),
         }
     }
     let _ = child.kill();
@@ -197,9 +230,13 @@ fn round(dir: &Path, model: &mut Model, seed: u64, round: u64, rng: &mut StdRng)
     // Lines the child printed before dying but we had not read yet.
     lines.extend(rx.try_iter());
     let err = err_reader.join().unwrap_or_default();
-    if status.signal().is_none() && !status.success() {
-        panic!("round {round}: child failed ({status}):\n{err}");
+    if let Some(why) = stuck {
+        panic!("round {round}: {why} ({status}):\n{err}");
     }
+    assert!(
+        status.signal().is_some(),
+        "round {round}: the child was not killed but exited ({status}):\n{err}"
+    );
 
     // Replay the child's operations; every `ack` line must match them.
     let mut ops = OpGen::new(seed, round);
@@ -226,8 +263,19 @@ fn round(dir: &Path, model: &mut Model, seed: u64, round: u64, rng: &mut StdRng)
             pending = None;
         }
     }
+    // `begin` lines: the child began every acknowledged operation, and at
+    // most one more (the one in flight when it died).
+    let begun = lines.iter().filter(|l| l.starts_with("begin ")).count();
+    let in_flight = begun.checked_sub(n_ops).unwrap_or_else(|| {
+        panic!("round {round}: {n_ops} operations acknowledged but only {begun} begun")
+    });
+    assert!(
+        in_flight <= 1,
+        "round {round}: {begun} operations begun, {n_ops} acknowledged"
+    );
+    assert!(n_ops >= 1, "round {round}: no write acknowledged");
     // The operation after the last acknowledged one may or may not have
-    // reached the log before the kill.
+    // reached the log before the kill, if it had begun.
     let next = if pending.is_none() {
         Some(ops.next_op())
     } else {
@@ -238,14 +286,7 @@ fn round(dir: &Path, model: &mut Model, seed: u64, round: u64, rng: &mut StdRng)
         apply(&mut with_next, op);
     }
 
-    eprintln!(
-        "round {round}: {n_ops} ops acknowledged, child {}",
-        if status.signal().is_some() {
-            "killed"
-        } else {
-            "finished"
-        }
-    );
+    eprintln!("round {round}: {n_ops} ops acknowledged, {in_flight} in flight at the kill");
     let db = open(dir, tiny_options());
     let got: Model = all(&db).into_iter().collect();
     for (k, v) in &acked {
@@ -259,10 +300,17 @@ fn round(dir: &Path, model: &mut Model, seed: u64, round: u64, rng: &mut StdRng)
         );
     }
     drop(db);
+    let in_flight = in_flight == 1;
     if got == acked {
         *model = acked;
+        (in_flight, false)
     } else if got == with_next {
+        assert!(
+            in_flight,
+            "round {round} (seed {seed}): recovered an operation the child never began"
+        );
         *model = with_next;
+        (true, true)
     } else {
         let mut diffs = Vec::new();
         for k in acked.keys().chain(got.keys()).chain(with_next.keys()) {
@@ -302,10 +350,16 @@ fn run(rounds: u64) {
     let mut rng = StdRng::seed_from_u64(master);
     let dir = tempfile::tempdir().expect("tempdir");
     let mut model = Model::new();
+    let mut flights = [0usize; 3];
     for r in 0..rounds {
         let seed = rng.gen();
-        round(dir.path(), &mut model, seed, r, &mut rng);
+        let (in_flight, landed) = round(dir.path(), &mut model, seed, r, &mut rng);
+        flights[usize::from(in_flight) + usize::from(landed)] += 1;
     }
+    eprintln!(
+        "{rounds} rounds: killed between two writes {}, during one: recovered {}, lost {}",
+        flights[0], flights[2], flights[1]
+    );
     // The database holds something after all those rounds.
     assert!(!model.is_empty());
 }

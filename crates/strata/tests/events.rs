@@ -35,7 +35,12 @@ impl Recorder {
     /// Panics (on the test thread) with everything the listener found wrong.
     fn assert_no_failures(&self) {
         let f = self.failures.lock();
-        assert!(f.is_empty(), "listener saw {} errors:\n{}", f.len(), f.join("\n"));
+        assert!(
+            f.is_empty(),
+            "listener saw {} errors:\n{}",
+            f.len(),
+            f.join("\n")
+        );
     }
 }
 
@@ -49,7 +54,10 @@ impl EventListener for Recorder {
             TableReason::Compaction => *self.compactions.lock() += 1,
         }
         if e.reason == TableReason::Flush && e.level != 0 {
-            self.fail(format!("flushed table {} created in L{}", e.file.id, e.level));
+            self.fail(format!(
+                "flushed table {} created in L{}",
+                e.file.id, e.level
+            ));
         }
         if e.keys.is_empty() {
             self.fail(format!("table {} created with no keys", e.file.id));
@@ -89,7 +97,9 @@ impl EventListener for Recorder {
         match self.live.lock().remove(&id) {
             None => self.fail(format!("removed table {id} was never created")),
             Some((l, _)) if l != level => {
-                self.fail(format!("table {id} removed from L{level}, but it is in L{l}"));
+                self.fail(format!(
+                    "table {id} removed from L{level}, but it is in L{l}"
+                ));
             }
             Some(_) => {}
         }

@@ -110,6 +110,16 @@ fn run_until_error(db: &Db, ops: &[HistOp], reads_ok: bool, ctx: &str) -> Run {
             panic!("{ctx}: a write after a failed write succeeded");
         };
         assert!(matches!(e, Error::Poisoned(_)), "{ctx}: later write: {e:?}");
+        // So do `flush` and `compact_range` (docs/DURABILITY.md).
+        let e = db.flush().expect_err("flush after a failed write");
+        assert!(matches!(e, Error::Poisoned(_)), "{ctx}: later flush: {e:?}");
+        let e = db
+            .compact_range::<&[u8], _>(..)
+            .expect_err("compact_range after a failed write");
+        assert!(
+            matches!(e, Error::Poisoned(_)),
+            "{ctx}: later compact_range: {e:?}"
+        );
         if reads_ok {
             assert!(
                 state(db) == model_after(ops, run.acked),
@@ -233,7 +243,10 @@ fn an_io_error_anywhere_poisons_writes_and_loses_nothing_acknowledged() {
             // stays, the next open removes it, and nothing else notices.
             assert_eq!(s, 0, "{op:?}: a failed cleanup surfaced as an error");
         } else {
-            assert_eq!(s, n, "{op:?}: only {s} of {n} injected faults surfaced as an error");
+            assert_eq!(
+                s, n,
+                "{op:?}: only {s} of {n} injected faults surfaced as an error"
+            );
         }
     }
 }

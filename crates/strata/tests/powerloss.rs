@@ -387,7 +387,12 @@ fn power_loss_at_every_operation_of_a_short_history() {
     let ops = history(7, 200, 150, 0.5);
     let total = {
         let fs = MemFs::new();
-        run_with(&fs, deep_options().fs(Arc::new(fs.clone())), &ops, CrashKind::PowerLoss);
+        run_with(
+            &fs,
+            deep_options().fs(Arc::new(fs.clone())),
+            &ops,
+            CrashKind::PowerLoss,
+        );
         fs.ops()
     };
     let mut hits: BTreeMap<Work, usize> = BTreeMap::new();
@@ -409,7 +414,9 @@ fn power_loss_at_every_operation_of_a_short_history() {
             );
             if kind == CrashKind::PowerLoss {
                 let w = classify(&fs.journal(), &work.0.lock());
-                *hits.entry(w.get(&n).copied().unwrap_or(Work::Other)).or_default() += 1;
+                *hits
+                    .entry(w.get(&n).copied().unwrap_or(Work::Other))
+                    .or_default() += 1;
             } else {
                 dir_prefix_cases += 1;
             }

@@ -1,13 +1,16 @@
 //! Recovery after a clean shutdown: unsynced writes, WAL-only data, many
-//! reopens, and the directory cleanup done at open.
+//! reopens, and the directory cleanup done at open; `flush_on_close`; and
+//! point-in-time recovery across several logs.
 
 mod common;
 
-use common::{all, open, tiny_options};
-use std::collections::BTreeMap;
+use common::{all, open, tiny_options, HoldFlush};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::sync::Arc;
 use strata::filename::{self, FileKind};
-use strata::{Options, WriteBatch, WriteOptions};
+use strata::io::{CrashKind, FileSystem, MemFs};
+use strata::{Options, WalRecovery, WriteBatch, WriteOptions};
 
 fn files(dir: &Path) -> Vec<(FileKind, u64, String)> {
     let mut out: Vec<_> = std::fs::read_dir(dir)
@@ -245,4 +248,176 @@ fn replay_in_several_chunks_keeps_deletes() {
         None,
         "deleted key came back"
     );
+}
+
+#[test]
+fn flush_on_close_leaves_the_data_in_a_table_and_nothing_to_replay() {
+    for flush_on_close in [false, true] {
+        let ctx = format!("flush_on_close = {flush_on_close}");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let opts = || Options::default().flush_on_close(flush_on_close);
+        let db = open(dir.path(), opts());
+        for i in 0..100 {
+            db.put(format!("key{i:03}"), format!("v{i}")).expect("put");
+        }
+        db.close().expect("close");
+        assert_eq!(
+            db.stats().flush_count,
+            u64::from(flush_on_close),
+            "{ctx}: flushes at close"
+        );
+        drop(db);
+        // Flushed: one table, and every log holds only its header (the
+        // next open replays nothing). Not flushed: no table, the data is in
+        // the (synced) log.
+        let header =
+            (strata::wal::format::HEADER_SIZE + strata::wal::format::FILE_HEADER_LEN) as u64;
+        let logs: Vec<u64> = files(dir.path())
+            .iter()
+            .filter(|f| f.0 == FileKind::Wal)
+            .map(|f| {
+                std::fs::metadata(dir.path().join(&f.2))
+                    .expect("stat")
+                    .len()
+            })
+            .collect();
+        assert_eq!(
+            count(dir.path(), FileKind::Table),
+            usize::from(flush_on_close),
+            "{ctx}"
+        );
+        assert_eq!(
+            logs.iter().all(|&len| len <= header),
+            flush_on_close,
+            "{ctx}: log sizes {logs:?}"
+        );
+        let db = open(dir.path(), opts());
+        for i in 0..100 {
+            assert_eq!(
+                db.get(format!("key{i:03}")).expect("get"),
+                Some(format!("v{i}").into_bytes()),
+                "{ctx}"
+            );
+        }
+        // Reopening after a flush at close wrote no table; replaying the
+        // log wrote one.
+        assert_eq!(count(dir.path(), FileKind::Table), 1, "{ctx}");
+    }
+}
+
+/// Where each record of a log ends (`[0]`: the header record).
+fn record_ends(fs: &MemFs, path: &Path) -> Vec<u64> {
+    let file = fs.open_sequential(path).expect("open log");
+    let mut r =
+        strata::wal::Reader::new(file, path.to_path_buf(), WalRecovery::AbsoluteConsistency);
+    let mut ends =
+        vec![(strata::wal::format::HEADER_SIZE + strata::wal::format::FILE_HEADER_LEN) as u64];
+    while r.read_record().expect("intact log").is_some() {
+        ends.push(r.last_good_offset());
+    }
+    ends
+}
+
+#[test]
+fn point_in_time_recovery_stops_at_damage_in_one_of_several_logs() {
+    // The background thread is held after the first flush, so the writes
+    // after it fill several logs that nothing flushes: a process crash then
+    // leaves four logs to replay, one record (one put) each write.
+    let mem = MemFs::new();
+    let gate = HoldFlush::new(1);
+    let opts = Options::default()
+        .write_buffer_size(8 * 1024)
+        .max_write_buffer_number(8)
+        .background_threads(1);
+    let db = open(
+        Path::new("/db"),
+        opts.clone()
+            .fs(Arc::new(mem.clone()))
+            .listener(gate.clone()),
+    );
+    let key = |i: usize| format!("key{i:05}");
+    for i in 0..20 {
+        db.put(key(i), "flushed").expect("put");
+    }
+    db.flush().expect("flush");
+    gate.wait_entered();
+    let newest_log = || {
+        mem.list_dir(Path::new("/db"))
+            .expect("list")
+            .iter()
+            .filter_map(|n| n.strip_suffix(".wal")?.parse::<u64>().ok())
+            .max()
+            .expect("a log")
+    };
+    // (log, key index) of every write after the flush.
+    let mut written: Vec<(u64, usize)> = Vec::new();
+    // Until the fourth log holds five writes.
+    for i in 20.. {
+        db.put(key(i), [b'v'; 200]).expect("put");
+        let log = newest_log();
+        written.push((log, i));
+        let logs: BTreeSet<u64> = written.iter().map(|w| w.0).collect();
+        if logs.len() == 4 && written.iter().filter(|w| w.0 == log).count() == 5 {
+            break;
+        }
+    }
+    let crashed = mem.crash_clone(CrashKind::Process);
+    gate.release();
+    drop(db);
+    let logs: Vec<u64> = written
+        .iter()
+        .map(|w| w.0)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    assert_eq!(logs.len(), 4, "{logs:?}");
+    let damaged = logs[1];
+    let in_log = |l: u64| written.iter().filter(move |w| w.0 == l).map(|w| w.1);
+    let damaged_keys: Vec<usize> = in_log(damaged).collect();
+    assert!(damaged_keys.len() > 2);
+    let path = filename::wal_path(Path::new("/db"), damaged);
+    let ends = record_ends(&crashed, &path);
+    assert_eq!(ends.len(), damaged_keys.len() + 1, "one record per put");
+    // Damage the first record of the second log, then (separately) its last:
+    // point-in-time recovery keeps exactly the writes before the damaged
+    // record, and replays none of the intact later logs.
+    for (what, record) in [("first", 1), ("last", damaged_keys.len())] {
+        let fs = crashed.crash_clone(CrashKind::Process);
+        fs.corrupt(&path, (ends[record] - 2) as usize, |b| b ^ 0x20)
+            .expect("corrupt");
+        let pit = opts.clone().wal_recovery(WalRecovery::PointInTime);
+        let db = open(Path::new("/db"), pit.fs(Arc::new(fs.clone())));
+        let got: BTreeSet<Vec<u8>> = all(&db).into_iter().map(|(k, _)| k).collect();
+        let mut want: BTreeSet<Vec<u8>> = (0..20).map(|i| key(i).into_bytes()).collect();
+        want.extend(in_log(logs[0]).map(|i| key(i).into_bytes()));
+        want.extend(
+            damaged_keys[..record - 1]
+                .iter()
+                .map(|&i| key(i).into_bytes()),
+        );
+        assert_eq!(
+            got.len(),
+            want.len(),
+            "{what} record of log {damaged} damaged: {} keys recovered, {} expected",
+            got.len(),
+            want.len()
+        );
+        assert!(
+            got == want,
+            "{what} record of log {damaged} damaged: wrong keys"
+        );
+        drop(db);
+        // The same damage fails an open that tolerates no damage.
+        let fs = crashed.crash_clone(CrashKind::Process);
+        fs.corrupt(&path, (ends[record] - 2) as usize, |b| b ^ 0x20)
+            .expect("corrupt");
+        let strict = opts
+            .clone()
+            .wal_recovery(WalRecovery::AbsoluteConsistency)
+            .fs(Arc::new(fs));
+        match strata::Db::open("/db", strict) {
+            Err(e) => assert!(e.is_corruption(), "{what}: {e:?}"),
+            Ok(_) => panic!("{what}: absolute consistency opened a damaged log"),
+        }
+    }
 }

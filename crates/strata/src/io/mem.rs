@@ -363,7 +363,12 @@ impl MemFs {
     /// Directory changes (creations, renames, removals) not yet made durable
     /// by a `sync_dir`, in all directories.
     pub fn unsynced_dir_changes(&self) -> usize {
-        self.state.lock().dirs.values().map(|d| d.pending.len()).sum()
+        self.state
+            .lock()
+            .dirs
+            .values()
+            .map(|d| d.pending.len())
+            .sum()
     }
 
     /// Current contents of a file (flushed bytes).
@@ -537,10 +542,11 @@ impl MemFs {
             .dirs
             .values()
             .flat_map(|d| {
-                d.current
-                    .values()
-                    .chain(d.durable.values())
-                    .chain(d.pending.iter().filter_map(|c| c.insert.as_ref().map(|i| &i.1)))
+                d.current.values().chain(d.durable.values()).chain(
+                    d.pending
+                        .iter()
+                        .filter_map(|c| c.insert.as_ref().map(|i| &i.1)),
+                )
             })
             .copied()
             .collect();
@@ -603,8 +609,7 @@ impl FileSystem for MemFs {
             .ok_or_else(|| not_found(from))?;
         let seq = st.next_change();
         if fp == tp {
-            st.dir_mut(fp)?
-                .change(seq, Some(fname), Some((tname, ino)));
+            st.dir_mut(fp)?.change(seq, Some(fname), Some((tname, ino)));
         } else {
             st.dir_mut(fp)?.change(seq, Some(fname), None);
             st.dir_mut(tp)?.change(seq, None, Some((tname, ino)));
@@ -770,15 +775,11 @@ mod tests {
             }
             seen.insert(names);
         }
-        let want: BTreeSet<Vec<String>> = [
-            vec!["old"],
-            vec!["a", "old"],
-            vec!["b", "old"],
-            vec!["b"],
-        ]
-        .into_iter()
-        .map(|v| v.into_iter().map(String::from).collect())
-        .collect();
+        let want: BTreeSet<Vec<String>> =
+            [vec!["old"], vec!["a", "old"], vec!["b", "old"], vec!["b"]]
+                .into_iter()
+                .map(|v| v.into_iter().map(String::from).collect())
+                .collect();
         assert_eq!(seen, want);
         // A created-then-removed file may survive in a prefix that stops
         // between the two: its inode is kept for that.

@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use strata::{Db, Options};
 
 /// Options that make every mechanism run on small data: tiny memtables,
@@ -192,4 +194,52 @@ pub fn missing_tool(what: &str) {
         "STRATA_REQUIRE_TOOLS=1 and {what}: install it (see .ci/run) or unset STRATA_REQUIRE_TOOLS"
     );
     eprintln!("skipped: {what} (STRATA_REQUIRE_TOOLS=1 makes this a failure)");
+}
+
+/// Holds the background thread in the event of the `hold_at`-th flush.
+pub struct HoldFlush {
+    hold_at: usize,
+    flushes: AtomicUsize,
+    released: Mutex<bool>,
+    cv: Condvar,
+    entered: AtomicBool,
+}
+
+impl HoldFlush {
+    pub fn new(hold_at: usize) -> Arc<HoldFlush> {
+        Arc::new(HoldFlush {
+            hold_at,
+            flushes: AtomicUsize::new(0),
+            released: Mutex::new(false),
+            cv: Condvar::new(),
+            entered: AtomicBool::new(false),
+        })
+    }
+
+    /// Waits until the background thread is held.
+    pub fn wait_entered(&self) {
+        while !self.entered.load(Ordering::Acquire) {
+            std::thread::yield_now();
+        }
+    }
+
+    pub fn release(&self) {
+        *self.released.lock().expect("gate") = true;
+        self.cv.notify_all();
+    }
+}
+
+impl strata::EventListener for HoldFlush {
+    fn on_table_created(&self, e: &strata::TableCreated<'_>) {
+        if e.reason != strata::TableReason::Flush
+            || self.flushes.fetch_add(1, Ordering::AcqRel) + 1 != self.hold_at
+        {
+            return;
+        }
+        self.entered.store(true, Ordering::Release);
+        let mut released = self.released.lock().expect("gate");
+        while !*released {
+            released = self.cv.wait(released).expect("gate");
+        }
+    }
 }
