@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{all, open, tiny_options, HoldFlush};
+use common::{all, open, tiny_options, HoldFlush, ReleaseOnDrop};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
@@ -335,6 +335,7 @@ fn point_in_time_recovery_stops_at_damage_in_one_of_several_logs() {
             .fs(Arc::new(mem.clone()))
             .listener(gate.clone()),
     );
+    let release = ReleaseOnDrop(gate.clone());
     let key = |i: usize| format!("key{i:05}");
     for i in 0..20 {
         db.put(key(i), "flushed").expect("put");
@@ -362,7 +363,7 @@ fn point_in_time_recovery_stops_at_damage_in_one_of_several_logs() {
         }
     }
     let crashed = mem.crash_clone(CrashKind::Process);
-    gate.release();
+    drop(release);
     drop(db);
     let logs: Vec<u64> = written
         .iter()

@@ -15,7 +15,7 @@
 
 mod common;
 
-use common::{open, HoldFlush};
+use common::{open, HoldFlush, ReleaseOnDrop};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use strata::{Db, Options, StatsSnapshot};
@@ -39,9 +39,9 @@ struct Seen {
 }
 
 /// Opens with `opts`, makes `hold_at` flushes (the last one holds the
-/// background thread), then returns the database, the gate and how many
-/// keys were written.
-fn held(dir: &std::path::Path, opts: Options, hold_at: usize) -> (Db, Arc<HoldFlush>, usize) {
+/// background thread), then returns the database, the gate (released when
+/// dropped) and how many keys were written.
+fn held(dir: &std::path::Path, opts: Options, hold_at: usize) -> (Db, ReleaseOnDrop, usize) {
     let gate = HoldFlush::new(hold_at);
     let db = open(dir, opts.listener(gate.clone()));
     let mut next = 0;
@@ -51,7 +51,7 @@ fn held(dir: &std::path::Path, opts: Options, hold_at: usize) -> (Db, Arc<HoldFl
         db.flush().expect("flush");
     }
     gate.wait_entered();
-    (db, gate, next)
+    (db, ReleaseOnDrop(gate), next)
 }
 
 /// Writes three memtables' worth of keys from `next` while a helper waits
@@ -107,7 +107,7 @@ fn l0_slowdown_delays_each_write_and_l0_stop_stalls_a_full_memtable() {
     assert_eq!(s.slowdown_count, 3, "one delay per write group: {s:?}");
     assert_eq!(s.stall_count, 0, "the memtable is not full yet: {s:?}");
     let db = Arc::new(db);
-    let seen = write_through(&db, &gate, next + 3);
+    let seen = write_through(&db, &gate.0, next + 3);
     let s = seen
         .stalled
         .expect("two L0 tables and a full memtable must stop the writer");
@@ -121,7 +121,7 @@ fn too_many_memtables_stall_the_writer_without_slowing_it() {
     // Defaults: 2 memtables, L0 triggers 4 / 20 / 36.
     let (db, gate, next) = held(dir.path(), base(), 1);
     let db = Arc::new(db);
-    let seen = write_through(&db, &gate, next);
+    let seen = write_through(&db, &gate.0, next);
     let s = seen
         .stalled
         .expect("a full memtable with one waiting for its flush must stop the writer");
@@ -150,7 +150,7 @@ fn pending_compaction_bytes_slow_down_and_stop_writes() {
         "the soft limit delays each write"
     );
     let db = Arc::new(db);
-    let seen = write_through(&db, &gate, next + 2);
+    let seen = write_through(&db, &gate.0, next + 2);
     let s = seen
         .stalled
         .expect("debt over the hard limit and a full memtable must stop the writer");

@@ -229,6 +229,17 @@ impl HoldFlush {
     }
 }
 
+/// Releases a [`HoldFlush`] when dropped: declared after the `Db`, it is
+/// dropped first, so a failing assertion unwinds into a close that can join
+/// the background thread instead of hanging.
+pub struct ReleaseOnDrop(pub Arc<HoldFlush>);
+
+impl Drop for ReleaseOnDrop {
+    fn drop(&mut self) {
+        self.0.release();
+    }
+}
+
 impl strata::EventListener for HoldFlush {
     fn on_table_created(&self, e: &strata::TableCreated<'_>) {
         if e.reason != strata::TableReason::Flush
