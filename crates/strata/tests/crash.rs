@@ -215,12 +215,11 @@ fn round(dir: &Path, model: &mut Model, seed: u64, round: u64, rng: &mut StdRng)
         };
         match rx.recv_timeout(wait) {
             Ok(l) => lines.push(l),
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) if Instant::now() >= deadline => {
-                if !acked {
-                    stuck = Some("the child acknowledged no write".into());
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                if started.elapsed() >= LIVENESS {
+                    stuck = Some(format!("the child acknowledged no write in {LIVENESS:?}"));
                 }
             }
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
             Err(e) => stuck = Some(format!("the child's output ended ({e:?})")),
         }
     }
