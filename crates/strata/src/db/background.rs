@@ -72,9 +72,12 @@ fn flush_one<'a>(inner: &'a Inner, mut st: MutexGuard<'a, State>) -> MutexGuard<
             st.imm.remove(0);
             inner.install_super_version(&mut st);
             // Listeners run without the state lock and see the new version.
-            MutexGuard::unlocked(&mut st, || {
+            let emitted = MutexGuard::unlocked(&mut st, || {
                 inner.emit_events(TableReason::Flush, &edit, &keys)
             });
+            if let Err(e) = emitted {
+                inner.set_bg_error(&mut st, e);
+            }
             Stats::add(&inner.stats.flush_count, 1);
             Stats::add(&inner.stats.flush_bytes, bytes);
             Stats::add(
@@ -198,9 +201,12 @@ fn compact<'a>(
     match result {
         Ok((edit, outcome)) => {
             inner.install_super_version(&mut st);
-            MutexGuard::unlocked(&mut st, || {
+            let emitted = MutexGuard::unlocked(&mut st, || {
                 inner.emit_events(TableReason::Compaction, &edit, &outcome.keys)
             });
+            if let Err(e) = emitted {
+                inner.set_bg_error(&mut st, e);
+            }
             let s = &inner.stats;
             if plan.kind == PlanKind::Move {
                 Stats::add(&s.trivial_moves, 1);
@@ -351,10 +357,26 @@ impl Db {
 impl Inner {
     /// Tells the listeners about an installed edit. `keys` holds the user
     /// keys of the edit's added tables, in order, when they were collected.
-    fn emit_events(&self, reason: TableReason, edit: &Edit, keys: &[TableKeys]) {
+    /// A panicking listener is caught: its message becomes the
+    /// background error (the thread, and writers waiting on it, go on).
+    fn emit_events(&self, reason: TableReason, edit: &Edit, keys: &[TableKeys]) -> Result<()> {
         if self.opts.listeners.is_empty() {
-            return;
+            return Ok(());
         }
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.emit_events_unguarded(reason, edit, keys)
+        }))
+        .map_err(|p| {
+            let msg = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "(no message)".to_string());
+            crate::error::Error::ListenerPanic(msg)
+        })
+    }
+
+    fn emit_events_unguarded(&self, reason: TableReason, edit: &Edit, keys: &[TableKeys]) {
         let moved_to = |id: u64| edit.added.iter().find(|(_, d)| d.id == id).map(|(l, _)| *l);
         let moved_from = |id: u64| edit.deleted.iter().find(|(_, d)| *d == id).map(|(l, _)| *l);
         for l in &self.opts.listeners {
