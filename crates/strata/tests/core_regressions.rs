@@ -483,3 +483,57 @@ fn wal_sequence_beyond_max_is_corruption() {
         Ok(db) => panic!("opened; last sequence {}", db.stats().last_sequence),
     }
 }
+
+/// Item 5, a measurement (not run in CI): the flush time of a memtable of
+/// 1 M tombstones over a tree of ~10 K tables. Each tombstone asks whether
+/// a table below may hold its key. Run:
+/// `cargo test --release -p strata --test core_regressions -- --ignored --nocapture tombstone_flush`
+#[test]
+#[ignore]
+fn tombstone_flush_time_over_10k_tables() {
+    let mem = MemFs::new();
+    let fs: Arc<dyn FileSystem> = Arc::new(mem.clone());
+    let k = |i: u64| format!("k{i:09}").into_bytes();
+    {
+        // Sequential keys: every flush is a ~100-entry table moved down as is.
+        let db = Db::open(
+            DIR,
+            Options::default()
+                .fs(fs.clone())
+                .write_buffer_size(4096)
+                .max_write_buffer_number(4),
+        )
+        .expect("open");
+        for i in 0..1_000_000u64 {
+            db.put(k(2 * i), b"v").expect("put");
+        }
+        db.flush().expect("flush");
+        db.wait_for_compactions().expect("settle");
+        let s = db.stats();
+        let tables: usize = s.levels.iter().map(|l| l.files).sum();
+        println!(
+            "tables: {tables} ({:?})",
+            s.levels.iter().map(|l| l.files).collect::<Vec<_>>()
+        );
+        db.close().expect("close");
+    }
+    let db = Db::open(
+        DIR,
+        Options::default()
+            .fs(fs)
+            .write_buffer_size(512 << 20)
+            .level0_file_num_compaction_trigger(20),
+    )
+    .expect("reopen");
+    // Tombstones of keys between the stored ones: each lies inside some
+    // table's range, none is stored.
+    for i in 0..1_000_000u64 {
+        db.delete(k(2 * i + 1)).expect("delete");
+    }
+    let t = std::time::Instant::now();
+    db.flush().expect("flush");
+    println!(
+        "flush of 1,000,000 tombstones: {:.2} s",
+        t.elapsed().as_secs_f64()
+    );
+}

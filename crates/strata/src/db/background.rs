@@ -146,10 +146,7 @@ pub(crate) fn write_memtable_to(
     // Tombstones stay unless no table holds the key at all.
     let is_bottom_for = |uk: &[u8]| {
         sink.drop_tombstones
-            && version
-                .levels
-                .iter()
-                .all(|files| files.iter().all(|f| !f.overlaps(Some(uk), Some(uk))))
+            && !version.covers_at_or_below(0, uk)
             && unlisted.iter().all(|d| {
                 crate::types::user_key(&d.largest) < uk || crate::types::user_key(&d.smallest) > uk
             })
