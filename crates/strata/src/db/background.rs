@@ -72,9 +72,12 @@ fn flush_one<'a>(inner: &'a Inner, mut st: MutexGuard<'a, State>) -> MutexGuard<
             st.imm.remove(0);
             inner.install_super_version(&mut st);
             // Listeners run without the state lock and see the new version.
-            MutexGuard::unlocked(&mut st, || {
+            let emitted = MutexGuard::unlocked(&mut st, || {
                 inner.emit_events(TableReason::Flush, &edit, &keys)
             });
+            if let Err(e) = emitted {
+                inner.set_bg_error(&mut st, e);
+            }
             Stats::add(&inner.stats.flush_count, 1);
             Stats::add(&inner.stats.flush_bytes, bytes);
             Stats::add(
@@ -143,10 +146,7 @@ pub(crate) fn write_memtable_to(
     // Tombstones stay unless no table holds the key at all.
     let is_bottom_for = |uk: &[u8]| {
         sink.drop_tombstones
-            && version
-                .levels
-                .iter()
-                .all(|files| files.iter().all(|f| !f.overlaps(Some(uk), Some(uk))))
+            && !version.covers_at_or_below(0, uk)
             && unlisted.iter().all(|d| {
                 crate::types::user_key(&d.largest) < uk || crate::types::user_key(&d.smallest) > uk
             })
@@ -198,9 +198,12 @@ fn compact<'a>(
     match result {
         Ok((edit, outcome)) => {
             inner.install_super_version(&mut st);
-            MutexGuard::unlocked(&mut st, || {
+            let emitted = MutexGuard::unlocked(&mut st, || {
                 inner.emit_events(TableReason::Compaction, &edit, &outcome.keys)
             });
+            if let Err(e) = emitted {
+                inner.set_bg_error(&mut st, e);
+            }
             let s = &inner.stats;
             if plan.kind == PlanKind::Move {
                 Stats::add(&s.trivial_moves, 1);
@@ -265,17 +268,21 @@ pub(crate) fn delete_obsolete_wals(inner: &Inner, st: &State) {
 }
 
 impl Db {
-    /// Writes the memtable to a table and waits until every immutable
-    /// memtable is flushed.
+    /// Writes the memtable to a table and waits until it and every
+    /// immutable memtable that existed at the call are flushed. Memtables
+    /// switched after the call (writers going on) are not waited for.
     pub fn flush(&self) -> Result<()> {
         self.check_open()?;
         let inner = &self.inner;
+        // Every write acknowledged before this call is in a memtable whose
+        // log number is at most the active one's now.
+        let last_log = inner.state.lock().mem.log_number();
         inner.submit(crate::batch::WriteBatch::new(), false, true)?;
         let mut st = inner.state.lock();
         loop {
-            // A background error wins; otherwise an empty queue is success
-            // even while closing.
-            if st.bg_error.is_none() && st.imm.is_empty() {
+            // A background error wins; otherwise no memtable of the call
+            // left is success, even while closing.
+            if st.bg_error.is_none() && st.imm.iter().all(|m| m.log_number() > last_log) {
                 return Ok(());
             }
             st.check_usable()?;
@@ -347,10 +354,26 @@ impl Db {
 impl Inner {
     /// Tells the listeners about an installed edit. `keys` holds the user
     /// keys of the edit's added tables, in order, when they were collected.
-    fn emit_events(&self, reason: TableReason, edit: &Edit, keys: &[TableKeys]) {
+    /// A panicking listener is caught: its message becomes the
+    /// background error (the thread, and writers waiting on it, go on).
+    fn emit_events(&self, reason: TableReason, edit: &Edit, keys: &[TableKeys]) -> Result<()> {
         if self.opts.listeners.is_empty() {
-            return;
+            return Ok(());
         }
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.emit_events_unguarded(reason, edit, keys)
+        }))
+        .map_err(|p| {
+            let msg = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "(no message)".to_string());
+            crate::error::Error::ListenerPanic(msg)
+        })
+    }
+
+    fn emit_events_unguarded(&self, reason: TableReason, edit: &Edit, keys: &[TableKeys]) {
         let moved_to = |id: u64| edit.added.iter().find(|(_, d)| d.id == id).map(|(l, _)| *l);
         let moved_from = |id: u64| edit.deleted.iter().find(|(_, d)| *d == id).map(|(l, _)| *l);
         for l in &self.opts.listeners {

@@ -1,8 +1,12 @@
 //! Concatenation of the sorted, disjoint tables of one level, opening a
 //! table iterator only when the cursor reaches that table.
+//!
+//! A table iterator's error is kept here when the cursor leaves that table,
+//! so it is sticky for the level: the iterator stays invalid and `status()`
+//! keeps returning it (see `iter::merge`).
 
 use super::InternalIterator;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::table::TableIter;
 use crate::types;
 use crate::version::FileMeta;
@@ -14,6 +18,7 @@ pub struct LevelIter {
     index: usize,
     current: Option<TableIter>,
     sequential: bool,
+    status: Option<Error>,
 }
 
 impl LevelIter {
@@ -23,6 +28,7 @@ impl LevelIter {
             index: 0,
             current: None,
             sequential: false,
+            status: None,
         }
     }
 
@@ -54,11 +60,17 @@ impl LevelIter {
     }
 
     fn cur_valid(&self) -> bool {
-        self.current.as_ref().is_some_and(|c| c.valid())
+        self.status.is_none() && self.current.as_ref().is_some_and(|c| c.valid())
     }
 
-    fn cur_ok(&self) -> bool {
-        self.current.as_ref().is_none_or(|c| c.status().is_ok())
+    /// Takes the current table's error, if any; false once an error is held.
+    fn cur_ok(&mut self) -> bool {
+        if self.status.is_none() {
+            if let Some(Err(e)) = self.current.as_ref().map(|c| c.status()) {
+                self.status = Some(e);
+            }
+        }
+        self.status.is_none()
     }
 
     /// Moves forward over exhausted tables.
@@ -94,6 +106,9 @@ impl InternalIterator for LevelIter {
     }
 
     fn seek_to_first(&mut self) {
+        if self.status.is_some() {
+            return;
+        }
         if self.open(0) {
             if let Some(c) = self.current.as_mut() {
                 c.seek_to_first();
@@ -103,6 +118,9 @@ impl InternalIterator for LevelIter {
     }
 
     fn seek_to_last(&mut self) {
+        if self.status.is_some() {
+            return;
+        }
         if self.files.is_empty() {
             self.current = None;
             return;
@@ -115,6 +133,9 @@ impl InternalIterator for LevelIter {
     }
 
     fn seek(&mut self, target: &[u8]) {
+        if self.status.is_some() {
+            return;
+        }
         let i = self
             .files
             .partition_point(|f| types::compare_internal(&f.desc.largest, target).is_lt());
@@ -127,6 +148,9 @@ impl InternalIterator for LevelIter {
     }
 
     fn seek_for_prev(&mut self, target: &[u8]) {
+        if self.status.is_some() {
+            return;
+        }
         // Last file whose smallest key is <= target.
         let i = self
             .files
@@ -143,6 +167,9 @@ impl InternalIterator for LevelIter {
     }
 
     fn next(&mut self) {
+        if self.status.is_some() {
+            return;
+        }
         if let Some(c) = self.current.as_mut() {
             c.next();
         }
@@ -150,6 +177,9 @@ impl InternalIterator for LevelIter {
     }
 
     fn prev(&mut self) {
+        if self.status.is_some() {
+            return;
+        }
         if let Some(c) = self.current.as_mut() {
             c.prev();
         }
@@ -165,6 +195,9 @@ impl InternalIterator for LevelIter {
     }
 
     fn status(&self) -> Result<()> {
+        if let Some(e) = &self.status {
+            return Err(e.clone());
+        }
         match &self.current {
             Some(c) => c.status(),
             None => Ok(()),

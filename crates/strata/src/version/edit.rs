@@ -117,7 +117,11 @@ impl Edit {
                     )
                 }
                 TAG_LAST_SEQ => {
-                    e.last_sequence = Some(r.varint().ok_or_else(|| bad("truncated sequence"))?)
+                    let seq = r.varint().ok_or_else(|| bad("truncated sequence"))?;
+                    if seq > crate::types::MAX_SEQ {
+                        return Err(bad("last sequence beyond the largest sequence number"));
+                    }
+                    e.last_sequence = Some(seq);
                 }
                 TAG_COMPACT_POINTER => {
                     let l = level(&mut r)?;
@@ -183,6 +187,23 @@ mod tests {
             )],
         };
         assert_eq!(Edit::decode(&e.encode()).ok(), Some(e));
+    }
+
+    #[test]
+    fn sequence_beyond_max_is_corruption() {
+        let ok = Edit {
+            last_sequence: Some(crate::types::MAX_SEQ),
+            ..Edit::default()
+        };
+        assert!(Edit::decode(&ok.encode()).is_ok());
+        let bad = Edit {
+            last_sequence: Some(crate::types::MAX_SEQ + 1),
+            ..Edit::default()
+        };
+        match Edit::decode(&bad.encode()) {
+            Err(e) => assert!(e.is_corruption(), "{e}"),
+            Ok(e) => panic!("decoded {:?}", e.last_sequence),
+        }
     }
 
     #[test]
