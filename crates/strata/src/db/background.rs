@@ -53,19 +53,25 @@ fn flush_one<'a>(inner: &'a Inner, mut st: MutexGuard<'a, State>) -> MutexGuard<
     let started = Instant::now();
     let written =
         MutexGuard::unlocked(&mut st, || write_l0_table(inner, &mem, &version, snapshots));
-    let result = written.and_then(|(descs, keys)| {
-        let bytes: u64 = descs.iter().map(|d| d.size).sum();
-        let mut edit = Edit::default();
-        for d in descs {
-            edit.added.push((0, d));
+    let result = match written {
+        Ok((descs, keys)) => {
+            let bytes: u64 = descs.iter().map(|d| d.size).sum();
+            let mut edit = Edit::default();
+            for d in descs {
+                edit.added.push((0, d));
+            }
+            // WALs older than the next memtable's are no longer needed. (Only
+            // a flush removes memtables, and one runs at a time: `imm[1]` stays
+            // the next one while the edit is written.)
+            let next_log = st.imm.get(1).unwrap_or(&st.mem).log_number();
+            edit.log_number = Some(next_log);
+            edit.last_sequence = Some(inner.last_seq.load(Ordering::Acquire));
+            let (relocked, applied) = inner.log_and_apply(st, &mut edit);
+            st = relocked;
+            applied.map(|()| (bytes, edit, keys))
         }
-        // WALs older than the next memtable's are no longer needed.
-        let next_log = st.imm.get(1).unwrap_or(&st.mem).log_number();
-        edit.log_number = Some(next_log);
-        edit.last_sequence = Some(inner.last_seq.load(Ordering::Acquire));
-        st.versions.log_and_apply(&mut edit)?;
-        Ok((bytes, edit, keys))
-    });
+        Err(e) => Err(e),
+    };
     st.flushing = false;
     match result {
         Ok((bytes, edit, keys)) => {
@@ -84,13 +90,17 @@ fn flush_one<'a>(inner: &'a Inner, mut st: MutexGuard<'a, State>) -> MutexGuard<
                 &inner.stats.flush_micros,
                 started.elapsed().as_micros() as u64,
             );
-            // Logs below the new log number are flushed: no need to sync them.
+            // Logs below the new log number are flushed: no need to sync
+            // them, and their files go. Outside the state mutex: a synced
+            // write may hold `unsynced_logs` while it syncs them.
             let keep_from = st.versions.log_number;
-            inner
-                .unsynced_logs
-                .lock()
-                .retain(|w| w.log_number() >= keep_from);
-            delete_obsolete_wals(inner, &st);
+            MutexGuard::unlocked(&mut st, || {
+                inner
+                    .unsynced_logs
+                    .lock()
+                    .retain(|w| w.log_number() >= keep_from);
+                delete_obsolete_wals(inner, keep_from);
+            });
         }
         Err(e) => inner.set_bg_error(&mut st, e),
     }
@@ -189,10 +199,14 @@ fn compact<'a>(
     let snapshots = inner.snapshot_list();
     let started = Instant::now();
     let result = MutexGuard::unlocked(&mut st, || execute(inner, &plan, &version, snapshots));
-    let result = result.and_then(|(mut edit, outcome)| {
-        st.versions.log_and_apply(&mut edit)?;
-        Ok((edit, outcome))
-    });
+    let result = match result {
+        Ok((mut edit, outcome)) => {
+            let (relocked, applied) = inner.log_and_apply(st, &mut edit);
+            st = relocked;
+            applied.map(|()| (edit, outcome))
+        }
+        Err(e) => Err(e),
+    };
     set_busy(&mut st, &plan, false);
     st.running_compactions -= 1;
     match result {
@@ -254,8 +268,7 @@ fn execute(
 }
 
 /// Removes WAL files that every memtable has moved past.
-pub(crate) fn delete_obsolete_wals(inner: &Inner, st: &State) {
-    let keep_from = st.versions.log_number;
+pub(crate) fn delete_obsolete_wals(inner: &Inner, keep_from: u64) {
     if let Ok(names) = inner.opts.fs.list_dir(&inner.dir) {
         for name in names {
             if let Some((FileKind::Wal, n)) = filename::parse(&name) {

@@ -108,6 +108,12 @@ pub(crate) struct Inner {
     pub writers: Mutex<write::Queue>,
     pub writers_cv: Condvar,
     pub snapshots: Mutex<BTreeMap<SeqNo, usize>>,
+    /// Held for a whole version edit (`Inner::log_and_apply`): one edit at a
+    /// time goes to the manifest, while the state mutex is free for writers.
+    /// Lock order: `apply` before `state`.
+    pub apply: Mutex<()>,
+    /// Opens the tables an edit adds, outside the state mutex.
+    pub opener: crate::version::TableOpener,
     pub stats: Stats,
     pub closed: AtomicBool,
     _lock: Box<dyn FileLock>,
@@ -279,6 +285,40 @@ impl Inner {
             imm,
             version,
         }));
+    }
+
+    /// Logs `edit` to the manifest and installs the new version. Called
+    /// with the state locked; returns with it locked again. The slow parts —
+    /// opening the added tables, the manifest append and its sync — run
+    /// with the state mutex released (writers and readers go on); the
+    /// `apply` mutex keeps edits in order, so the version an edit was built
+    /// on is still current when it is installed.
+    pub(crate) fn log_and_apply<'a>(
+        &'a self,
+        st: parking_lot::MutexGuard<'a, State>,
+        edit: &mut crate::version::Edit,
+    ) -> (parking_lot::MutexGuard<'a, State>, Result<()>) {
+        drop(st);
+        let one_edit = self.apply.lock();
+        let mut opened = Vec::new();
+        for (_, d) in &edit.added {
+            // A table that moved is already open in the version.
+            if !edit.deleted.iter().any(|(_, id)| *id == d.id) {
+                match self.opener.open(d.clone()) {
+                    Ok(m) => opened.push(m),
+                    Err(e) => return (self.state.lock(), Err(e)),
+                }
+            }
+        }
+        let mut st = self.state.lock();
+        let mut pending = match st.versions.prepare(edit, opened) {
+            Ok(p) => p,
+            Err(e) => return (st, Err(e)),
+        };
+        let written = parking_lot::MutexGuard::unlocked(&mut st, || pending.write());
+        let installed = st.versions.install(pending, written).map(|_| ());
+        drop(one_edit);
+        (st, installed)
     }
 
     /// Live snapshot sequence numbers.

@@ -11,8 +11,8 @@ mod set;
 
 pub use edit::{Edit, FileDesc};
 pub use level0::Level0;
-pub use set::VersionSet;
 pub(crate) use set::{check_header, current_manifest};
+pub use set::{PendingEdit, TableOpener, VersionSet, Written};
 
 use crate::error::Result;
 use crate::io::FileSystem;
