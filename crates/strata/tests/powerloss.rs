@@ -374,7 +374,7 @@ fn classify(journal: &[OpRecord], tables: &HashMap<u64, Work>) -> BTreeMap<u64, 
 /// Options of the exhaustive history: levels so small that its 200 ops
 /// reach L2 (L1→L2 compactions), tiny memtables and tables otherwise.
 fn deep_options() -> Options {
-    tiny_options().max_bytes_for_level_base(6 * 1024)
+    tiny_options().max_bytes_for_level_base(4 * 1024)
 }
 
 /// Every crash point of a short history, exhaustively (no randomness),
