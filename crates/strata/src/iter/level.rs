@@ -1,8 +1,12 @@
 //! Concatenation of the sorted, disjoint tables of one level, opening a
 //! table iterator only when the cursor reaches that table.
+//!
+//! Opening goes through the table cache and may fail (`EMFILE`, a damaged
+//! footer): the iterator then becomes invalid with that error as its
+//! `status()`, and stays so; it never skips the table.
 
 use super::InternalIterator;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::table::TableIter;
 use crate::types;
 use crate::version::FileMeta;
@@ -14,6 +18,7 @@ pub struct LevelIter {
     index: usize,
     current: Option<TableIter>,
     sequential: bool,
+    status: Option<Error>,
 }
 
 impl LevelIter {
@@ -23,6 +28,7 @@ impl LevelIter {
             index: 0,
             current: None,
             sequential: false,
+            status: None,
         }
     }
 
@@ -34,11 +40,20 @@ impl LevelIter {
         it
     }
 
+    /// Opens the table iterator of file `index`; false past the end or
+    /// when the table cannot be opened (the error is kept in `status`).
     fn open(&mut self, index: usize) -> bool {
         match self.files.get(index) {
             Some(f) => {
                 self.index = index;
-                let table = f.table.clone();
+                let table = match f.table() {
+                    Ok(t) => t,
+                    Err(e) => {
+                        self.status.get_or_insert(e);
+                        self.current = None;
+                        return false;
+                    }
+                };
                 self.current = Some(if self.sequential {
                     TableIter::sequential(table)
                 } else {
@@ -54,11 +69,11 @@ impl LevelIter {
     }
 
     fn cur_valid(&self) -> bool {
-        self.current.as_ref().is_some_and(|c| c.valid())
+        self.status.is_none() && self.current.as_ref().is_some_and(|c| c.valid())
     }
 
     fn cur_ok(&self) -> bool {
-        self.current.as_ref().is_none_or(|c| c.status().is_ok())
+        self.status.is_none() && self.current.as_ref().is_none_or(|c| c.status().is_ok())
     }
 
     /// Moves forward over exhausted tables.
@@ -165,6 +180,9 @@ impl InternalIterator for LevelIter {
     }
 
     fn status(&self) -> Result<()> {
+        if let Some(e) = &self.status {
+            return Err(e.clone());
+        }
         match &self.current {
             Some(c) => c.status(),
             None => Ok(()),
