@@ -265,17 +265,21 @@ pub(crate) fn delete_obsolete_wals(inner: &Inner, st: &State) {
 }
 
 impl Db {
-    /// Writes the memtable to a table and waits until every immutable
-    /// memtable is flushed.
+    /// Writes the memtable to a table and waits until it and every
+    /// immutable memtable that existed at the call are flushed. Memtables
+    /// switched after the call (writers going on) are not waited for.
     pub fn flush(&self) -> Result<()> {
         self.check_open()?;
         let inner = &self.inner;
+        // Every write acknowledged before this call is in a memtable whose
+        // log number is at most the active one's now.
+        let last_log = inner.state.lock().mem.log_number();
         inner.submit(crate::batch::WriteBatch::new(), false, true)?;
         let mut st = inner.state.lock();
         loop {
-            // A background error wins; otherwise an empty queue is success
-            // even while closing.
-            if st.bg_error.is_none() && st.imm.is_empty() {
+            // A background error wins; otherwise no memtable of the call
+            // left is success, even while closing.
+            if st.bg_error.is_none() && st.imm.iter().all(|m| m.log_number() > last_log) {
                 return Ok(());
             }
             st.check_usable()?;

@@ -11,6 +11,7 @@ use crate::memtable::MemTable;
 use crate::options::{Options, WalRecovery};
 use crate::stats::Stats;
 use crate::table::{BlockCache, TableOptions};
+use crate::types::MAX_SEQ;
 use crate::version::{Edit, VersionSet};
 use crate::wal;
 use arc_swap::ArcSwap;
@@ -61,6 +62,17 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         }
     }
 
+    // Every file number on disk is taken, whether the manifest knows it or
+    // not: the log created after the replay must never reuse (and truncate)
+    // a log that was just replayed but is not yet covered by a manifest.
+    for name in &names {
+        if let Some((FileKind::Table | FileKind::Wal | FileKind::Manifest | FileKind::Temp, n)) =
+            filename::parse(name)
+        {
+            versions.mark_file_number_used(n);
+        }
+    }
+
     // Replay every WAL the manifest does not cover, oldest first.
     let mut wals: Vec<u64> = names
         .iter()
@@ -90,7 +102,12 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         edit.added.extend(descs.into_iter().map(|d| (0, d)));
         Ok(())
     };
-    for n in wals {
+    // The history has no holes: each record starts at or before the
+    // sequence after the newest one seen (a log's first records may repeat
+    // flushed ones). A later start means the tail of an older log was lost
+    // (cut at a record boundary, so its reader saw a clean end).
+    let mut next_seq = versions.last_sequence.saturating_add(1);
+    'logs: for n in wals {
         let path = wal_path(dir, n);
         let mut reader =
             wal::Reader::new(fs.open_sequential(&path)?, path.clone(), opts.wal_recovery);
@@ -106,6 +123,28 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
                 Err(e) => return Err(e.in_file(&path, start)),
             };
             let seq = batch.sequence();
+            let count = batch.len() as u64;
+            if count > 0 && (seq == 0 || seq.saturating_add(count - 1) > MAX_SEQ) {
+                return Err(Error::corruption(
+                    &path,
+                    start,
+                    format!("batch sequence {seq} (+{count}) out of range"),
+                ));
+            }
+            if count > 0 && seq > next_seq && opts.wal_recovery != WalRecovery::SkipAnyCorrupted {
+                if opts.wal_recovery == WalRecovery::AbsoluteConsistency {
+                    return Err(Error::corruption(
+                        &path,
+                        start,
+                        format!(
+                            "history gap: record starts at sequence {seq}, expected {next_seq}"
+                        ),
+                    ));
+                }
+                // Like a torn tail: the history ends before the gap.
+                break 'logs;
+            }
+            next_seq = next_seq.max(seq + count);
             let mut i = 0u64;
             for entry in batch.iter() {
                 let e = entry.map_err(|e| e.in_file(&path, start))?;

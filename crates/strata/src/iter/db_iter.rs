@@ -4,6 +4,11 @@
 //! Forward, the inner iterator sits on the entry that yields the current
 //! key/value. Reverse, the inner iterator sits *before* all entries of the
 //! current user key, whose key and value are kept in `saved_*`.
+//!
+//! Errors: once the merged source fails (a damaged block, an I/O error), the
+//! iterator is invalid and `status()` returns the error; every later call
+//! leaves it so (the merge's error is sticky). It never yields an older
+//! version because a newer one could not be read.
 
 use super::InternalIterator;
 use crate::error::Result;
@@ -50,7 +55,7 @@ impl DbIter {
         }
     }
 
-    /// True while positioned on a key.
+    /// True while positioned on a key (never once an error was met).
     pub fn valid(&self) -> bool {
         self.valid
     }
@@ -230,7 +235,7 @@ impl DbIter {
             }
             self.inner.prev();
         }
-        if kind == ValueKind::Delete {
+        if kind == ValueKind::Delete || self.inner.status().is_err() {
             self.invalidate();
             self.direction = Direction::Forward;
         } else {

@@ -1,9 +1,11 @@
 //! Concatenation of the sorted, disjoint tables of one level, opening a
 //! table iterator only when the cursor reaches that table.
 //!
-//! Opening goes through the table cache and may fail (`EMFILE`, a damaged
-//! footer): the iterator then becomes invalid with that error as its
-//! `status()`, and stays so; it never skips the table.
+//! A table iterator's error is kept here when the cursor leaves that table,
+//! so it is sticky for the level: the iterator stays invalid and `status()`
+//! keeps returning it (see `iter::merge`). Opening a table goes through the
+//! table cache and may fail (`EMFILE`, a damaged footer): that error is
+//! kept the same way; the table is never skipped.
 
 use super::InternalIterator;
 use crate::error::{Error, Result};
@@ -72,8 +74,14 @@ impl LevelIter {
         self.status.is_none() && self.current.as_ref().is_some_and(|c| c.valid())
     }
 
-    fn cur_ok(&self) -> bool {
-        self.status.is_none() && self.current.as_ref().is_none_or(|c| c.status().is_ok())
+    /// Takes the current table's error, if any; false once an error is held.
+    fn cur_ok(&mut self) -> bool {
+        if self.status.is_none() {
+            if let Some(Err(e)) = self.current.as_ref().map(|c| c.status()) {
+                self.status = Some(e);
+            }
+        }
+        self.status.is_none()
     }
 
     /// Moves forward over exhausted tables.
@@ -109,6 +117,9 @@ impl InternalIterator for LevelIter {
     }
 
     fn seek_to_first(&mut self) {
+        if self.status.is_some() {
+            return;
+        }
         if self.open(0) {
             if let Some(c) = self.current.as_mut() {
                 c.seek_to_first();
@@ -118,6 +129,9 @@ impl InternalIterator for LevelIter {
     }
 
     fn seek_to_last(&mut self) {
+        if self.status.is_some() {
+            return;
+        }
         if self.files.is_empty() {
             self.current = None;
             return;
@@ -130,6 +144,9 @@ impl InternalIterator for LevelIter {
     }
 
     fn seek(&mut self, target: &[u8]) {
+        if self.status.is_some() {
+            return;
+        }
         let i = self
             .files
             .partition_point(|f| types::compare_internal(&f.desc.largest, target).is_lt());
@@ -142,6 +159,9 @@ impl InternalIterator for LevelIter {
     }
 
     fn seek_for_prev(&mut self, target: &[u8]) {
+        if self.status.is_some() {
+            return;
+        }
         // Last file whose smallest key is <= target.
         let i = self
             .files
@@ -158,6 +178,9 @@ impl InternalIterator for LevelIter {
     }
 
     fn next(&mut self) {
+        if self.status.is_some() {
+            return;
+        }
         if let Some(c) = self.current.as_mut() {
             c.next();
         }
@@ -165,6 +188,9 @@ impl InternalIterator for LevelIter {
     }
 
     fn prev(&mut self) {
+        if self.status.is_some() {
+            return;
+        }
         if let Some(c) = self.current.as_mut() {
             c.prev();
         }

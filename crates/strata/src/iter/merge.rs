@@ -4,9 +4,15 @@
 //! (reverse) key: the number of children is small (memtables, L0 tables and
 //! one iterator per deeper level). Internal keys are unique across children,
 //! so no tie-breaking is needed.
+//!
+//! Errors are sticky: once any child fails (a checksum mismatch, an I/O
+//! error), the merge becomes invalid and `status()` returns that error from
+//! then on, whatever is called next — a re-seek or a direction change never
+//! forgets it. Dropping the failed child and going on would surface older
+//! versions of its keys, or resurrect keys it deletes.
 
 use super::InternalIterator;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::types::compare_internal;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -20,6 +26,8 @@ pub struct MergeIter {
     children: Vec<Box<dyn InternalIterator>>,
     current: Option<usize>,
     direction: Direction,
+    /// The first child error met; the merge stays invalid once set.
+    status: Option<Error>,
 }
 
 impl MergeIter {
@@ -28,7 +36,37 @@ impl MergeIter {
             children,
             current: None,
             direction: Direction::Forward,
+            status: None,
         }
+    }
+
+    /// After every child moved: takes the first child error, if any.
+    fn absorb_all(&mut self) {
+        if self.status.is_none() {
+            for c in &self.children {
+                if let Err(e) = c.status() {
+                    self.status = Some(e);
+                    break;
+                }
+            }
+        }
+        if self.status.is_some() {
+            self.current = None;
+        }
+    }
+
+    /// After only child `i` moved: takes its error, if any.
+    fn absorb(&mut self, i: usize) -> bool {
+        if self.status.is_none() && !self.children[i].valid() {
+            if let Err(e) = self.children[i].status() {
+                self.status = Some(e);
+            }
+        }
+        if self.status.is_some() {
+            self.current = None;
+            return false;
+        }
+        true
     }
 
     fn find_smallest(&mut self) {
@@ -64,35 +102,51 @@ impl InternalIterator for MergeIter {
     }
 
     fn seek_to_first(&mut self) {
+        if self.status.is_some() {
+            return;
+        }
         for c in &mut self.children {
             c.seek_to_first();
         }
         self.direction = Direction::Forward;
         self.find_smallest();
+        self.absorb_all();
     }
 
     fn seek_to_last(&mut self) {
+        if self.status.is_some() {
+            return;
+        }
         for c in &mut self.children {
             c.seek_to_last();
         }
         self.direction = Direction::Reverse;
         self.find_largest();
+        self.absorb_all();
     }
 
     fn seek(&mut self, target: &[u8]) {
+        if self.status.is_some() {
+            return;
+        }
         for c in &mut self.children {
             c.seek(target);
         }
         self.direction = Direction::Forward;
         self.find_smallest();
+        self.absorb_all();
     }
 
     fn seek_for_prev(&mut self, target: &[u8]) {
+        if self.status.is_some() {
+            return;
+        }
         for c in &mut self.children {
             c.seek_for_prev(target);
         }
         self.direction = Direction::Reverse;
         self.find_largest();
+        self.absorb_all();
     }
 
     fn next(&mut self) {
@@ -110,9 +164,15 @@ impl InternalIterator for MergeIter {
                 }
             }
             self.direction = Direction::Forward;
+            self.absorb_all();
+            if self.status.is_some() {
+                return;
+            }
         }
         self.children[cur].next();
-        self.find_smallest();
+        if self.absorb(cur) {
+            self.find_smallest();
+        }
     }
 
     fn prev(&mut self) {
@@ -132,9 +192,15 @@ impl InternalIterator for MergeIter {
                 }
             }
             self.direction = Direction::Reverse;
+            self.absorb_all();
+            if self.status.is_some() {
+                return;
+            }
         }
         self.children[cur].prev();
-        self.find_largest();
+        if self.absorb(cur) {
+            self.find_largest();
+        }
     }
 
     fn key(&self) -> &[u8] {
@@ -152,6 +218,9 @@ impl InternalIterator for MergeIter {
     }
 
     fn status(&self) -> Result<()> {
+        if let Some(e) = &self.status {
+            return Err(e.clone());
+        }
         for c in &self.children {
             c.status()?;
         }

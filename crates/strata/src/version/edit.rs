@@ -117,7 +117,11 @@ impl Edit {
                     )
                 }
                 TAG_LAST_SEQ => {
-                    e.last_sequence = Some(r.varint().ok_or_else(|| bad("truncated sequence"))?)
+                    let seq = r.varint().ok_or_else(|| bad("truncated sequence"))?;
+                    if seq > crate::types::MAX_SEQ {
+                        return Err(bad("last sequence beyond the largest sequence number"));
+                    }
+                    e.last_sequence = Some(seq);
                 }
                 TAG_COMPACT_POINTER => {
                     let l = level(&mut r)?;

@@ -68,6 +68,13 @@ impl VersionSet {
         self.current.clone()
     }
 
+    /// Makes sure `n` is never handed out: every number found on disk is
+    /// marked used before the first new one is taken (a WAL number taken at
+    /// a memtable switch is not in the manifest).
+    pub fn mark_file_number_used(&mut self, n: u64) {
+        self.next_file_number = self.next_file_number.max(n.saturating_add(1));
+    }
+
     pub fn new_file_number(&mut self) -> u64 {
         let n = self.next_file_number;
         self.next_file_number += 1;
