@@ -16,6 +16,9 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
+use std::sync::Arc;
+use strata::io::fault::{Op, Rule, Trigger};
+use strata::io::{FaultError, FaultFs, MemFs};
 use strata::{Db, Error, Options, ReadOptions};
 
 const ENV_MODE: &str = "STRATA_TC_MODE";
@@ -240,4 +243,114 @@ fn table_cache_child() {
     check_all(&db, &model);
     db.close().expect("close after reopen");
     println!("table cache child ok");
+}
+
+/// Tables the cache evicted are opened again on the next read; when that
+/// fails, `get` returns the error and iterators stop on it (invalid,
+/// `status()` = `Err`): never an older version, a deleted key, or a gap.
+/// Once opening works again, so do reads (failures are not cached).
+#[test]
+fn a_table_that_cannot_be_reopened_is_an_error_never_a_gap() {
+    const KEYS: u64 = 3000;
+    for all_in_l0 in [true, false] {
+        let mem = MemFs::new();
+        let fault = FaultFs::new(Arc::new(mem.clone()), 1);
+        let handle = fault.handle();
+        let mut opts = Options::default()
+            .fs(Arc::new(fault))
+            .write_buffer_size(4 << 10)
+            .target_file_size(4 << 10)
+            .block_size(256)
+            .block_cache_size(0)
+            .max_open_files(20);
+        if all_in_l0 {
+            opts = opts
+                .level0_file_num_compaction_trigger(1000)
+                .level0_slowdown_writes_trigger(1000)
+                .level0_stop_writes_trigger(1000);
+        }
+        let cap = opts.table_cache_capacity().expect("a limit");
+        let db = Db::open("/db", opts.clone()).expect("open");
+        let mut model = BTreeMap::new();
+        for i in 0..KEYS {
+            db.put(key(i), value(i, 0)).expect("put");
+            model.insert(key(i), value(i, 0));
+        }
+        for i in 0..KEYS {
+            match i % 3 {
+                0 => {
+                    db.put(key(i), value(i, 1)).expect("put");
+                    model.insert(key(i), value(i, 1));
+                }
+                1 => {
+                    db.delete(key(i)).expect("delete");
+                    model.remove(&key(i));
+                }
+                _ => {}
+            }
+        }
+        db.flush().expect("flush");
+        if !all_in_l0 {
+            db.compact_range::<&[u8], _>(..).expect("compact");
+        }
+        db.close().expect("close");
+        drop(db);
+
+        let db = Db::open("/db", opts).expect("reopen");
+        let stats = db.stats();
+        let tables: usize = stats.levels.iter().map(|l| l.files).sum();
+        let l0 = stats.levels.first().map_or(0, |l| l.files);
+        assert!(tables > 2 * cap, "{tables} tables");
+        assert_eq!(l0 == tables, all_in_l0, "{l0} of {tables} tables in L0");
+        assert!(stats.open_tables <= cap);
+        handle.add(Rule::new(Op::Open, Trigger::From(1), FaultError::Eio).on_paths(".table"));
+        let ctx = if all_in_l0 { "L0" } else { "L1+" };
+
+        // Scans: a correct prefix, then the error, then the end.
+        for reverse in [false, true] {
+            let scan = db.scan::<&[u8], _>(..).expect("scan");
+            let items: Vec<_> = if reverse {
+                scan.rev().collect()
+            } else {
+                scan.collect()
+            };
+            let (ok, err): (Vec<_>, Vec<_>) = items.into_iter().partition(Result::is_ok);
+            assert_eq!(err.len(), 1, "{ctx}: one error ends the scan");
+            let ok: Vec<_> = ok.into_iter().filter_map(Result::ok).collect();
+            let want: Vec<_> = if reverse {
+                model.iter().rev().take(ok.len()).collect()
+            } else {
+                model.iter().take(ok.len()).collect()
+            };
+            assert!(
+                ok.iter().map(|(k, v)| (k, v)).eq(want),
+                "{ctx}: entries before the error are exactly the model's first ones"
+            );
+        }
+
+        let mut it = db.iter(&ReadOptions::default()).expect("iter");
+        it.seek_to_first();
+        while it.valid() {
+            it.next();
+        }
+        assert!(it.status().is_err(), "{ctx}: the iterator holds the error");
+
+        // Point lookups: the right answer or the error, never a wrong one.
+        let mut errors = 0;
+        for i in 0..KEYS {
+            match db.get(key(i)) {
+                Ok(v) => assert_eq!(v.as_ref(), model.get(&key(i)), "{ctx}: key {i}"),
+                Err(Error::Io { source, .. }) if source.raw_os_error() == Some(libc::EIO) => {
+                    errors += 1
+                }
+                Err(e) => panic!("{ctx}: key {i}: {e}"),
+            }
+        }
+        assert!(errors > 0, "{ctx}: some lookups needed a closed table");
+
+        handle.clear();
+        check_all(&db, &model);
+        assert!(db.stats().open_tables <= cap);
+        db.close().expect("close");
+    }
 }
