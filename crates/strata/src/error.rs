@@ -51,6 +51,10 @@ pub enum Error {
     /// The database was closed.
     #[error("database is closed")]
     Closed,
+    /// An [`crate::EventListener`] callback panicked on a background
+    /// thread; the database is poisoned with this error.
+    #[error("an event listener panicked: {0}")]
+    ListenerPanic(String),
 }
 
 impl Error {

@@ -54,7 +54,7 @@ fn fixture() -> (MemFs, PathBuf) {
     db.compact_range::<&[u8], _>(..).expect("compact");
     let before = tables(&mem);
     for i in 0..N {
-        if i % 2 == 0 {
+        if i.is_multiple_of(2) {
             db.put(key(i), format!("new{i:04}-{}", "n".repeat(40)))
                 .expect("put");
         } else {
@@ -72,7 +72,8 @@ fn fixture() -> (MemFs, PathBuf) {
 
 /// What a correct read of key `i` may return.
 fn expected(i: usize) -> Option<Vec<u8>> {
-    (i % 2 == 0).then(|| format!("new{i:04}-{}", "n".repeat(40)).into_bytes())
+    i.is_multiple_of(2)
+        .then(|| format!("new{i:04}-{}", "n".repeat(40)).into_bytes())
 }
 
 fn index_of(k: &[u8]) -> usize {
@@ -171,8 +172,8 @@ fn walk(
     db: &Db,
     h: &FaultHandle,
     l0: &Path,
-    start: &dyn Fn(&mut DbIter),
-    step: &dyn Fn(&mut DbIter, usize),
+    start: &Start,
+    step: &Step,
     arm_after: usize,
     ctx: &str,
 ) -> bool {
@@ -209,6 +210,9 @@ fn walk(
     false
 }
 
+type Start = dyn Fn(&mut DbIter);
+type Step = dyn Fn(&mut DbIter, usize);
+
 #[test]
 fn read_errors_mid_walk_never_show_stale_data() {
     let (mem, l0) = fixture();
@@ -233,7 +237,7 @@ fn read_errors_mid_walk_never_show_stale_data() {
             it.prev()
         }
     };
-    let cases: [(&str, &dyn Fn(&mut DbIter), &dyn Fn(&mut DbIter, usize)); 5] = [
+    let cases: [(&str, &Start, &Step); 5] = [
         ("forward", &first, &fwd),
         ("backward", &last, &back),
         ("forward then back", &seek_mid, &back),

@@ -94,19 +94,9 @@ pub fn run_linear(
     let mut merged = MergeIter::new(children);
 
     // A tombstone may go only if no deeper level can hold its key.
-    let deeper: Vec<Vec<Arc<FileMeta>>> = version
-        .levels
-        .iter()
-        .skip(plan.output_level + 1)
-        .cloned()
-        .collect();
     let bottommost = plan.bottommost;
-    let is_bottom_for = |uk: &[u8]| {
-        bottommost
-            || deeper
-                .iter()
-                .all(|files| files.iter().all(|f| !f.overlaps(Some(uk), Some(uk))))
-    };
+    let below = plan.output_level + 1;
+    let is_bottom_for = |uk: &[u8]| bottommost || !version.covers_at_or_below(below, uk);
     let mut dropper = Dropper::new(ctx.snapshots.clone(), is_bottom_for);
     // Only the grandparents the outputs can reach (the whole key range of
     // the inputs); the level below may hold thousands of tables.

@@ -167,7 +167,14 @@ impl<'a> Outputs<'a> {
         self.grandparent_overlap = 0;
         self.boundaries_crossed = 0;
         if let Some((id, b)) = self.current.take() {
-            let props = b.finish()?;
+            let props = match b.finish() {
+                Ok(p) => p,
+                Err(e) => {
+                    // Not in `finished`: `abandon` would not see it.
+                    let _ = self.fs.remove_file(&table_path(&self.dir, id));
+                    return Err(e);
+                }
+            };
             self.bytes_written += props.file_size;
             self.keys.push(std::mem::take(&mut self.current_keys));
             self.finished.push(FileDesc {
@@ -207,6 +214,37 @@ mod tests {
     use super::*;
     use crate::io::mem::MemFs;
     use crate::types::{internal_key, ValueKind};
+
+    /// A table whose `finish` fails is removed, not left behind.
+    #[test]
+    fn failed_finish_leaves_no_file() {
+        use crate::io::fault::{FaultError, FaultFs, Op, Rule, Trigger};
+        let mem = MemFs::new();
+        let faulty = FaultFs::new(Arc::new(mem.clone()), 1);
+        faulty
+            .handle()
+            .add(Rule::new(Op::Sync, Trigger::From(1), FaultError::NoSpace).on_paths(".table"));
+        let fs: Arc<dyn FileSystem> = Arc::new(faulty);
+        fs.create_dir_all(Path::new("/db")).expect("dir");
+        let mut n = 0;
+        let mut next = || {
+            n += 1;
+            n
+        };
+        let opts = TableOptions::from_options(&crate::Options::default());
+        let mut out = Outputs::new(Path::new("/db"), fs.clone(), opts, 1 << 20, &mut next);
+        out.add(&internal_key(b"k", 1, ValueKind::Value as u8), b"v")
+            .expect("add");
+        assert!(out.finish().is_err(), "the sync fault fired");
+        out.abandon();
+        let left: Vec<String> = mem
+            .list_dir(Path::new("/db"))
+            .expect("list")
+            .into_iter()
+            .filter(|f| f.ends_with(".table"))
+            .collect();
+        assert!(left.is_empty(), "left behind: {left:?}");
+    }
 
     /// Writes keys k000..k099 (100 B values) and returns each output's
     /// last user key.

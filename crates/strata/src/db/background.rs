@@ -53,41 +53,54 @@ fn flush_one<'a>(inner: &'a Inner, mut st: MutexGuard<'a, State>) -> MutexGuard<
     let started = Instant::now();
     let written =
         MutexGuard::unlocked(&mut st, || write_l0_table(inner, &mem, &version, snapshots));
-    let result = written.and_then(|(descs, keys)| {
-        let bytes: u64 = descs.iter().map(|d| d.size).sum();
-        let mut edit = Edit::default();
-        for d in descs {
-            edit.added.push((0, d));
+    let result = match written {
+        Ok((descs, keys)) => {
+            let bytes: u64 = descs.iter().map(|d| d.size).sum();
+            let mut edit = Edit::default();
+            for d in descs {
+                edit.added.push((0, d));
+            }
+            // WALs older than the next memtable's are no longer needed. (Only
+            // a flush removes memtables, and one runs at a time: `imm[1]` stays
+            // the next one while the edit is written.)
+            let next_log = st.imm.get(1).unwrap_or(&st.mem).log_number();
+            edit.log_number = Some(next_log);
+            edit.last_sequence = Some(inner.last_seq.load(Ordering::Acquire));
+            let (relocked, applied) = inner.log_and_apply(st, &mut edit);
+            st = relocked;
+            applied.map(|()| (bytes, edit, keys))
         }
-        // WALs older than the next memtable's are no longer needed.
-        let next_log = st.imm.get(1).unwrap_or(&st.mem).log_number();
-        edit.log_number = Some(next_log);
-        edit.last_sequence = Some(inner.last_seq.load(Ordering::Acquire));
-        st.versions.log_and_apply(&mut edit)?;
-        Ok((bytes, edit, keys))
-    });
+        Err(e) => Err(e),
+    };
     st.flushing = false;
     match result {
         Ok((bytes, edit, keys)) => {
             st.imm.remove(0);
             inner.install_super_version(&mut st);
             // Listeners run without the state lock and see the new version.
-            MutexGuard::unlocked(&mut st, || {
+            let emitted = MutexGuard::unlocked(&mut st, || {
                 inner.emit_events(TableReason::Flush, &edit, &keys)
             });
+            if let Err(e) = emitted {
+                inner.set_bg_error(&mut st, e);
+            }
             Stats::add(&inner.stats.flush_count, 1);
             Stats::add(&inner.stats.flush_bytes, bytes);
             Stats::add(
                 &inner.stats.flush_micros,
                 started.elapsed().as_micros() as u64,
             );
-            // Logs below the new log number are flushed: no need to sync them.
+            // Logs below the new log number are flushed: no need to sync
+            // them, and their files go. Outside the state mutex: a synced
+            // write may hold `unsynced_logs` while it syncs them.
             let keep_from = st.versions.log_number;
-            inner
-                .unsynced_logs
-                .lock()
-                .retain(|w| w.log_number() >= keep_from);
-            delete_obsolete_wals(inner, &st);
+            MutexGuard::unlocked(&mut st, || {
+                inner
+                    .unsynced_logs
+                    .lock()
+                    .retain(|w| w.log_number() >= keep_from);
+                delete_obsolete_wals(inner, keep_from);
+            });
         }
         Err(e) => inner.set_bg_error(&mut st, e),
     }
@@ -143,10 +156,7 @@ pub(crate) fn write_memtable_to(
     // Tombstones stay unless no table holds the key at all.
     let is_bottom_for = |uk: &[u8]| {
         sink.drop_tombstones
-            && version
-                .levels
-                .iter()
-                .all(|files| files.iter().all(|f| !f.overlaps(Some(uk), Some(uk))))
+            && !version.covers_at_or_below(0, uk)
             && unlisted.iter().all(|d| {
                 crate::types::user_key(&d.largest) < uk || crate::types::user_key(&d.smallest) > uk
             })
@@ -189,18 +199,25 @@ fn compact<'a>(
     let snapshots = inner.snapshot_list();
     let started = Instant::now();
     let result = MutexGuard::unlocked(&mut st, || execute(inner, &plan, &version, snapshots));
-    let result = result.and_then(|(mut edit, outcome)| {
-        st.versions.log_and_apply(&mut edit)?;
-        Ok((edit, outcome))
-    });
+    let result = match result {
+        Ok((mut edit, outcome)) => {
+            let (relocked, applied) = inner.log_and_apply(st, &mut edit);
+            st = relocked;
+            applied.map(|()| (edit, outcome))
+        }
+        Err(e) => Err(e),
+    };
     set_busy(&mut st, &plan, false);
     st.running_compactions -= 1;
     match result {
         Ok((edit, outcome)) => {
             inner.install_super_version(&mut st);
-            MutexGuard::unlocked(&mut st, || {
+            let emitted = MutexGuard::unlocked(&mut st, || {
                 inner.emit_events(TableReason::Compaction, &edit, &outcome.keys)
             });
+            if let Err(e) = emitted {
+                inner.set_bg_error(&mut st, e);
+            }
             let s = &inner.stats;
             if plan.kind == PlanKind::Move {
                 Stats::add(&s.trivial_moves, 1);
@@ -251,8 +268,7 @@ fn execute(
 }
 
 /// Removes WAL files that every memtable has moved past.
-pub(crate) fn delete_obsolete_wals(inner: &Inner, st: &State) {
-    let keep_from = st.versions.log_number;
+pub(crate) fn delete_obsolete_wals(inner: &Inner, keep_from: u64) {
     if let Ok(names) = inner.opts.fs.list_dir(&inner.dir) {
         for name in names {
             if let Some((FileKind::Wal, n)) = filename::parse(&name) {
@@ -351,10 +367,26 @@ impl Db {
 impl Inner {
     /// Tells the listeners about an installed edit. `keys` holds the user
     /// keys of the edit's added tables, in order, when they were collected.
-    fn emit_events(&self, reason: TableReason, edit: &Edit, keys: &[TableKeys]) {
+    /// A panicking listener is caught: its message becomes the
+    /// background error (the thread, and writers waiting on it, go on).
+    fn emit_events(&self, reason: TableReason, edit: &Edit, keys: &[TableKeys]) -> Result<()> {
         if self.opts.listeners.is_empty() {
-            return;
+            return Ok(());
         }
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.emit_events_unguarded(reason, edit, keys)
+        }))
+        .map_err(|p| {
+            let msg = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "(no message)".to_string());
+            crate::error::Error::ListenerPanic(msg)
+        })
+    }
+
+    fn emit_events_unguarded(&self, reason: TableReason, edit: &Edit, keys: &[TableKeys]) {
         let moved_to = |id: u64| edit.added.iter().find(|(_, d)| d.id == id).map(|(l, _)| *l);
         let moved_from = |id: u64| edit.deleted.iter().find(|(_, d)| *d == id).map(|(l, _)| *l);
         for l in &self.opts.listeners {

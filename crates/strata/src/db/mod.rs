@@ -108,6 +108,12 @@ pub(crate) struct Inner {
     pub writers: Mutex<write::Queue>,
     pub writers_cv: Condvar,
     pub snapshots: Mutex<BTreeMap<SeqNo, usize>>,
+    /// Held for a whole version edit (`Inner::log_and_apply`): one edit at a
+    /// time goes to the manifest, while the state mutex is free for writers.
+    /// Lock order: `apply` before `state`.
+    pub apply: Mutex<()>,
+    /// Opens the tables an edit adds, outside the state mutex.
+    pub opener: crate::version::TableOpener,
     pub stats: Stats,
     pub closed: AtomicBool,
     _lock: Box<dyn FileLock>,
@@ -124,14 +130,33 @@ impl Db {
     pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
         opts.validate()?;
         let inner = Arc::new(recovery::open(path.as_ref(), opts)?);
-        let mut threads = Vec::new();
-        for i in 0..inner.opts.background_threads {
-            let inner = inner.clone();
-            let t = std::thread::Builder::new()
+        Self::start(inner, &mut |i, inner| {
+            std::thread::Builder::new()
                 .name(format!("strata-bg-{i}"))
                 .spawn(move || background::run(&inner))
-                .map_err(|e| Error::io(path.as_ref(), e))?;
-            threads.push(t);
+        })
+    }
+
+    /// Starts the background threads with `spawn`. If one cannot start, the
+    /// started ones are stopped and joined, so the last `Arc<Inner>` (and
+    /// with it the directory's LOCK) is released before the error returns.
+    fn start(
+        inner: Arc<Inner>,
+        spawn: &mut dyn FnMut(usize, Arc<Inner>) -> std::io::Result<JoinHandle<()>>,
+    ) -> Result<Db> {
+        let mut threads = Vec::new();
+        for i in 0..inner.opts.background_threads {
+            match spawn(i, inner.clone()) {
+                Ok(t) => threads.push(t),
+                Err(e) => {
+                    inner.state.lock().shutting_down = true;
+                    inner.bg_cv.notify_all();
+                    for t in threads {
+                        let _ = t.join();
+                    }
+                    return Err(Error::io(&inner.dir, e));
+                }
+            }
         }
         let db = Db {
             inner,
@@ -169,9 +194,16 @@ impl Db {
         {
             let mut st = self.inner.state.lock();
             st.shutting_down = true;
+            self.inner.bg_cv.notify_all();
+            self.inner.done_cv.notify_all();
+            // A compaction may run in a caller's thread (`compact_range`):
+            // nothing may change the directory once close returns.
+            while st.running_compactions > 0 || st.flushing {
+                self.inner
+                    .done_cv
+                    .wait_for(&mut st, std::time::Duration::from_millis(50));
+            }
         }
-        self.inner.bg_cv.notify_all();
-        self.inner.done_cv.notify_all();
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
         }
@@ -262,6 +294,40 @@ impl Inner {
         }));
     }
 
+    /// Logs `edit` to the manifest and installs the new version. Called
+    /// with the state locked; returns with it locked again. The slow parts —
+    /// opening the added tables, the manifest append and its sync — run
+    /// with the state mutex released (writers and readers go on); the
+    /// `apply` mutex keeps edits in order, so the version an edit was built
+    /// on is still current when it is installed.
+    pub(crate) fn log_and_apply<'a>(
+        &'a self,
+        st: parking_lot::MutexGuard<'a, State>,
+        edit: &mut crate::version::Edit,
+    ) -> (parking_lot::MutexGuard<'a, State>, Result<()>) {
+        drop(st);
+        let one_edit = self.apply.lock();
+        let mut opened = Vec::new();
+        for (_, d) in &edit.added {
+            // A table that moved is already open in the version.
+            if !edit.deleted.iter().any(|(_, id)| *id == d.id) {
+                match self.opener.open(d.clone()) {
+                    Ok(m) => opened.push(m),
+                    Err(e) => return (self.state.lock(), Err(e)),
+                }
+            }
+        }
+        let mut st = self.state.lock();
+        let mut pending = match st.versions.prepare(edit, opened) {
+            Ok(p) => p,
+            Err(e) => return (st, Err(e)),
+        };
+        let written = parking_lot::MutexGuard::unlocked(&mut st, || pending.write());
+        let installed = st.versions.install(pending, written).map(|_| ());
+        drop(one_edit);
+        (st, installed)
+    }
+
     /// Live snapshot sequence numbers.
     pub(crate) fn snapshot_list(&self) -> Vec<SeqNo> {
         self.snapshots.lock().keys().copied().collect()
@@ -273,5 +339,35 @@ impl Inner {
             st.bg_error = Some(e);
         }
         self.done_cv.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::MemFs;
+
+    /// A background thread that cannot start: the others are stopped, the
+    /// open fails with an I/O error, and the LOCK is released.
+    #[test]
+    fn failed_thread_start_releases_the_lock() {
+        let fs = Arc::new(MemFs::new());
+        let opts = Options::default().fs(fs.clone()).background_threads(3);
+        let inner = Arc::new(recovery::open(Path::new("/db"), opts.clone()).expect("recover"));
+        let mut started = 0;
+        let r = Db::start(inner, &mut |i, inner| {
+            if i == 2 {
+                return Err(std::io::Error::other("no threads left"));
+            }
+            started += 1;
+            std::thread::Builder::new().spawn(move || background::run(&inner))
+        });
+        assert_eq!(started, 2);
+        match r {
+            Err(e) => assert!(e.io_kind().is_some(), "{e}"),
+            Ok(_) => panic!("open succeeded without its threads"),
+        }
+        let db = Db::open("/db", opts).expect("the LOCK was released");
+        db.put("k", "v").expect("put");
     }
 }

@@ -190,6 +190,23 @@ mod tests {
     }
 
     #[test]
+    fn sequence_beyond_max_is_corruption() {
+        let ok = Edit {
+            last_sequence: Some(crate::types::MAX_SEQ),
+            ..Edit::default()
+        };
+        assert!(Edit::decode(&ok.encode()).is_ok());
+        let bad = Edit {
+            last_sequence: Some(crate::types::MAX_SEQ + 1),
+            ..Edit::default()
+        };
+        match Edit::decode(&bad.encode()) {
+            Err(e) => assert!(e.is_corruption(), "{e}"),
+            Ok(e) => panic!("decoded {:?}", e.last_sequence),
+        }
+    }
+
+    #[test]
     fn garbage_never_panics() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(7);
         let good = Edit {

@@ -14,8 +14,8 @@ mod table_cache;
 
 pub use edit::{Edit, FileDesc};
 pub use level0::Level0;
-pub use set::VersionSet;
 pub(crate) use set::{check_header, current_manifest};
+pub use set::{PendingEdit, TableOpener, VersionSet, Written};
 pub use table_cache::{TableCache, TableCacheStats};
 
 use crate::error::Result;
@@ -177,6 +177,29 @@ impl Version {
             }
         }
         Ok(None)
+    }
+
+    /// True if a table of `level` or a deeper level covers `user_key` (its
+    /// key range includes it). Levels from 1 are sorted and disjoint: one
+    /// binary search each; level 0 is scanned. Decides whether a tombstone
+    /// may still hide an older version below.
+    pub fn covers_at_or_below(&self, level: usize, user_key: &[u8]) -> bool {
+        self.levels
+            .iter()
+            .enumerate()
+            .skip(level)
+            .any(|(l, files)| {
+                if l == 0 {
+                    files
+                        .iter()
+                        .any(|f| f.overlaps(Some(user_key), Some(user_key)))
+                } else {
+                    let i = files.partition_point(|f| f.largest_user_key() < user_key);
+                    files
+                        .get(i)
+                        .is_some_and(|f| f.smallest_user_key() <= user_key)
+                }
+            })
     }
 
     /// Total bytes in all levels.

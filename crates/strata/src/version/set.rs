@@ -196,9 +196,7 @@ impl VersionSet {
     /// The live table file named by a descriptor, opened once through the
     /// table cache to check it.
     fn open_file(&self, d: FileDesc) -> Result<Arc<FileMeta>> {
-        let meta = Arc::new(FileMeta::new(d, Arc::clone(&self.tables)));
-        meta.table()?;
-        Ok(meta)
+        self.opener().open(d)
     }
 
     /// The cache of open tables that every `FileMeta` of this set reads through.
@@ -208,7 +206,19 @@ impl VersionSet {
 
     /// Writes `edit` (completed with the counters) to the manifest, syncs it,
     /// and installs the resulting version. On error nothing is installed.
+    /// In one go, for a caller that holds no lock others wait on (recovery);
+    /// the database splits it (`prepare`, `PendingEdit::write`, `install`)
+    /// so that the manifest I/O runs without its state mutex.
     pub fn log_and_apply(&mut self, edit: &mut Edit) -> Result<Arc<Version>> {
+        let mut pending = self.prepare(edit, Vec::new())?;
+        let written = pending.write();
+        self.install(pending, written)
+    }
+
+    /// Builds the version `edit` leads to and what the manifest must get;
+    /// no I/O unless an added table is not in `opened` (it is opened then).
+    /// Until [`install`](Self::install), no other edit may be prepared.
+    pub fn prepare(&mut self, edit: &mut Edit, opened: Vec<Arc<FileMeta>>) -> Result<PendingEdit> {
         if let Some(n) = edit.log_number {
             debug_assert!(n >= self.log_number);
         }
@@ -221,7 +231,6 @@ impl VersionSet {
         edit.last_sequence = Some(last_sequence);
         edit.next_file_number = Some(self.next_file_number);
 
-        // Build the new version first: opening tables may fail.
         let mut v = (*self.current).clone();
         let mut removed = Vec::new();
         for (level, id) in &edit.deleted {
@@ -232,7 +241,7 @@ impl VersionSet {
             }
         }
         for (level, d) in &edit.added {
-            let meta = match removed.iter().find(|f| f.id() == d.id) {
+            let meta = match removed.iter().chain(&opened).find(|f| f.id() == d.id) {
                 Some(m) => m.clone(), // a trivial move keeps the open table
                 None => self.open_file(d.clone())?,
             };
@@ -247,81 +256,84 @@ impl VersionSet {
             None => true,
             Some(m) => m.len() > MANIFEST_ROLL_BYTES,
         };
-        if new_manifest {
+        let write = if new_manifest {
             // Number taken before the snapshot so that next_file_number covers it.
             let number = self.new_file_number();
             edit.next_file_number = Some(self.next_file_number);
-            let path = self.dir.join(manifest_name(number));
-            self.write_new_manifest(&path, number, &v, edit)?;
-        } else if let Some(m) = self.manifest.as_mut() {
-            let before = m.len();
-            m.add_record(&edit.encode())?;
-            m.sync()?;
-            self.manifest_bytes_written += m.len() - before;
+            ManifestWrite::New {
+                fs: self.fs.clone(),
+                dir: self.dir.clone(),
+                number,
+                snapshot: self.snapshot_record(&v, edit),
+            }
+        } else {
+            match self.manifest.take() {
+                Some(writer) => ManifestWrite::Append {
+                    writer,
+                    record: edit.encode(),
+                },
+                None => return Err(Error::InvalidArgument("no manifest to append to".into())),
+            }
+        };
+        Ok(PendingEdit {
+            version: v,
+            removed,
+            added: edit.added.iter().map(|(_, d)| d.id).collect(),
+            compact_pointers: edit.compact_pointers.clone(),
+            log_number,
+            last_sequence,
+            write,
+        })
+    }
+
+    /// Installs a prepared edit whose manifest write gave `written`; on
+    /// error nothing is installed (an appending writer goes back: it
+    /// refuses later writes once one failed).
+    pub fn install(
+        &mut self,
+        pending: PendingEdit,
+        written: Result<Written>,
+    ) -> Result<Arc<Version>> {
+        // An appending writer goes back in any case (after a failure it
+        // refuses every later write).
+        let written = match pending.write {
+            ManifestWrite::Append { writer, .. } => {
+                self.manifest = Some(writer);
+                written?
+            }
+            ManifestWrite::New { .. } => written?,
+        };
+        match written {
+            Written::Appended { bytes } => self.manifest_bytes_written += bytes,
+            Written::New { writer, number } => {
+                let old = self.manifest_number;
+                self.manifest_bytes_written += writer.len();
+                self.manifest = Some(writer);
+                self.manifest_number = number;
+                if old != 0 {
+                    let _ = self.fs.remove_file(&self.dir.join(manifest_name(old)));
+                }
+            }
         }
-        for (level, k) in &edit.compact_pointers {
+        for (level, k) in &pending.compact_pointers {
             if let Some(p) = self.compact_pointers.get_mut(*level) {
                 *p = k.clone();
             }
         }
-        for f in &removed {
-            if !edit.added.iter().any(|(_, d)| d.id == f.id()) {
+        for f in &pending.removed {
+            if !pending.added.contains(&f.id()) {
                 f.mark_obsolete();
             }
         }
-        self.log_number = log_number;
-        self.last_sequence = last_sequence;
-        self.current = Arc::new(v);
+        self.log_number = pending.log_number;
+        self.last_sequence = pending.last_sequence;
+        self.current = Arc::new(pending.version);
         Ok(self.current.clone())
     }
 
-    fn write_new_manifest(
-        &mut self,
-        path: &Path,
-        number: u64,
-        v: &Version,
-        edit: &Edit,
-    ) -> Result<()> {
-        let w = match self.prepare_manifest(path, number, v, edit) {
-            Ok(w) => w,
-            Err(e) => {
-                let _ = self.fs.remove_file(path);
-                return Err(e);
-            }
-        };
-        // From here on the new manifest stays even on failure: once the
-        // rename of CURRENT may have happened, CURRENT may name it (a failed
-        // directory sync after the rename, say). If it is not named, the
-        // next open removes it.
-        io::write_atomic(
-            &*self.fs,
-            &self.dir,
-            CURRENT,
-            format!("{}\n", manifest_name(number)).as_bytes(),
-        )?;
-        let old = self.manifest_number;
-        self.manifest_bytes_written += w.len();
-        self.manifest = Some(w);
-        self.manifest_number = number;
-        if old != 0 {
-            let _ = self.fs.remove_file(&self.dir.join(manifest_name(old)));
-        }
-        Ok(())
-    }
-
-    /// Writes and syncs a new manifest holding a snapshot of `v` and `edit`.
-    fn prepare_manifest(
-        &self,
-        path: &Path,
-        number: u64,
-        v: &Version,
-        edit: &Edit,
-    ) -> Result<wal::Writer> {
-        let mut w = wal::Writer::new(self.fs.create(path)?, number)?;
-        let mut header = Vec::with_capacity(12);
-        header.extend_from_slice(&MANIFEST_MAGIC.to_le_bytes());
-        header.extend_from_slice(&MANIFEST_VERSION.to_le_bytes());
-        w.add_record(&header)?;
+    /// The first edit of a new manifest: the whole of `v`, with `edit`'s
+    /// counters and every compaction pointer.
+    fn snapshot_record(&self, v: &Version, edit: &Edit) -> Vec<u8> {
         let mut snap = Edit {
             log_number: edit.log_number,
             next_file_number: edit.next_file_number,
@@ -340,9 +352,15 @@ impl VersionSet {
         }
         snap.compact_pointers
             .extend(edit.compact_pointers.iter().cloned());
-        w.add_record(&snap.encode())?;
-        w.sync()?;
-        Ok(w)
+        snap.encode()
+    }
+
+    /// Opens the tables an edit adds, for [`prepare`](Self::prepare): the
+    /// caller runs it without the state mutex. The opener is a cheap clone.
+    pub fn opener(&self) -> TableOpener {
+        TableOpener {
+            tables: Arc::clone(&self.tables),
+        }
     }
 
     pub fn num_levels(&self) -> usize {
@@ -402,4 +420,119 @@ pub(crate) fn sort_levels(v: &mut Version) {
             files.sort_by(|a, b| types::compare_internal(&a.desc.smallest, &b.desc.smallest));
         }
     }
+}
+
+/// Opens table files of one directory through its table cache (what
+/// [`VersionSet`] uses, without the set: callers open an edit's tables
+/// before taking the state mutex).
+#[derive(Clone)]
+pub struct TableOpener {
+    tables: Arc<TableCache>,
+}
+
+impl TableOpener {
+    /// The live table file `d` names, opened once through the table cache
+    /// to check it (size, footer, index, filter, properties).
+    pub fn open(&self, d: FileDesc) -> Result<Arc<FileMeta>> {
+        let meta = Arc::new(FileMeta::new(d, Arc::clone(&self.tables)));
+        meta.table()?;
+        Ok(meta)
+    }
+}
+
+/// An edit prepared under the state mutex, to be written to the manifest
+/// without it and then installed ([`VersionSet::install`]).
+pub struct PendingEdit {
+    version: Version,
+    removed: Vec<Arc<FileMeta>>,
+    added: Vec<u64>,
+    compact_pointers: Vec<(usize, Vec<u8>)>,
+    log_number: u64,
+    last_sequence: SeqNo,
+    write: ManifestWrite,
+}
+
+enum ManifestWrite {
+    /// One record appended to the live manifest (its writer moved here).
+    Append {
+        writer: wal::Writer,
+        record: Vec<u8>,
+    },
+    /// A new manifest holding `snapshot`, then CURRENT naming it.
+    New {
+        fs: Arc<dyn FileSystem>,
+        dir: PathBuf,
+        number: u64,
+        snapshot: Vec<u8>,
+    },
+}
+
+/// What a manifest write left.
+pub enum Written {
+    /// Appended to the live manifest (its writer goes back in `install`).
+    Appended { bytes: u64 },
+    /// A new manifest, named by CURRENT.
+    New { writer: wal::Writer, number: u64 },
+}
+
+impl PendingEdit {
+    /// The manifest I/O: append and sync, or a new manifest and CURRENT.
+    pub fn write(&mut self) -> Result<Written> {
+        match &mut self.write {
+            ManifestWrite::Append { writer, record } => {
+                let before = writer.len();
+                writer.add_record(record)?;
+                writer.sync()?;
+                Ok(Written::Appended {
+                    bytes: writer.len() - before,
+                })
+            }
+            ManifestWrite::New {
+                fs,
+                dir,
+                number,
+                snapshot,
+            } => {
+                let path = dir.join(manifest_name(*number));
+                let w = match write_manifest(&**fs, &path, *number, snapshot) {
+                    Ok(w) => w,
+                    Err(e) => {
+                        let _ = fs.remove_file(&path);
+                        return Err(e);
+                    }
+                };
+                // From here on the new manifest stays even on failure: once
+                // the rename of CURRENT may have happened, CURRENT may name
+                // it (a failed directory sync after the rename, say). If it
+                // is not named, the next open removes it.
+                io::write_atomic(
+                    &**fs,
+                    dir,
+                    CURRENT,
+                    format!("{}\n", manifest_name(*number)).as_bytes(),
+                )?;
+                Ok(Written::New {
+                    writer: w,
+                    number: *number,
+                })
+            }
+        }
+    }
+}
+
+/// Writes and syncs a new manifest: the header, then `snapshot`.
+fn write_manifest(
+    fs: &dyn FileSystem,
+    path: &Path,
+    number: u64,
+    snapshot: &[u8],
+) -> Result<wal::Writer> {
+    let mut w = wal::Writer::new(fs.create(path)?, number)?;
+    let mut header = Vec::with_capacity(12);
+    header.extend_from_slice(&MANIFEST_MAGIC.to_le_bytes());
+    header.extend_from_slice(&MANIFEST_VERSION.to_le_bytes());
+    w.add_record(&header)?;
+    w.add_record(snapshot)?;
+    w.sync()?;
+    Ok(w)
 }
