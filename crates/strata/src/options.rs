@@ -12,6 +12,10 @@ use std::sync::Arc;
 
 const KIB: usize = 1024;
 const MIB: usize = 1024 * KIB;
+/// Descriptors `max_open_files` leaves to files other than open tables.
+const NON_TABLE_FILES: usize = 10;
+/// The smallest `max_open_files` that takes effect.
+const MIN_OPEN_FILES: usize = 20;
 
 /// Block compression of tables. The values are on-disk tags.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,6 +148,15 @@ pub struct Options {
     /// use pread(2) and every data block goes through the block cache.
     /// Only the OS file system maps; others always read. Default true.
     pub mmap_reads: bool,
+    /// Files the database may keep open (RocksDB and LevelDB
+    /// `max_open_files`); −1 = no limit. The table cache holds at most
+    /// `max_open_files − 10` open tables (each an open descriptor or a
+    /// memory map, plus its pinned index and filter) and closes the least
+    /// recently used one to open another; the 10 are left for the WAL, the
+    /// MANIFEST, the LOCK and the tables being written, as in LevelDB.
+    /// Values from 1 to 19 count as 20 (LevelDB raises small values too);
+    /// 0 and values below −1 are rejected. Default 1000.
+    pub max_open_files: i32,
     /// Storage of level 0. Default `Tables`.
     pub l0: L0Kind,
     /// Compaction executor. Default `Linear`.
@@ -180,6 +193,7 @@ impl Default for Options {
             verify_checksums: true,
             flush_on_close: false,
             mmap_reads: true,
+            max_open_files: 1000,
             l0: L0Kind::Tables,
             executor: ExecutorKind::Linear,
             fs: Arc::new(PosixFs),
@@ -246,6 +260,8 @@ setters! {
     flush_on_close: bool,
     /// Sets `mmap_reads`.
     mmap_reads: bool,
+    /// Sets `max_open_files` (−1 = no limit).
+    max_open_files: i32,
     /// Sets `fs`.
     fs: Arc<dyn FileSystem>,
 }
@@ -299,7 +315,17 @@ impl Options {
         if self.background_threads == 0 {
             return bad("background_threads must be at least 1");
         }
+        if self.max_open_files == 0 || self.max_open_files < -1 {
+            return bad("max_open_files must be -1 (no limit) or at least 1");
+        }
         Ok(())
+    }
+
+    /// Tables the table cache may hold open: `max_open_files − 10`, with
+    /// `max_open_files` raised to at least 20; `None` for −1 (no limit).
+    pub fn table_cache_capacity(&self) -> Option<usize> {
+        let files = usize::try_from(self.max_open_files).ok()?;
+        Some(files.max(MIN_OPEN_FILES) - NON_TABLE_FILES)
     }
 
     /// Sets one option from its textual `name=value` form, as printed by
@@ -345,6 +371,11 @@ impl Options {
             "verify_checksums" => self.verify_checksums = flag(name, value)?,
             "flush_on_close" => self.flush_on_close = flag(name, value)?,
             "mmap_reads" => self.mmap_reads = flag(name, value)?,
+            "max_open_files" => {
+                self.max_open_files = value.parse().map_err(|_| {
+                    Error::InvalidArgument(format!("option {name}: bad number {value:?}"))
+                })?
+            }
             "compression" => {
                 self.compression = match value {
                     "none" => Compression::None,
@@ -417,7 +448,8 @@ impl fmt::Display for Options {
              level0_slowdown_writes_trigger={},level0_stop_writes_trigger={},max_bytes_for_level_base={},\
              max_bytes_for_level_multiplier={},num_levels={},target_file_size={},block_size={},\
              block_restart_interval={},bloom_bits_per_key={},block_cache_size={},compression={},\
-             background_threads={},wal_recovery={},verify_checksums={},flush_on_close={},mmap_reads={},l0=tables,executor=linear",
+             background_threads={},wal_recovery={},verify_checksums={},flush_on_close={},mmap_reads={},max_open_files={},\
+             l0=tables,executor=linear",
             self.write_buffer_size,
             self.max_write_buffer_number,
             self.level0_file_num_compaction_trigger,
@@ -437,6 +469,7 @@ impl fmt::Display for Options {
             self.verify_checksums,
             self.flush_on_close,
             self.mmap_reads,
+            self.max_open_files,
         )
     }
 }
@@ -484,5 +517,41 @@ mod tests {
         assert!(o.set("nope", "1").is_err());
         assert!(o.set("block_size", "4K").is_ok());
         assert_eq!(o.block_size, 4096);
+    }
+
+    #[test]
+    fn max_open_files_limits_the_table_cache() {
+        let d = Options::default();
+        assert_eq!(d.max_open_files, 1000);
+        assert_eq!(d.table_cache_capacity(), Some(990));
+        assert_eq!(d.clone().max_open_files(-1).table_cache_capacity(), None);
+        assert_eq!(
+            d.clone().max_open_files(64).table_cache_capacity(),
+            Some(54)
+        );
+        // Small values are raised to 20.
+        assert_eq!(d.clone().max_open_files(1).table_cache_capacity(), Some(10));
+        assert_eq!(
+            d.clone().max_open_files(19).table_cache_capacity(),
+            Some(10)
+        );
+        for ok in [-1, 1, 20, 1000, i32::MAX] {
+            assert!(d.clone().max_open_files(ok).validate().is_ok(), "{ok}");
+        }
+        for bad in [0, -2, i32::MIN] {
+            assert!(matches!(
+                d.clone().max_open_files(bad).validate(),
+                Err(Error::InvalidArgument(_))
+            ));
+        }
+        let mut o = Options::default();
+        o.apply("max_open_files=-1").expect("-1 parses");
+        assert_eq!(o.max_open_files, -1);
+        assert!(o.to_string().contains("max_open_files=-1"));
+        let mut p = Options::default();
+        p.apply(&o.to_string()).expect("own output parses");
+        assert_eq!(p.max_open_files, -1);
+        assert!(o.set("max_open_files", "lots").is_err());
+        assert!(o.set("max_open_files", "4K").is_err());
     }
 }

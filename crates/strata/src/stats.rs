@@ -79,7 +79,18 @@ pub struct StatsSnapshot {
     pub block_cache_hits: u64,
     pub block_cache_misses: u64,
     pub block_cache_usage: u64,
+    /// Tables the table cache holds open (at most `max_open_files − 10`).
+    pub open_tables: usize,
+    /// Bytes of table files memory-mapped by the open tables.
+    pub mapped_table_bytes: u64,
+    /// Index and filter bytes pinned by the open tables.
     pub pinned_index_filter_bytes: u64,
+    /// Table-cache lookups that found their table open.
+    pub table_cache_hits: u64,
+    /// Table-cache lookups that opened their table.
+    pub table_cache_misses: u64,
+    /// Tables the table cache closed to make room.
+    pub table_cache_evictions: u64,
     pub memtable_bytes: u64,
     pub immutable_memtables: usize,
     pub last_sequence: u64,
@@ -155,7 +166,8 @@ impl StatsSnapshot {
              \"compaction_micros\":{},\"compaction_bytes_read\":{},\"compaction_bytes_written\":{},\"trivial_moves\":{},\
              \"stall_count\":{},\"stall_micros\":{},\"slowdown_count\":{},\"slowdown_micros\":{},\"manifest_bytes\":{},\
              \"table_bytes_read\":{},\"block_cache_hits\":{},\"block_cache_misses\":{},\"block_cache_usage\":{},\
-             \"pinned_index_filter_bytes\":{},\"memtable_bytes\":{},\"immutable_memtables\":{},\"last_sequence\":{},\
+             \"open_tables\":{},\"mapped_table_bytes\":{},\"pinned_index_filter_bytes\":{},\"table_cache_hits\":{},\
+             \"table_cache_misses\":{},\"table_cache_evictions\":{},\"memtable_bytes\":{},\"immutable_memtables\":{},\"last_sequence\":{},\
              \"engine_bytes_written\":{},\"write_amplification\":{:.4},\"cache_hit_rate\":{:.4},\"levels\":[{}]}}",
             self.user_bytes_written,
             self.user_writes,
@@ -180,7 +192,12 @@ impl StatsSnapshot {
             self.block_cache_hits,
             self.block_cache_misses,
             self.block_cache_usage,
+            self.open_tables,
+            self.mapped_table_bytes,
             self.pinned_index_filter_bytes,
+            self.table_cache_hits,
+            self.table_cache_misses,
+            self.table_cache_evictions,
             self.memtable_bytes,
             self.immutable_memtables,
             self.last_sequence,
@@ -258,12 +275,21 @@ impl fmt::Display for StatsSnapshot {
         )?;
         writeln!(
             f,
-            "block cache:        {:.1}% hits ({} hits, {} misses), {:.2} MiB used; pinned index+filter {:.2} MiB",
+            "block cache:        {:.1}% hits ({} hits, {} misses), {:.2} MiB used",
             self.cache_hit_rate() * 100.0,
             self.block_cache_hits,
             self.block_cache_misses,
             mib(self.block_cache_usage),
-            mib(self.pinned_index_filter_bytes)
+        )?;
+        writeln!(
+            f,
+            "table cache:        {} open ({:.2} MiB mapped, pinned index+filter {:.2} MiB); {} hits, {} misses, {} evictions",
+            self.open_tables,
+            mib(self.mapped_table_bytes),
+            mib(self.pinned_index_filter_bytes),
+            self.table_cache_hits,
+            self.table_cache_misses,
+            self.table_cache_evictions
         )?;
         write!(
             f,

@@ -537,3 +537,112 @@ fn tombstone_flush_time_over_10k_tables() {
         t.elapsed().as_secs_f64()
     );
 }
+
+/// A file system whose manifest syncs take `delay` (a slow disk).
+#[derive(Debug)]
+struct SlowManifestFs {
+    inner: MemFs,
+    delay: Duration,
+}
+
+struct SlowSync {
+    file: Box<dyn WritableFile>,
+    delay: Duration,
+}
+
+impl WritableFile for SlowSync {
+    fn append(&mut self, data: &[u8]) -> strata::Result<()> {
+        self.file.append(data)
+    }
+    fn flush(&mut self) -> strata::Result<()> {
+        self.file.flush()
+    }
+    fn sync(&mut self) -> strata::Result<()> {
+        std::thread::sleep(self.delay);
+        self.file.sync()
+    }
+    fn len(&self) -> u64 {
+        self.file.len()
+    }
+}
+
+impl FileSystem for SlowManifestFs {
+    fn create_dir_all(&self, path: &Path) -> strata::Result<()> {
+        self.inner.create_dir_all(path)
+    }
+    fn create(&self, path: &Path) -> strata::Result<Box<dyn WritableFile>> {
+        let file = self.inner.create(path)?;
+        if path.to_string_lossy().contains("MANIFEST") {
+            Ok(Box::new(SlowSync {
+                file,
+                delay: self.delay,
+            }))
+        } else {
+            Ok(file)
+        }
+    }
+    fn open_random(&self, path: &Path) -> strata::Result<Arc<dyn RandomAccessFile>> {
+        self.inner.open_random(path)
+    }
+    fn open_sequential(&self, path: &Path) -> strata::Result<Box<dyn SequentialFile>> {
+        self.inner.open_sequential(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> strata::Result<()> {
+        self.inner.rename(from, to)
+    }
+    fn remove_file(&self, path: &Path) -> strata::Result<()> {
+        self.inner.remove_file(path)
+    }
+    fn list_dir(&self, path: &Path) -> strata::Result<Vec<String>> {
+        self.inner.list_dir(path)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        self.inner.exists(path)
+    }
+    fn file_size(&self, path: &Path) -> strata::Result<u64> {
+        self.inner.file_size(path)
+    }
+    fn sync_dir(&self, path: &Path) -> strata::Result<()> {
+        self.inner.sync_dir(path)
+    }
+    fn lock(&self, path: &Path) -> strata::Result<Box<dyn FileLock>> {
+        self.inner.lock(path)
+    }
+}
+
+/// Item 7, a measurement (not run in CI): the slowest put while flushes
+/// and compactions log edits to a manifest whose sync takes 20 ms. With the
+/// sync under the state mutex every write group waited for it. Run:
+/// `cargo test --release -p strata --test core_regressions -- --ignored --nocapture slow_manifest`
+#[test]
+#[ignore]
+fn put_latency_with_a_slow_manifest_sync() {
+    let fs = Arc::new(SlowManifestFs {
+        inner: MemFs::new(),
+        delay: Duration::from_millis(20),
+    });
+    let db = Db::open(
+        DIR,
+        Options::default()
+            .fs(fs)
+            .write_buffer_size(1 << 20)
+            .max_write_buffer_number(4),
+    )
+    .expect("open");
+    let mut lat: Vec<Duration> = Vec::new();
+    for i in 0..200_000usize {
+        let t = std::time::Instant::now();
+        db.put(key(i * 7919 % 200_000), value(i)).expect("put");
+        lat.push(t.elapsed());
+    }
+    let edits = db.stats().flush_count;
+    lat.sort();
+    let pct = |p: f64| lat[((lat.len() as f64 * p) as usize).min(lat.len() - 1)];
+    println!(
+        "200,000 puts, {edits} flushes: p99 {:?}, p99.9 {:?}, p99.99 {:?}, max {:?}",
+        pct(0.99),
+        pct(0.999),
+        pct(0.9999),
+        lat[lat.len() - 1]
+    );
+}

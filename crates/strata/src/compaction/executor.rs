@@ -85,7 +85,7 @@ pub fn run_linear(
     let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
     if plan.level == 0 {
         for f in &inputs {
-            children.push(Box::new(TableIter::sequential(f.table.clone())));
+            children.push(Box::new(TableIter::sequential(f.table()?)));
         }
     } else {
         children.push(Box::new(LevelIter::sequential(inputs.clone())));

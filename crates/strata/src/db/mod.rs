@@ -229,12 +229,10 @@ impl Db {
         s.block_cache_hits = inner.cache.hits();
         s.block_cache_misses = inner.cache.misses();
         s.block_cache_usage = inner.cache.usage();
-        let mut pinned = 0u64;
         let mut read = 0u64;
         for (level, files) in sv.version.levels.iter().enumerate() {
             for f in files {
-                pinned += f.table.pinned_bytes() as u64;
-                read += f.table.bytes_read();
+                read += f.bytes_read();
             }
             let by_level = |a: &[AtomicU64; crate::stats::MAX_LEVELS]| {
                 a.get(level).map_or(0, |c| c.load(Ordering::Relaxed))
@@ -246,8 +244,17 @@ impl Db {
                 compaction_bytes_read: by_level(&inner.stats.compaction_read_by_level),
             });
         }
-        s.pinned_index_filter_bytes = pinned;
-        s.manifest_bytes = inner.state.lock().versions.manifest_bytes_written;
+        let tables = {
+            let st = inner.state.lock();
+            s.manifest_bytes = st.versions.manifest_bytes_written;
+            st.versions.table_cache().stats()
+        };
+        s.open_tables = tables.open_tables;
+        s.mapped_table_bytes = tables.mapped_bytes;
+        s.pinned_index_filter_bytes = tables.pinned_bytes;
+        s.table_cache_hits = tables.hits;
+        s.table_cache_misses = tables.misses;
+        s.table_cache_evictions = tables.evictions;
         s.table_bytes_read = read;
         s
     }

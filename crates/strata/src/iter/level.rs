@@ -3,7 +3,9 @@
 //!
 //! A table iterator's error is kept here when the cursor leaves that table,
 //! so it is sticky for the level: the iterator stays invalid and `status()`
-//! keeps returning it (see `iter::merge`).
+//! keeps returning it (see `iter::merge`). Opening a table goes through the
+//! table cache and may fail (`EMFILE`, a damaged footer): that error is
+//! kept the same way; the table is never skipped.
 
 use super::InternalIterator;
 use crate::error::{Error, Result};
@@ -40,11 +42,20 @@ impl LevelIter {
         it
     }
 
+    /// Opens the table iterator of file `index`; false past the end or
+    /// when the table cannot be opened (the error is kept in `status`).
     fn open(&mut self, index: usize) -> bool {
         match self.files.get(index) {
             Some(f) => {
                 self.index = index;
-                let table = f.table.clone();
+                let table = match f.table() {
+                    Ok(t) => t,
+                    Err(e) => {
+                        self.status.get_or_insert(e);
+                        self.current = None;
+                        return false;
+                    }
+                };
                 self.current = Some(if self.sequential {
                     TableIter::sequential(table)
                 } else {

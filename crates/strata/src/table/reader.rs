@@ -32,7 +32,9 @@ pub struct Table {
     compression: Compression,
     /// End of the region data blocks may occupy (start of the footer).
     data_limit: u64,
-    bytes_read: AtomicU64,
+    /// Bytes read from the file; shared with the table's `FileMeta`, so the
+    /// count outlives a table cache eviction.
+    bytes_read: Arc<AtomicU64>,
 }
 
 impl fmt::Debug for Table {
@@ -57,6 +59,20 @@ impl Table {
         cache: Arc<BlockCache>,
         verify_checksums: bool,
     ) -> Result<Table> {
+        let bytes_read = Arc::new(AtomicU64::new(0));
+        Self::open_counted(file, path, table_id, cache, verify_checksums, bytes_read)
+    }
+
+    /// [`Table::open`], adding the bytes it reads (then and later) to
+    /// `bytes_read`.
+    pub fn open_counted(
+        file: Arc<dyn RandomAccessFile>,
+        path: PathBuf,
+        table_id: u64,
+        cache: Arc<BlockCache>,
+        verify_checksums: bool,
+        bytes_read: Arc<AtomicU64>,
+    ) -> Result<Table> {
         let len = file.len();
         if len < FOOTER_LEN as u64 {
             return Err(Error::corruption(
@@ -68,6 +84,7 @@ impl Table {
         let footer_at = len - FOOTER_LEN as u64;
         let mut fbuf = [0u8; FOOTER_LEN];
         file.read_exact_at(footer_at, &mut fbuf)?;
+        bytes_read.fetch_add(FOOTER_LEN as u64, Ordering::Relaxed);
         let footer = Footer::decode(&fbuf).map_err(|e| e.in_file(&path, footer_at))?;
         let mut t = Table {
             file,
@@ -81,7 +98,7 @@ impl Table {
             props: TableProperties::default(),
             compression: Compression::None,
             data_limit: footer_at,
-            bytes_read: AtomicU64::new(FOOTER_LEN as u64),
+            bytes_read,
         };
         let (index, compressed) = t.read_block(footer.index, true)?;
         let mut index =
@@ -130,7 +147,13 @@ impl Table {
         self.index.size() + self.filter.as_ref().map_or(0, Bloom::size)
     }
 
-    /// Bytes read from the file so far.
+    /// Bytes of the file mapped into memory (0 when it is read with pread).
+    pub fn mapped_bytes(&self) -> u64 {
+        self.file.mapping().map_or(0, |m| m.len() as u64)
+    }
+
+    /// Bytes read from the file so far (through every opening of it, when
+    /// opened with [`Table::open_counted`]).
     pub fn bytes_read(&self) -> u64 {
         self.bytes_read.load(Ordering::Relaxed)
     }

@@ -8,7 +8,7 @@
 
 use super::FileMeta;
 use crate::error::Result;
-use crate::iter::InternalIterator;
+use crate::iter::{EmptyIter, InternalIterator};
 use crate::table::TableIter;
 use crate::types::{SeqNo, ValueKind};
 use std::sync::Arc;
@@ -18,7 +18,9 @@ pub trait Level0: Send + Sync {
     /// The newest entry of `user_key` visible at the sequence in `seek`
     /// (`types::seek_key(user_key, seq)`).
     fn lookup(&self, user_key: &[u8], seek: &[u8]) -> Result<Option<(SeqNo, ValueKind, Vec<u8>)>>;
-    /// Adds iterators covering all of level 0 to `out`.
+    /// Adds iterators covering all of level 0 to `out`. A piece that
+    /// cannot be read adds an iterator that is invalid with that error as
+    /// its `status()`, never nothing.
     fn add_iterators(&self, out: &mut Vec<Box<dyn InternalIterator>>);
     /// Number of flushed pieces (tables or rows): drives stalls and the picker.
     fn pieces(&self) -> usize;
@@ -31,7 +33,7 @@ impl Level0 for Vec<Arc<FileMeta>> {
     fn lookup(&self, user_key: &[u8], seek: &[u8]) -> Result<Option<(SeqNo, ValueKind, Vec<u8>)>> {
         for f in self {
             if f.overlaps(Some(user_key), Some(user_key)) {
-                if let Some(hit) = f.table.get(seek, user_key)? {
+                if let Some(hit) = f.table()?.get(seek, user_key)? {
                     return Ok(Some(hit));
                 }
             }
@@ -41,7 +43,11 @@ impl Level0 for Vec<Arc<FileMeta>> {
 
     fn add_iterators(&self, out: &mut Vec<Box<dyn InternalIterator>>) {
         for f in self {
-            out.push(Box::new(TableIter::new(f.table.clone())));
+            // A table that cannot be opened is an iterator over its error.
+            match f.table() {
+                Ok(t) => out.push(Box::new(TableIter::new(t))),
+                Err(e) => out.push(Box::new(EmptyIter(Some(e)))),
+            }
         }
     }
 

@@ -3,48 +3,58 @@
 //! A [`Version`] is immutable; readers and iterators hold an `Arc` to the one
 //! they started with. [`VersionSet`] owns the MANIFEST and installs edits.
 //! A table file is deleted when it was removed by an edit *and* the last
-//! version, iterator or compaction holding its [`FileMeta`] lets go.
+//! version, iterator or compaction holding its [`FileMeta`] lets go. A
+//! `FileMeta` does not keep its table open: the shared [`TableCache`] does,
+//! for at most `max_open_files` tables at a time.
 
 mod edit;
 mod level0;
 mod set;
+mod table_cache;
 
 pub use edit::{Edit, FileDesc};
 pub use level0::Level0;
 pub(crate) use set::{check_header, current_manifest};
 pub use set::{PendingEdit, TableOpener, VersionSet, Written};
+pub use table_cache::{TableCache, TableCacheStats};
 
 use crate::error::Result;
-use crate::io::FileSystem;
 use crate::table::Table;
 use crate::types::{self, SeqNo, ValueKind};
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// A live table file.
+/// A live table file: its descriptor, and the cache that opens it.
 pub struct FileMeta {
     pub desc: FileDesc,
-    pub table: Arc<Table>,
+    tables: Arc<TableCache>,
+    /// Bytes read from the file, over every time the cache opened it.
+    bytes_read: Arc<AtomicU64>,
     obsolete: AtomicBool,
-    path: PathBuf,
-    fs: Arc<dyn FileSystem>,
 }
 
 impl FileMeta {
-    pub(crate) fn new(
-        desc: FileDesc,
-        table: Arc<Table>,
-        path: PathBuf,
-        fs: Arc<dyn FileSystem>,
-    ) -> Self {
+    /// A table file named by `desc`; nothing is opened yet.
+    pub fn new(desc: FileDesc, tables: Arc<TableCache>) -> Self {
         FileMeta {
             desc,
-            table,
+            tables,
+            bytes_read: Arc::new(AtomicU64::new(0)),
             obsolete: AtomicBool::new(false),
-            path,
-            fs,
         }
+    }
+
+    /// The open table, from the table cache (opened now on a miss, which
+    /// may fail: `Io` such as `EMFILE`, or `Corruption`). The `Arc` keeps
+    /// it open even if the cache evicts it meanwhile.
+    pub fn table(&self) -> Result<Arc<Table>> {
+        self.tables
+            .get(self.desc.id, self.desc.size, &self.bytes_read)
+    }
+
+    /// Bytes read from the table file so far.
+    pub fn bytes_read(&self) -> u64 {
+        self.bytes_read.load(Ordering::Relaxed)
     }
 
     pub fn id(&self) -> u64 {
@@ -77,9 +87,15 @@ impl FileMeta {
 
 impl Drop for FileMeta {
     fn drop(&mut self) {
+        // No version names the file any more (or it was never installed):
+        // close it once its last reader lets go.
+        self.tables.erase(self.desc.id);
         if self.obsolete.load(Ordering::Acquire) {
             // A failure leaves an orphan that the next open removes.
-            let _ = self.fs.remove_file(&self.path);
+            let _ = self
+                .tables
+                .fs()
+                .remove_file(&self.tables.path(self.desc.id));
         }
     }
 }
@@ -154,7 +170,7 @@ impl Version {
                 files.partition_point(|f| types::compare_internal(&f.desc.largest, seek).is_lt());
             if let Some(f) = files.get(i) {
                 if f.smallest_user_key() <= user_key {
-                    if let Some(hit) = f.table.get(seek, user_key)? {
+                    if let Some(hit) = f.table()?.get(seek, user_key)? {
                         return Ok(Some(hit));
                     }
                 }

@@ -9,12 +9,12 @@
 //! Thread-safety: owned by the database's state mutex; readers only see the
 //! `Arc<Version>`s it hands out.
 
-use super::{Edit, FileDesc, FileMeta, Version};
+use super::{Edit, FileDesc, FileMeta, TableCache, Version};
 use crate::error::{corrupt, Error, Result};
-use crate::filename::{self, manifest_name, table_path, wal_path, CURRENT};
+use crate::filename::{self, manifest_name, wal_path, CURRENT};
 use crate::io::{self, FileSystem};
 use crate::options::{Options, WalRecovery};
-use crate::table::{BlockCache, Table};
+use crate::table::BlockCache;
 use crate::types::{self, SeqNo};
 use crate::wal;
 use std::collections::HashMap;
@@ -29,9 +29,7 @@ const MANIFEST_ROLL_BYTES: u64 = 64 << 20;
 pub struct VersionSet {
     dir: PathBuf,
     fs: Arc<dyn FileSystem>,
-    cache: Arc<BlockCache>,
-    verify_checksums: bool,
-    mmap_reads: bool,
+    tables: Arc<TableCache>,
     num_levels: usize,
     current: Arc<Version>,
     manifest: Option<wal::Writer>,
@@ -53,9 +51,7 @@ impl VersionSet {
         VersionSet {
             dir: dir.to_path_buf(),
             fs: opts.fs.clone(),
-            cache,
-            verify_checksums: opts.verify_checksums,
-            mmap_reads: opts.mmap_reads,
+            tables: Arc::new(TableCache::new(dir, opts, cache)),
             num_levels: opts.num_levels,
             current: Arc::new(Version::new(opts.num_levels)),
             manifest: None,
@@ -197,9 +193,15 @@ impl VersionSet {
         Ok(())
     }
 
-    /// Opens a table file named by a descriptor.
+    /// The live table file named by a descriptor, opened once through the
+    /// table cache to check it.
     fn open_file(&self, d: FileDesc) -> Result<Arc<FileMeta>> {
         self.opener().open(d)
+    }
+
+    /// The cache of open tables that every `FileMeta` of this set reads through.
+    pub fn table_cache(&self) -> &Arc<TableCache> {
+        &self.tables
     }
 
     /// Writes `edit` (completed with the counters) to the manifest, syncs it,
@@ -357,11 +359,7 @@ impl VersionSet {
     /// caller runs it without the state mutex. The opener is a cheap clone.
     pub fn opener(&self) -> TableOpener {
         TableOpener {
-            dir: self.dir.clone(),
-            fs: self.fs.clone(),
-            cache: self.cache.clone(),
-            verify_checksums: self.verify_checksums,
-            mmap_reads: self.mmap_reads,
+            tables: Arc::clone(&self.tables),
         }
     }
 
@@ -424,46 +422,21 @@ pub(crate) fn sort_levels(v: &mut Version) {
     }
 }
 
-/// Opens table files of one directory (what [`VersionSet`] uses, without
-/// the set: callers open an edit's tables before taking the state mutex).
+/// Opens table files of one directory through its table cache (what
+/// [`VersionSet`] uses, without the set: callers open an edit's tables
+/// before taking the state mutex).
 #[derive(Clone)]
 pub struct TableOpener {
-    dir: PathBuf,
-    fs: Arc<dyn FileSystem>,
-    cache: Arc<BlockCache>,
-    verify_checksums: bool,
-    mmap_reads: bool,
+    tables: Arc<TableCache>,
 }
 
 impl TableOpener {
-    /// Opens the table `d` names and checks its size.
+    /// The live table file `d` names, opened once through the table cache
+    /// to check it (size, footer, index, filter, properties).
     pub fn open(&self, d: FileDesc) -> Result<Arc<FileMeta>> {
-        let path = table_path(&self.dir, d.id);
-        let file = if self.mmap_reads {
-            self.fs.open_mapped(&path)?
-        } else {
-            self.fs.open_random(&path)?
-        };
-        if file.len() != d.size {
-            return Err(Error::corruption(
-                &path,
-                file.len(),
-                format!("table is {} bytes, manifest says {}", file.len(), d.size),
-            ));
-        }
-        let table = Table::open(
-            file,
-            path.clone(),
-            d.id,
-            self.cache.clone(),
-            self.verify_checksums,
-        )?;
-        Ok(Arc::new(FileMeta::new(
-            d,
-            Arc::new(table),
-            path,
-            self.fs.clone(),
-        )))
+        let meta = Arc::new(FileMeta::new(d, Arc::clone(&self.tables)));
+        meta.table()?;
+        Ok(meta)
     }
 }
 

@@ -1,0 +1,562 @@
+//! The table cache: the open tables of a database, at most `capacity` of
+//! them, the least recently used closed first (LevelDB's `TableCache`).
+//!
+//! Opening a table maps (or opens) its file and reads, verifies and pins its
+//! index and filter blocks. A database of thousands of tables cannot keep
+//! them all open: descriptors (`EMFILE`), memory maps and pinned bytes would
+//! grow with it. So a [`FileMeta`](super::FileMeta) keeps only the table's
+//! descriptor and asks this cache for the open [`Table`] on every read; a
+//! miss opens it and may close the least recently used one.
+//!
+//! Thread-safety: shared through `Arc`. One mutex guards the LRU list; it is
+//! held for a hash lookup and a relink, never during I/O: a miss opens the
+//! table without it, so two readers may open the same table at once (the
+//! second to insert uses the first one's table and drops its own). Evicted
+//! tables are dropped (unmapped, closed) after the mutex is released.
+//!
+//! Invariants:
+//! - at most `capacity` tables are held (`None`: no limit, every table
+//!   stays open once opened);
+//! - an evicted table stays open while an iterator or a compaction holds
+//!   its `Arc<Table>`; it is closed when the last one lets go;
+//! - failures are not cached: a table that failed to open (`EMFILE`, say)
+//!   is opened again by the next read, which returns the error again;
+//! - a table leaves the cache when its `FileMeta` drops (`erase`), so the
+//!   cache never holds a table no version names.
+
+use crate::error::{Error, Result};
+use crate::filename::table_path;
+use crate::io::FileSystem;
+use crate::options::Options;
+use crate::table::{BlockCache, Table};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::fmt;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// The figures of a table cache (see [`crate::StatsSnapshot`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TableCacheStats {
+    /// Tables the cache may hold; `None` = no limit.
+    pub capacity: Option<usize>,
+    /// Tables held open by the cache.
+    pub open_tables: usize,
+    /// Bytes of table files mapped into memory by held tables.
+    pub mapped_bytes: u64,
+    /// Index and filter bytes pinned by held tables.
+    pub pinned_bytes: u64,
+    /// Lookups that found their table open.
+    pub hits: u64,
+    /// Lookups that opened their table.
+    pub misses: u64,
+    /// Tables closed to make room (not counting tables whose file left
+    /// every version).
+    pub evictions: u64,
+}
+
+/// The open tables of one database directory.
+pub struct TableCache {
+    dir: PathBuf,
+    fs: Arc<dyn FileSystem>,
+    blocks: Arc<BlockCache>,
+    verify_checksums: bool,
+    mmap_reads: bool,
+    capacity: Option<usize>,
+    lru: Mutex<Lru>,
+    hits: AtomicU64,
+    misses: AtomicU64,
+    evictions: AtomicU64,
+}
+
+impl TableCache {
+    /// A cache of the tables in `dir`, holding as many as
+    /// [`Options::table_cache_capacity`] allows.
+    pub fn new(dir: &Path, opts: &Options, blocks: Arc<BlockCache>) -> Self {
+        Self::with_capacity(dir, opts, blocks, opts.table_cache_capacity())
+    }
+
+    /// A cache holding at most `capacity` tables (`None` = no limit; a
+    /// capacity of 0 counts as 1).
+    pub fn with_capacity(
+        dir: &Path,
+        opts: &Options,
+        blocks: Arc<BlockCache>,
+        capacity: Option<usize>,
+    ) -> Self {
+        TableCache {
+            dir: dir.to_path_buf(),
+            fs: opts.fs.clone(),
+            blocks,
+            verify_checksums: opts.verify_checksums,
+            mmap_reads: opts.mmap_reads,
+            capacity: capacity.map(|c| c.max(1)),
+            lru: Mutex::new(Lru::new()),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            evictions: AtomicU64::new(0),
+        }
+    }
+
+    /// The path of table `id`.
+    pub fn path(&self, id: u64) -> PathBuf {
+        table_path(&self.dir, id)
+    }
+
+    /// The file system the tables live on.
+    pub fn fs(&self) -> &Arc<dyn FileSystem> {
+        &self.fs
+    }
+
+    /// The open table `id` of `size` bytes, opened now if it is not held
+    /// (which may close the least recently used table). Bytes read from it
+    /// are added to `bytes_read`.
+    pub fn get(&self, id: u64, size: u64, bytes_read: &Arc<AtomicU64>) -> Result<Arc<Table>> {
+        let hit = self.lru.lock().get(id);
+        if let Some(t) = hit {
+            self.hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(t);
+        }
+        self.misses.fetch_add(1, Ordering::Relaxed);
+        let table = Arc::new(self.open(id, size, bytes_read)?);
+        let mut evicted = Vec::new();
+        let found = {
+            let mut lru = self.lru.lock();
+            match lru.get(id) {
+                // Another reader opened it meanwhile: use theirs.
+                Some(t) => Some(t),
+                None => {
+                    lru.insert(id, Arc::clone(&table));
+                    if let Some(cap) = self.capacity {
+                        while lru.len() > cap {
+                            match lru.pop_lru() {
+                                Some(t) => evicted.push(t),
+                                None => break,
+                            }
+                        }
+                    }
+                    None
+                }
+            }
+        };
+        self.evictions
+            .fetch_add(evicted.len() as u64, Ordering::Relaxed);
+        // `evicted` and a duplicate `table` are closed here, unlocked.
+        Ok(found.unwrap_or(table))
+    }
+
+    /// Drops table `id` from the cache (its file left every version, or
+    /// was never installed). It stays open while someone holds it.
+    pub fn erase(&self, id: u64) {
+        let removed = self.lru.lock().remove(id);
+        drop(removed);
+    }
+
+    /// Current figures.
+    pub fn stats(&self) -> TableCacheStats {
+        let (open_tables, mapped_bytes, pinned_bytes) = {
+            let lru = self.lru.lock();
+            (lru.len(), lru.mapped_bytes, lru.pinned_bytes)
+        };
+        TableCacheStats {
+            capacity: self.capacity,
+            open_tables,
+            mapped_bytes,
+            pinned_bytes,
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            evictions: self.evictions.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Ids of the held tables, most recently used first.
+    pub fn ids(&self) -> Vec<u64> {
+        self.lru.lock().ids()
+    }
+
+    /// Opens table `id`: maps or opens the file, checks its size, reads the
+    /// footer, index, filter and properties.
+    fn open(&self, id: u64, size: u64, bytes_read: &Arc<AtomicU64>) -> Result<Table> {
+        let path = self.path(id);
+        let file = if self.mmap_reads {
+            self.fs.open_mapped(&path)?
+        } else {
+            self.fs.open_random(&path)?
+        };
+        if file.len() != size {
+            return Err(Error::corruption(
+                &path,
+                file.len(),
+                format!("table is {} bytes, manifest says {size}", file.len()),
+            ));
+        }
+        Table::open_counted(
+            file,
+            path,
+            id,
+            Arc::clone(&self.blocks),
+            self.verify_checksums,
+            Arc::clone(bytes_read),
+        )
+    }
+}
+
+impl fmt::Debug for TableCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TableCache")
+            .field("dir", &self.dir)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+/// Hashes table ids (distinct, mostly consecutive numbers) with one
+/// multiplication instead of SipHash: the table cache sits on every read.
+#[derive(Default, Clone, Copy)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+/// "No node" in the LRU links.
+const NIL: usize = usize::MAX;
+
+struct Node {
+    id: u64,
+    table: Arc<Table>,
+    /// Towards the most recently used end.
+    prev: usize,
+    /// Towards the least recently used end.
+    next: usize,
+}
+
+/// A doubly linked list of tables, most recently used first, in a slab of
+/// nodes, plus an index from table id to slot.
+struct Lru {
+    index: HashMap<u64, usize, BuildHasherDefault<IdHasher>>,
+    slots: Vec<Option<Node>>,
+    free: Vec<usize>,
+    /// Most recently used.
+    head: usize,
+    /// Least recently used.
+    tail: usize,
+    mapped_bytes: u64,
+    pinned_bytes: u64,
+}
+
+impl Lru {
+    fn new() -> Self {
+        Lru {
+            index: HashMap::default(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            head: NIL,
+            tail: NIL,
+            mapped_bytes: 0,
+            pinned_bytes: 0,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    fn node_mut(&mut self, i: usize) -> Option<&mut Node> {
+        self.slots.get_mut(i).and_then(Option::as_mut)
+    }
+
+    /// Takes node `i` out of the list (it stays in its slot).
+    fn unlink(&mut self, i: usize) {
+        let Some((prev, next)) = self.node_mut(i).map(|n| (n.prev, n.next)) else {
+            return;
+        };
+        match self.node_mut(prev) {
+            Some(p) => p.next = next,
+            None => self.head = next,
+        }
+        match self.node_mut(next) {
+            Some(n) => n.prev = prev,
+            None => self.tail = prev,
+        }
+    }
+
+    /// Links node `i` in as the most recently used.
+    fn push_front(&mut self, i: usize) {
+        let head = self.head;
+        if let Some(n) = self.node_mut(i) {
+            n.prev = NIL;
+            n.next = head;
+        } else {
+            return;
+        }
+        match self.node_mut(head) {
+            Some(h) => h.prev = i,
+            None => self.tail = i,
+        }
+        self.head = i;
+    }
+
+    /// The table `id`, marked most recently used.
+    fn get(&mut self, id: u64) -> Option<Arc<Table>> {
+        let i = *self.index.get(&id)?;
+        if i != self.head {
+            self.unlink(i);
+            self.push_front(i);
+        }
+        self.node_mut(i).map(|n| Arc::clone(&n.table))
+    }
+
+    /// Adds `table` (not held yet) as the most recently used.
+    fn insert(&mut self, id: u64, table: Arc<Table>) {
+        self.mapped_bytes += table.mapped_bytes();
+        self.pinned_bytes += table.pinned_bytes() as u64;
+        let node = Node {
+            id,
+            table,
+            prev: NIL,
+            next: NIL,
+        };
+        let i = match self.free.pop() {
+            Some(i) => {
+                if let Some(slot) = self.slots.get_mut(i) {
+                    *slot = Some(node);
+                }
+                i
+            }
+            None => {
+                self.slots.push(Some(node));
+                self.slots.len() - 1
+            }
+        };
+        self.index.insert(id, i);
+        self.push_front(i);
+    }
+
+    /// Removes table `id`.
+    fn remove(&mut self, id: u64) -> Option<Arc<Table>> {
+        let i = self.index.remove(&id)?;
+        self.unlink(i);
+        let node = self.slots.get_mut(i).and_then(Option::take)?;
+        self.free.push(i);
+        self.mapped_bytes = self.mapped_bytes.saturating_sub(node.table.mapped_bytes());
+        self.pinned_bytes = self
+            .pinned_bytes
+            .saturating_sub(node.table.pinned_bytes() as u64);
+        Some(node.table)
+    }
+
+    /// Removes the least recently used table.
+    fn pop_lru(&mut self) -> Option<Arc<Table>> {
+        let id = self.slots.get(self.tail).and_then(Option::as_ref)?.id;
+        self.remove(id)
+    }
+
+    /// Held ids, most recently used first.
+    fn ids(&self) -> Vec<u64> {
+        let mut out = Vec::with_capacity(self.len());
+        let mut i = self.head;
+        while let Some(n) = self.slots.get(i).and_then(Option::as_ref) {
+            out.push(n.id);
+            i = n.next;
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::{FileSystem, MemFs, PosixFs};
+    use crate::iter::InternalIterator;
+    use crate::table::{TableBuilder, TableIter, TableOptions};
+    use crate::types::{internal_key, seek_key, ValueKind, MAX_SEQ};
+    use crate::version::{FileDesc, FileMeta};
+
+    /// Writes table `id` in `dir` holding `key{id}` = `value{id}`.
+    fn write_table(fs: &dyn FileSystem, dir: &Path, id: u64) -> FileDesc {
+        let path = table_path(dir, id);
+        let mut b = TableBuilder::new(fs.create(&path).expect("create"), TableOptions::default());
+        let key = internal_key(format!("key{id}").as_bytes(), id, ValueKind::Value as u8);
+        b.add(&key, format!("value{id}").as_bytes()).expect("add");
+        let props = b.finish().expect("finish");
+        FileDesc {
+            id,
+            size: props.file_size,
+            smallest: key.clone(),
+            largest: key,
+            entries: 1,
+            deletions: 0,
+            max_seq: id,
+        }
+    }
+
+    /// An in-memory file system with the directory `/db`.
+    fn mem_dir() -> (Arc<dyn FileSystem>, &'static Path) {
+        let fs: Arc<dyn FileSystem> = Arc::new(MemFs::new());
+        let dir = Path::new("/db");
+        fs.create_dir_all(dir).expect("mkdir");
+        (fs, dir)
+    }
+
+    fn cache(fs: Arc<dyn FileSystem>, dir: &Path, capacity: Option<usize>) -> Arc<TableCache> {
+        let opts = Options::default().fs(fs);
+        Arc::new(TableCache::with_capacity(
+            dir,
+            &opts,
+            Arc::new(BlockCache::new(0)),
+            capacity,
+        ))
+    }
+
+    fn value_of(t: &Table, id: u64) -> Option<Vec<u8>> {
+        let k = format!("key{id}");
+        t.get(&seek_key(k.as_bytes(), MAX_SEQ), k.as_bytes())
+            .expect("get")
+            .map(|(_, _, v)| v)
+    }
+
+    #[test]
+    fn evicts_the_least_recently_used_table() {
+        let (fs, dir) = mem_dir();
+        let tc = cache(fs.clone(), dir, Some(3));
+        let metas: Vec<FileMeta> = (1..=5)
+            .map(|id| FileMeta::new(write_table(&*fs, dir, id), Arc::clone(&tc)))
+            .collect();
+        let open = |i: usize| metas.get(i).expect("meta").table().expect("open");
+        open(0);
+        open(1);
+        open(2);
+        assert_eq!(tc.ids(), vec![3, 2, 1]);
+        open(0); // 1 becomes the most recently used
+        assert_eq!(tc.ids(), vec![1, 3, 2]);
+        open(3); // table 2 is the least recently used
+        assert_eq!(tc.ids(), vec![4, 1, 3]);
+        open(4);
+        assert_eq!(tc.ids(), vec![5, 4, 1]);
+        let s = tc.stats();
+        assert_eq!((s.open_tables, s.hits, s.misses, s.evictions), (3, 1, 5, 2));
+        assert!(s.pinned_bytes > 0);
+        assert_eq!(s.mapped_bytes, 0, "MemFs does not map");
+        // An evicted table opens again, and evicts the next one.
+        let t = open(1);
+        assert_eq!(value_of(&t, 2), Some(b"value2".to_vec()));
+        assert_eq!(tc.ids(), vec![2, 5, 4]);
+        assert_eq!(tc.stats().evictions, 3);
+        // Dropping a FileMeta erases its table without counting an eviction.
+        drop(metas);
+        let s = tc.stats();
+        assert_eq!((s.open_tables, s.evictions, s.pinned_bytes), (0, 3, 0));
+    }
+
+    #[test]
+    fn unlimited_keeps_every_table_open() {
+        let (fs, dir) = mem_dir();
+        let tc = cache(fs.clone(), dir, None);
+        let metas: Vec<FileMeta> = (1..=50)
+            .map(|id| FileMeta::new(write_table(&*fs, dir, id), Arc::clone(&tc)))
+            .collect();
+        for m in &metas {
+            m.table().expect("open");
+        }
+        let s = tc.stats();
+        assert_eq!((s.open_tables, s.evictions, s.capacity), (50, 0, None));
+    }
+
+    #[test]
+    fn an_evicted_table_stays_readable_through_a_held_arc() {
+        let (fs, dir) = mem_dir();
+        let tc = cache(fs.clone(), dir, Some(1));
+        let a = FileMeta::new(write_table(&*fs, dir, 1), Arc::clone(&tc));
+        let b = FileMeta::new(write_table(&*fs, dir, 2), Arc::clone(&tc));
+        let held = a.table().expect("open a");
+        let mut it = TableIter::new(a.table().expect("a again"));
+        b.table().expect("open b"); // evicts a
+        assert_eq!(tc.ids(), vec![2]);
+        assert_eq!(value_of(&held, 1), Some(b"value1".to_vec()));
+        it.seek_to_first();
+        assert!(it.valid());
+        assert_eq!(it.value(), b"value1");
+        it.next();
+        assert!(!it.valid());
+        it.status().expect("no error");
+    }
+
+    #[test]
+    fn an_obsolete_file_is_deleted_after_eviction() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let fs: Arc<dyn FileSystem> = Arc::new(PosixFs);
+        let dir = tmp.path();
+        let tc = cache(fs.clone(), dir, Some(1));
+        let a = Arc::new(FileMeta::new(write_table(&*fs, dir, 1), Arc::clone(&tc)));
+        let b = FileMeta::new(write_table(&*fs, dir, 2), Arc::clone(&tc));
+        let held = a.table().expect("open a");
+        assert!(tc.stats().mapped_bytes > 0, "PosixFs maps tables");
+        b.table().expect("open b"); // evicts a, which `held` keeps open
+        a.mark_obsolete();
+        let reader = Arc::clone(&a); // an iterator's or a compaction's reference
+        drop(a);
+        assert!(fs.exists(&table_path(dir, 1)), "still referenced");
+        drop(reader);
+        assert!(
+            !fs.exists(&table_path(dir, 1)),
+            "deleted with its last FileMeta"
+        );
+        // The open table still reads its (now unlinked) file.
+        assert_eq!(value_of(&held, 1), Some(b"value1".to_vec()));
+        // An obsolete table that is still cached is erased, then deleted.
+        let c = FileMeta::new(write_table(&*fs, dir, 3), Arc::clone(&tc));
+        c.table().expect("open c");
+        assert_eq!(tc.ids(), vec![3]);
+        c.mark_obsolete();
+        drop(c);
+        assert!(tc.ids().is_empty());
+        assert!(!fs.exists(&table_path(dir, 3)));
+        assert!(fs.exists(&table_path(dir, 2)));
+    }
+
+    #[test]
+    fn open_failures_are_returned_and_not_cached() {
+        let (fs, dir) = mem_dir();
+        let tc = cache(fs.clone(), dir, Some(4));
+        let desc = write_table(&*fs, dir, 1);
+        let wrong_size = FileMeta::new(
+            FileDesc {
+                size: desc.size + 1,
+                ..desc.clone()
+            },
+            Arc::clone(&tc),
+        );
+        assert!(matches!(wrong_size.table(), Err(Error::Corruption { .. })));
+        let missing = FileMeta::new(
+            FileDesc {
+                id: 7,
+                ..desc.clone()
+            },
+            Arc::clone(&tc),
+        );
+        let e = missing.table().expect_err("no file");
+        assert_eq!(e.io_kind(), Some(std::io::ErrorKind::NotFound));
+        assert!(tc.ids().is_empty());
+        drop(missing);
+        // Once the file is there, the next read opens it.
+        let late = write_table(&*fs, dir, 7);
+        let ok = FileMeta::new(late, Arc::clone(&tc));
+        ok.table().expect("opens now");
+        assert_eq!(tc.stats().misses, 3);
+    }
+}
