@@ -18,7 +18,9 @@
 //!  +------------------+-----------+-----------+-------+--+---------------
 //!
 //! header record payload (20 bytes, type 5, always the first fragment):
-//!   magic u64 LE = "STRATWAL" | version u32 LE = 1 | log number u64 LE
+//!   magic u64 LE = "STRATWAL" | version u32 LE = 2 | log number u64 LE
+//!   (format 1 logs, whose batch entries all carry a keyspace byte, are
+//!   still replayed)
 //! ```
 //!
 //! A record (a [`crate::batch::WriteBatch`] encoding) is the concatenation of
