@@ -19,6 +19,8 @@ use strata::{Db, Error, WriteBatch};
 
 const DIR: &str = "/db";
 
+type Entry = (Vec<u8>, Vec<u8>);
+
 fn key(rng: &mut StdRng) -> Vec<u8> {
     format!("k{:04}", rng.gen_range(0..300u32)).into_bytes()
 }
@@ -71,7 +73,7 @@ fn check_reads(db: &Db, model: &Model, rng: &mut StdRng, c: &mut Counts, ctx: &s
             Ok(s) => s,
             Err(e) => panic!("{ctx}: scan: {e}"),
         };
-        let items: Box<dyn Iterator<Item = strata::Result<(Vec<u8>, Vec<u8>)>>> = if rev {
+        let items: Box<dyn Iterator<Item = strata::Result<Entry>>> = if rev {
             Box::new(scan.rev())
         } else {
             Box::new(scan)
