@@ -22,7 +22,8 @@ const DIR: &str = "/db";
 
 /// A file system that holds every table creation while its gate is
 /// closed: flushes (and compactions) wait, memtable switches go on. With a
-/// delay, each table creation is slowed instead.
+/// delay, each table creation is slowed instead; with a manifest sync
+/// delay, every manifest sync (a slow disk).
 #[derive(Debug)]
 struct GateFs {
     inner: MemFs,
@@ -31,26 +32,33 @@ struct GateFs {
     delay: Duration,
     /// Table creations waiting at the gate now.
     waiting: std::sync::atomic::AtomicUsize,
+    manifest_sync_delay: Duration,
 }
 
 impl GateFs {
-    fn new(inner: MemFs) -> Arc<Self> {
-        Arc::new(GateFs {
+    /// Open gate, no delays.
+    fn plain(inner: MemFs) -> Self {
+        GateFs {
             inner,
-            closed: Mutex::new(true),
+            closed: Mutex::new(false),
             cv: Condvar::new(),
             delay: Duration::ZERO,
             waiting: Default::default(),
-        })
+            manifest_sync_delay: Duration::ZERO,
+        }
+    }
+
+    /// The gate closed.
+    fn new(inner: MemFs) -> Arc<Self> {
+        let fs = GateFs::plain(inner);
+        *fs.closed.lock() = true;
+        Arc::new(fs)
     }
 
     fn slow(inner: MemFs, delay: Duration) -> Arc<Self> {
         Arc::new(GateFs {
-            inner,
-            closed: Mutex::new(false),
-            cv: Condvar::new(),
             delay,
-            waiting: Default::default(),
+            ..GateFs::plain(inner)
         })
     }
 
@@ -75,7 +83,14 @@ impl FileSystem for GateFs {
             drop(closed);
             std::thread::sleep(self.delay);
         }
-        self.inner.create(path)
+        let file = self.inner.create(path)?;
+        if !self.manifest_sync_delay.is_zero() && path.to_string_lossy().contains("MANIFEST") {
+            return Ok(Box::new(SlowSync {
+                file,
+                delay: self.manifest_sync_delay,
+            }));
+        }
+        Ok(file)
     }
     fn open_random(&self, path: &Path) -> strata::Result<Arc<dyn RandomAccessFile>> {
         self.inner.open_random(path)
@@ -538,13 +553,6 @@ fn tombstone_flush_time_over_10k_tables() {
     );
 }
 
-/// A file system whose manifest syncs take `delay` (a slow disk).
-#[derive(Debug)]
-struct SlowManifestFs {
-    inner: MemFs,
-    delay: Duration,
-}
-
 struct SlowSync {
     file: Box<dyn WritableFile>,
     delay: Duration,
@@ -566,50 +574,6 @@ impl WritableFile for SlowSync {
     }
 }
 
-impl FileSystem for SlowManifestFs {
-    fn create_dir_all(&self, path: &Path) -> strata::Result<()> {
-        self.inner.create_dir_all(path)
-    }
-    fn create(&self, path: &Path) -> strata::Result<Box<dyn WritableFile>> {
-        let file = self.inner.create(path)?;
-        if path.to_string_lossy().contains("MANIFEST") {
-            Ok(Box::new(SlowSync {
-                file,
-                delay: self.delay,
-            }))
-        } else {
-            Ok(file)
-        }
-    }
-    fn open_random(&self, path: &Path) -> strata::Result<Arc<dyn RandomAccessFile>> {
-        self.inner.open_random(path)
-    }
-    fn open_sequential(&self, path: &Path) -> strata::Result<Box<dyn SequentialFile>> {
-        self.inner.open_sequential(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> strata::Result<()> {
-        self.inner.rename(from, to)
-    }
-    fn remove_file(&self, path: &Path) -> strata::Result<()> {
-        self.inner.remove_file(path)
-    }
-    fn list_dir(&self, path: &Path) -> strata::Result<Vec<String>> {
-        self.inner.list_dir(path)
-    }
-    fn exists(&self, path: &Path) -> bool {
-        self.inner.exists(path)
-    }
-    fn file_size(&self, path: &Path) -> strata::Result<u64> {
-        self.inner.file_size(path)
-    }
-    fn sync_dir(&self, path: &Path) -> strata::Result<()> {
-        self.inner.sync_dir(path)
-    }
-    fn lock(&self, path: &Path) -> strata::Result<Box<dyn FileLock>> {
-        self.inner.lock(path)
-    }
-}
-
 /// Item 7, a measurement (not run in CI): the slowest put while flushes
 /// and compactions log edits to a manifest whose sync takes 20 ms. With the
 /// sync under the state mutex every write group waited for it. Run:
@@ -617,9 +581,9 @@ impl FileSystem for SlowManifestFs {
 #[test]
 #[ignore]
 fn put_latency_with_a_slow_manifest_sync() {
-    let fs = Arc::new(SlowManifestFs {
-        inner: MemFs::new(),
-        delay: Duration::from_millis(20),
+    let fs = Arc::new(GateFs {
+        manifest_sync_delay: Duration::from_millis(20),
+        ..GateFs::plain(MemFs::new())
     });
     let db = Db::open(
         DIR,
