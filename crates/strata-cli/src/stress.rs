@@ -126,10 +126,9 @@ impl Expected {
                     path.display()
                 )));
             }
-            for c in buf.get(HEADER as usize..).unwrap_or(&[]).chunks_exact(8) {
-                let word = |i: usize| u32::from_le_bytes([c[i], c[i + 1], c[i + 2], c[i + 3]]);
-                committed.push(AtomicU32::new(word(0)));
-                pending.push(AtomicU32::new(word(4)));
+            for (c, p) in decode_states(buf.get(HEADER as usize..).unwrap_or(&[])) {
+                committed.push(AtomicU32::new(c));
+                pending.push(AtomicU32::new(p));
             }
         }
         Ok(Expected {
@@ -505,14 +504,16 @@ fn run_workload(cli: &Cli, dir: &Path, args: &StressArgs, seed: u64) -> Result<(
 fn read_states(path: &Path, keys: u32) -> Option<Vec<(u32, u32)>> {
     let buf = std::fs::read(path).ok()?;
     let body = buf.get(HEADER as usize..HEADER as usize + keys as usize * 8)?;
-    Some(
-        body.chunks_exact(8)
-            .map(|c| {
-                let word = |i: usize| u32::from_le_bytes([c[i], c[i + 1], c[i + 2], c[i + 3]]);
-                (word(0), word(4))
-            })
-            .collect(),
-    )
+    Some(decode_states(body).collect())
+}
+
+/// The (committed, pending) pairs of an expected-state file's body: two
+/// little-endian u32 per key.
+fn decode_states(body: &[u8]) -> impl Iterator<Item = (u32, u32)> + '_ {
+    body.chunks_exact(8).map(|c| {
+        let word = |i: usize| u32::from_le_bytes([c[i], c[i + 1], c[i + 2], c[i + 3]]);
+        (word(0), word(4))
+    })
 }
 
 /// What a round's child did before the kill, from the expected state:

@@ -112,8 +112,9 @@ pub(crate) struct Inner {
     /// time goes to the manifest, while the state mutex is free for writers.
     /// Lock order: `apply` before `state`.
     pub apply: Mutex<()>,
-    /// Opens the tables an edit adds, outside the state mutex.
-    pub opener: crate::version::TableOpener,
+    /// The open tables (shared with the version set): edits open their
+    /// new tables through it outside the state mutex; `stats` reads it.
+    pub tables: Arc<crate::version::TableCache>,
     pub stats: Stats,
     pub closed: AtomicBool,
     _lock: Box<dyn FileLock>,
@@ -244,11 +245,8 @@ impl Db {
                 compaction_bytes_read: by_level(&inner.stats.compaction_read_by_level),
             });
         }
-        let tables = {
-            let st = inner.state.lock();
-            s.manifest_bytes = st.versions.manifest_bytes_written;
-            st.versions.table_cache().stats()
-        };
+        s.manifest_bytes = inner.state.lock().versions.manifest_bytes_written;
+        let tables = inner.tables.stats();
         s.open_tables = tables.open_tables;
         s.mapped_table_bytes = tables.mapped_bytes;
         s.pinned_index_filter_bytes = tables.pinned_bytes;
@@ -311,7 +309,7 @@ impl Inner {
         for (_, d) in &edit.added {
             // A table that moved is already open in the version.
             if !edit.deleted.iter().any(|(_, id)| *id == d.id) {
-                match self.opener.open(d.clone()) {
+                match crate::version::FileMeta::open(d.clone(), &self.tables) {
                     Ok(m) => opened.push(m),
                     Err(e) => return (self.state.lock(), Err(e)),
                 }

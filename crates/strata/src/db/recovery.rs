@@ -181,7 +181,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
     versions.log_and_apply(&mut edit)?;
     fs.sync_dir(dir)?;
 
-    let opener = versions.opener();
+    let tables = versions.table_cache().clone();
     let mem = Arc::new(MemTable::new(log_number));
     let num_levels = opts.num_levels;
     let inner = Inner {
@@ -217,7 +217,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         writers_cv: Condvar::new(),
         snapshots: Mutex::new(BTreeMap::new()),
         apply: Mutex::new(()),
-        opener,
+        tables,
         stats: Stats::default(),
         closed: AtomicBool::new(false),
         opts,

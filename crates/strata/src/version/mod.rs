@@ -15,7 +15,7 @@ mod table_cache;
 pub use edit::{Edit, FileDesc};
 pub use level0::Level0;
 pub(crate) use set::{check_header, current_manifest};
-pub use set::{PendingEdit, TableOpener, VersionSet, Written};
+pub use set::{PendingEdit, VersionSet, Written};
 pub use table_cache::{TableCache, TableCacheStats};
 
 use crate::error::Result;
@@ -42,6 +42,14 @@ impl FileMeta {
             bytes_read: Arc::new(AtomicU64::new(0)),
             obsolete: AtomicBool::new(false),
         }
+    }
+
+    /// A live table file named by `desc`, opened once through the table
+    /// cache to check it (size, footer, index, filter, properties).
+    pub fn open(desc: FileDesc, tables: &Arc<TableCache>) -> Result<Arc<FileMeta>> {
+        let meta = Arc::new(FileMeta::new(desc, Arc::clone(tables)));
+        meta.table()?;
+        Ok(meta)
     }
 
     /// The open table, from the table cache (opened now on a miss, which

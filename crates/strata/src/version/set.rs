@@ -196,7 +196,7 @@ impl VersionSet {
     /// The live table file named by a descriptor, opened once through the
     /// table cache to check it.
     fn open_file(&self, d: FileDesc) -> Result<Arc<FileMeta>> {
-        self.opener().open(d)
+        FileMeta::open(d, &self.tables)
     }
 
     /// The cache of open tables that every `FileMeta` of this set reads through.
@@ -355,14 +355,6 @@ impl VersionSet {
         snap.encode()
     }
 
-    /// Opens the tables an edit adds, for [`prepare`](Self::prepare): the
-    /// caller runs it without the state mutex. The opener is a cheap clone.
-    pub fn opener(&self) -> TableOpener {
-        TableOpener {
-            tables: Arc::clone(&self.tables),
-        }
-    }
-
     pub fn num_levels(&self) -> usize {
         self.num_levels
     }
@@ -419,24 +411,6 @@ pub(crate) fn sort_levels(v: &mut Version) {
         } else {
             files.sort_by(|a, b| types::compare_internal(&a.desc.smallest, &b.desc.smallest));
         }
-    }
-}
-
-/// Opens table files of one directory through its table cache (what
-/// [`VersionSet`] uses, without the set: callers open an edit's tables
-/// before taking the state mutex).
-#[derive(Clone)]
-pub struct TableOpener {
-    tables: Arc<TableCache>,
-}
-
-impl TableOpener {
-    /// The live table file `d` names, opened once through the table cache
-    /// to check it (size, footer, index, filter, properties).
-    pub fn open(&self, d: FileDesc) -> Result<Arc<FileMeta>> {
-        let meta = Arc::new(FileMeta::new(d, Arc::clone(&self.tables)));
-        meta.table()?;
-        Ok(meta)
     }
 }
 
