@@ -88,6 +88,28 @@ pub enum ExecutorKind {
     Linear,
 }
 
+/// How compactions are chosen (seed 004, active compaction).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PickerKind {
+    /// Size triggers only: L0 table count, level bytes over target.
+    Leveled,
+    /// The size triggers first; then a table whose share of stale versions
+    /// (versions with a newer one in a higher table, counted by the update
+    /// table) reaches `stale_threshold` is compacted early; compactions drop
+    /// stale versions no snapshot needs; reads go straight to the table the
+    /// update table names.
+    Stale,
+}
+
+impl PickerKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            PickerKind::Leveled => "leveled",
+            PickerKind::Stale => "stale",
+        }
+    }
+}
+
 /// Options of a database, fixed at open.
 #[derive(Clone)]
 pub struct Options {
@@ -161,6 +183,15 @@ pub struct Options {
     pub l0: L0Kind,
     /// Compaction executor. Default `Linear`.
     pub executor: ExecutorKind,
+    /// Compaction picker. Default `Leveled`.
+    pub compaction_picker: PickerKind,
+    /// Bytes of the update table (`Stale` picker): user key + 8 B table id
+    /// + 8 B sequence + bookkeeping per entry. Default 64 MiB (the paper's).
+    pub update_table_size: usize,
+    /// Share of a table's entries that must be stale before the `Stale`
+    /// picker compacts it early (0 < t ≤ 1). Default 0.5 (the paper's
+    /// 1,000 stale keys in a ~2,000-entry table).
+    pub stale_threshold: f64,
     /// The file layer; tests substitute a fault-injecting one. Default the OS.
     pub fs: Arc<dyn FileSystem>,
     /// Receivers of flush/compaction events. Default none.
@@ -196,6 +227,9 @@ impl Default for Options {
             max_open_files: 1000,
             l0: L0Kind::Tables,
             executor: ExecutorKind::Linear,
+            compaction_picker: PickerKind::Leveled,
+            update_table_size: 64 * MIB,
+            stale_threshold: 0.5,
             fs: Arc::new(PosixFs),
             listeners: Vec::new(),
         }
@@ -262,6 +296,12 @@ setters! {
     mmap_reads: bool,
     /// Sets `max_open_files` (−1 = no limit).
     max_open_files: i32,
+    /// Sets `compaction_picker`.
+    compaction_picker: PickerKind,
+    /// Sets `update_table_size`.
+    update_table_size: usize,
+    /// Sets `stale_threshold`.
+    stale_threshold: f64,
     /// Sets `fs`.
     fs: Arc<dyn FileSystem>,
 }
@@ -317,6 +357,12 @@ impl Options {
         }
         if self.max_open_files == 0 || self.max_open_files < -1 {
             return bad("max_open_files must be -1 (no limit) or at least 1");
+        }
+        if !(self.stale_threshold > 0.0 && self.stale_threshold <= 1.0) {
+            return bad("stale_threshold must be in (0, 1]");
+        }
+        if self.update_table_size < 4 * KIB {
+            return bad("update_table_size must be at least 4 KiB");
         }
         Ok(())
     }
@@ -403,6 +449,16 @@ impl Options {
             }
             "l0" if value == "tables" => self.l0 = L0Kind::Tables,
             "executor" if value == "linear" => self.executor = ExecutorKind::Linear,
+            "compaction_picker" if value == "leveled" => {
+                self.compaction_picker = PickerKind::Leveled
+            }
+            "compaction_picker" if value == "stale" => self.compaction_picker = PickerKind::Stale,
+            "update_table_size" => self.update_table_size = num(name, value)?,
+            "stale_threshold" => {
+                self.stale_threshold = value.parse().map_err(|_| {
+                    Error::InvalidArgument(format!("{name}: expected a number, got {value:?}"))
+                })?
+            }
             _ => {
                 return Err(Error::InvalidArgument(format!(
                     "unknown option or value: {name}={value}"
@@ -449,7 +505,7 @@ impl fmt::Display for Options {
              max_bytes_for_level_multiplier={},num_levels={},target_file_size={},block_size={},\
              block_restart_interval={},bloom_bits_per_key={},block_cache_size={},compression={},\
              background_threads={},wal_recovery={},verify_checksums={},flush_on_close={},mmap_reads={},max_open_files={},\
-             l0=tables,executor=linear",
+             l0=tables,executor=linear,compaction_picker={},update_table_size={},stale_threshold={}",
             self.write_buffer_size,
             self.max_write_buffer_number,
             self.level0_file_num_compaction_trigger,
@@ -470,6 +526,9 @@ impl fmt::Display for Options {
             self.flush_on_close,
             self.mmap_reads,
             self.max_open_files,
+            self.compaction_picker.name(),
+            self.update_table_size,
+            self.stale_threshold,
         )
     }
 }

@@ -31,6 +31,15 @@ pub struct Stats {
     pub stall_micros: AtomicU64,
     pub slowdown_count: AtomicU64,
     pub slowdown_micros: AtomicU64,
+    /// Gets answered by the table the update table named.
+    pub shortcut_hits: AtomicU64,
+    /// Gets where the update table named a table that did not answer
+    /// (gone from the reader's version, or not holding the version).
+    pub shortcut_misses: AtomicU64,
+    /// Compactions the stale picker started early.
+    pub stale_compactions: AtomicU64,
+    /// Versions compactions dropped because a newer one was tracked.
+    pub stale_dropped: AtomicU64,
 }
 
 impl Stats {
@@ -70,6 +79,13 @@ pub struct StatsSnapshot {
     pub stall_micros: u64,
     pub slowdown_count: u64,
     pub slowdown_micros: u64,
+    pub shortcut_hits: u64,
+    pub shortcut_misses: u64,
+    pub stale_compactions: u64,
+    pub stale_dropped: u64,
+    /// Entries and bytes of the update table (0 without stale tracking).
+    pub update_table_entries: u64,
+    pub update_table_bytes: u64,
     pub manifest_bytes: u64,
     /// Bytes read from table files: metadata, data blocks on block-cache
     /// misses, and every use of an uncompressed block of a memory-mapped
@@ -119,6 +135,10 @@ impl StatsSnapshot {
             stall_micros: g(&s.stall_micros),
             slowdown_count: g(&s.slowdown_count),
             slowdown_micros: g(&s.slowdown_micros),
+            shortcut_hits: g(&s.shortcut_hits),
+            shortcut_misses: g(&s.shortcut_misses),
+            stale_compactions: g(&s.stale_compactions),
+            stale_dropped: g(&s.stale_dropped),
             ..StatsSnapshot::default()
         }
     }
@@ -164,7 +184,9 @@ impl StatsSnapshot {
             "{{\"user_bytes_written\":{},\"user_writes\":{},\"user_reads\":{},\"wal_bytes\":{},\"wal_syncs\":{},\
              \"write_groups\":{},\"flush_bytes\":{},\"flush_count\":{},\"flush_micros\":{},\"compaction_count\":{},\
              \"compaction_micros\":{},\"compaction_bytes_read\":{},\"compaction_bytes_written\":{},\"trivial_moves\":{},\
-             \"stall_count\":{},\"stall_micros\":{},\"slowdown_count\":{},\"slowdown_micros\":{},\"manifest_bytes\":{},\
+             \"stall_count\":{},\"stall_micros\":{},\"slowdown_count\":{},\"slowdown_micros\":{},\
+             \"shortcut_hits\":{},\"shortcut_misses\":{},\"stale_compactions\":{},\"stale_dropped\":{},\
+             \"update_table_entries\":{},\"update_table_bytes\":{},\"manifest_bytes\":{},\
              \"table_bytes_read\":{},\"block_cache_hits\":{},\"block_cache_misses\":{},\"block_cache_usage\":{},\
              \"open_tables\":{},\"mapped_table_bytes\":{},\"pinned_index_filter_bytes\":{},\"table_cache_hits\":{},\
              \"table_cache_misses\":{},\"table_cache_evictions\":{},\"memtable_bytes\":{},\"immutable_memtables\":{},\"last_sequence\":{},\
@@ -187,6 +209,12 @@ impl StatsSnapshot {
             self.stall_micros,
             self.slowdown_count,
             self.slowdown_micros,
+            self.shortcut_hits,
+            self.shortcut_misses,
+            self.stale_compactions,
+            self.stale_dropped,
+            self.update_table_entries,
+            self.update_table_bytes,
             self.manifest_bytes,
             self.table_bytes_read,
             self.block_cache_hits,
@@ -260,6 +288,19 @@ impl fmt::Display for StatsSnapshot {
             self.trivial_moves
         )?;
         writeln!(f, "write amplification: {:.3}", self.write_amplification())?;
+        if self.update_table_entries > 0 || self.stale_compactions > 0 {
+            writeln!(
+                f,
+                "stale tracking:     update table {} entries ({:.2} MiB); shortcut {} hits, {} misses; \
+                 {} early compactions; {} stale versions dropped",
+                self.update_table_entries,
+                mib(self.update_table_bytes),
+                self.shortcut_hits,
+                self.shortcut_misses,
+                self.stale_compactions,
+                self.stale_dropped
+            )?;
+        }
         writeln!(
             f,
             "stalls:             {} ({:.3} s); slowdowns {} ({:.3} s)",

@@ -15,7 +15,7 @@
 
 mod common;
 
-use common::{all, open, tiny_options};
+use common::{all, open, tiny_with, STALE};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
@@ -29,6 +29,8 @@ use strata::{WriteBatch, WriteOptions};
 const ENV_DIR: &str = "STRATA_CRASH_CHILD_DIR";
 const ENV_SEED: &str = "STRATA_CRASH_CHILD_SEED";
 const ENV_ROUND: &str = "STRATA_CRASH_CHILD_ROUND";
+/// Options applied on top of `tiny_options()` (a design under test).
+const ENV_OPTS: &str = "STRATA_CRASH_CHILD_OPTS";
 /// The child stops by itself after this many operations (a safety net).
 const MAX_OPS: usize = 20_000;
 
@@ -128,7 +130,8 @@ fn crash_child() {
     let mut out = std::io::stdout().lock();
     // libtest may have printed "test crash_child ... " without a newline.
     writeln!(out).expect("stdout");
-    let db = open(Path::new(&dir), tiny_options());
+    let spec = std::env::var(ENV_OPTS).unwrap_or_default();
+    let db = open(Path::new(&dir), tiny_with(&spec));
     writeln!(out, "opened").expect("stdout");
     out.flush().expect("stdout");
     let mut ops = OpGen::new(seed, round);
@@ -156,13 +159,21 @@ fn crash_child() {
 /// `model` is the state before the round and becomes the state after it.
 /// Returns whether an operation was in flight at the kill and whether it
 /// was recovered.
-fn round(dir: &Path, model: &mut Model, seed: u64, round: u64, rng: &mut StdRng) -> (bool, bool) {
+fn round(
+    dir: &Path,
+    spec: &str,
+    model: &mut Model,
+    seed: u64,
+    round: u64,
+    rng: &mut StdRng,
+) -> (bool, bool) {
     let exe = std::env::current_exe().expect("current_exe");
     let mut child = Command::new(exe)
         .args(["--exact", "crash_child", "--ignored", "--nocapture"])
         .env(ENV_DIR, dir)
         .env(ENV_SEED, seed.to_string())
         .env(ENV_ROUND, round.to_string())
+        .env(ENV_OPTS, spec)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -286,7 +297,7 @@ fn round(dir: &Path, model: &mut Model, seed: u64, round: u64, rng: &mut StdRng)
     }
 
     eprintln!("round {round}: {n_ops} ops acknowledged, {in_flight} in flight at the kill");
-    let db = open(dir, tiny_options());
+    let db = open(dir, tiny_with(spec));
     let got: Model = all(&db).into_iter().collect();
     for (k, v) in &acked {
         // Point reads take another path (memtable/L0 vs levels, bloom).
@@ -336,7 +347,9 @@ fn round(dir: &Path, model: &mut Model, seed: u64, round: u64, rng: &mut StdRng)
     }
 }
 
-fn run(rounds: u64) {
+/// `rounds` kill-and-recover rounds with options `spec` on top of
+/// `tiny_options()`.
+fn run(rounds: u64, spec: &str) {
     let master: u64 = std::env::var("STRATA_CRASH_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -345,14 +358,14 @@ fn run(rounds: u64) {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(1, |d| d.as_nanos() as u64)
         });
-    eprintln!("crash test master seed {master} (STRATA_CRASH_SEED={master} to rerun)");
+    eprintln!("crash test [{spec}] master seed {master} (STRATA_CRASH_SEED={master} to rerun)");
     let mut rng = StdRng::seed_from_u64(master);
     let dir = tempfile::tempdir().expect("tempdir");
     let mut model = Model::new();
     let mut flights = [0usize; 3];
     for r in 0..rounds {
         let seed = rng.gen();
-        let (in_flight, landed) = round(dir.path(), &mut model, seed, r, &mut rng);
+        let (in_flight, landed) = round(dir.path(), spec, &mut model, seed, r, &mut rng);
         flights[usize::from(in_flight) + usize::from(landed)] += 1;
     }
     eprintln!(
@@ -365,7 +378,14 @@ fn run(rounds: u64) {
 
 #[test]
 fn crash_recovery_keeps_acknowledged_writes() {
-    run(8);
+    run(8, "");
+}
+
+/// The same with the stale picker: early compactions, stale dropping and
+/// the read shortcut (its update table starts empty after each kill).
+#[test]
+fn crash_recovery_with_the_stale_picker() {
+    run(8, STALE);
 }
 
 #[test]
@@ -375,5 +395,6 @@ fn crash_many() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(200);
-    run(rounds);
+    let spec = std::env::var("STRATA_CRASH_OPTS").unwrap_or_default();
+    run(rounds, &spec);
 }

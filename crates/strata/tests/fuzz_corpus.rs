@@ -12,7 +12,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use strata::compaction::{Plan, PlanKind};
+use strata::compaction::{Plan, PlanKind, Trigger};
 use strata::fuzzing::TARGETS;
 use strata::io::{FileSystem, MemFs};
 use strata::table::block::BlockBuilder;
@@ -195,6 +195,7 @@ fn generate_fuzz_corpus() {
         target_file_size: 1 << 20,
         bottommost: true,
         compact_pointer: b"k\x01\0\0\0\0\0\0\0".to_vec(),
+        trigger: Trigger::Size,
     };
     write("plan", "merge", &p.encode());
     let p = Plan {
@@ -206,6 +207,19 @@ fn generate_fuzz_corpus() {
         target_file_size: 4096,
         bottommost: false,
         compact_pointer: Vec::new(),
+        trigger: Trigger::Manual,
     };
     write("plan", "move", &p.encode());
+    let p = Plan {
+        kind: PlanKind::Rewrite,
+        level: 3,
+        output_level: 3,
+        inputs: vec![55],
+        next_inputs: vec![],
+        target_file_size: 4096,
+        bottommost: true,
+        compact_pointer: Vec::new(),
+        trigger: Trigger::Stale,
+    };
+    write("plan", "rewrite", &p.encode());
 }

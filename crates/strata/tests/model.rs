@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{open, tiny_options};
+use common::{open, tiny_options, tiny_with, STALE};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
@@ -135,13 +135,31 @@ fn check_iter(db: &Db, model: &Model, ro: &ReadOptions<'_>, rng: &mut StdRng, ct
 struct SnapReads {
     all: usize,
     stale: usize,
+    /// Stale-picker work over the case (summed over reopens): early
+    /// compactions, stale versions dropped, shortcut hits.
+    early: u64,
+    dropped: u64,
+    shortcuts: u64,
 }
 
-fn run_case(seed: u64, ops: usize) -> SnapReads {
+impl SnapReads {
+    fn add_stats(&mut self, db: &strata::Db) {
+        let s = db.stats();
+        self.early += s.stale_compactions;
+        self.dropped += s.stale_dropped;
+        self.shortcuts += s.shortcut_hits;
+    }
+}
+
+/// One seeded history (the same for every `design`: the database's
+/// answers never steer the generator), every read checked against the
+/// model. `design` is an option list applied on top (a selectable design);
+/// `snapshot_heavy` turns a tenth of the gets into snapshot operations.
+fn run_case(seed: u64, ops: usize, design: &str, snapshot_heavy: bool) -> SnapReads {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut rng = StdRng::seed_from_u64(seed);
     let opts = || -> Options {
-        let o = tiny_options();
+        let o = tiny_with(design);
         match seed % 3 {
             0 => o,
             1 => o
@@ -157,8 +175,14 @@ fn run_case(seed: u64, ops: usize) -> SnapReads {
     let mut snaps: Vec<(strata::Snapshot, Model)> = Vec::new();
     let mut reads = SnapReads::default();
     for op in 0..ops {
-        let ctx = format!("seed {seed} op {op}");
-        match rng.gen_range(0..100) {
+        let ctx = format!("seed {seed} op {op} [{design}]");
+        let pick = rng.gen_range(0..100);
+        let pick = if snapshot_heavy && (57..=66).contains(&pick) {
+            85 + (pick - 57) % 7
+        } else {
+            pick
+        };
+        match pick {
             0..=39 => {
                 let (k, v) = (key(&mut rng), value(&mut rng));
                 db.put(&k, &v).expect("put");
@@ -232,6 +256,7 @@ fn run_case(seed: u64, ops: usize) -> SnapReads {
             _ => {
                 // Reopen: snapshots do not survive it.
                 snaps.clear();
+                reads.add_stats(&db);
                 db.close().expect("close");
                 drop(db);
                 db = open(dir.path(), opts());
@@ -249,6 +274,7 @@ fn run_case(seed: u64, ops: usize) -> SnapReads {
     assert!(fwd == expect, "seed {seed}: final scan differs");
     check_iter(&db, &model, &ro, &mut rng, &format!("seed {seed} final"));
     snaps.clear();
+    reads.add_stats(&db);
     drop(db);
     let db = open(dir.path(), opts());
     let again: Vec<_> = db
@@ -262,18 +288,20 @@ fn run_case(seed: u64, ops: usize) -> SnapReads {
 
 /// Runs one case and checks it read snapshots often (4 % of the ops pick
 /// a snapshot read), most of them older than the data they were read with.
-fn run_counted(seed: u64, ops: usize) {
-    let r = run_case(seed, ops);
+fn run_counted(seed: u64, ops: usize, design: &str) -> SnapReads {
+    let r = run_case(seed, ops, design, false);
     assert!(
         r.all >= ops / 50 && r.stale >= ops / 100,
         "seed {seed}: too few snapshot reads in {ops} ops: {r:?}"
     );
+    r
 }
 
 #[test]
 fn model_random_operations() {
     if let Ok(seed) = std::env::var("STRATA_MODEL_SEED") {
-        run_counted(seed.parse().expect("numeric seed"), 3000);
+        let design = std::env::var("STRATA_MODEL_OPTS").unwrap_or_default();
+        run_counted(seed.parse().expect("numeric seed"), 3000, &design);
         return;
     }
     let cases: u64 = std::env::var("STRATA_MODEL_CASES")
@@ -281,8 +309,40 @@ fn model_random_operations() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(12);
     for seed in 0..cases {
-        run_counted(seed, 1500);
+        let r = run_counted(seed, 1500, "");
+        assert_eq!(r.early + r.dropped + r.shortcuts, 0, "leveled: {r:?}");
     }
+}
+
+/// The same histories with the stale picker (early compactions, stale
+/// dropping, read shortcut).
+#[test]
+fn model_random_operations_stale_picker() {
+    let mut total = SnapReads::default();
+    for seed in 0..12 {
+        let r = run_counted(seed, 1500, STALE);
+        total.early += r.early;
+        total.dropped += r.dropped;
+        total.shortcuts += r.shortcuts;
+    }
+    assert!(
+        total.early > 0 && total.dropped > 0 && total.shortcuts > 0,
+        "the stale picker's paths ran: {total:?}"
+    );
+}
+
+/// Many snapshots taken, read and released while the stale picker drops
+/// stale versions: a version a snapshot can see must survive.
+#[test]
+fn model_snapshot_heavy_stale_picker() {
+    let mut early = 0;
+    for seed in 100..108 {
+        let r = run_case(seed, 2000, STALE, true);
+        assert!(r.all >= 60 && r.stale >= 30, "seed {seed}: {r:?}");
+        assert!(r.dropped > 0, "seed {seed}: stale versions dropped: {r:?}");
+        early += r.early;
+    }
+    assert!(early > 0, "early compactions ran");
 }
 
 /// Many compactions across levels: every level must stay sorted and

@@ -38,13 +38,9 @@ fn opts(fs: &MemFs) -> Options {
     tiny_options().fs(Arc::new(fs.clone()))
 }
 
-/// Runs `ops` on a fresh database on `fs` until `fs` reports its crash
-/// point; returns the number of ops that must survive the crash.
-fn run(fs: &MemFs, ops: &[HistOp], kind: CrashKind) -> usize {
-    run_with(fs, opts(fs), ops, kind)
-}
-
-/// `run` with the given options (whose file system is `fs`).
+/// Runs `ops` on a fresh database with options `o` (whose file system is
+/// `fs`) until `fs` reports its crash point; returns the number of ops
+/// that must survive the crash.
 fn run_with(fs: &MemFs, o: Options, ops: &[HistOp], kind: CrashKind) -> usize {
     let db = Db::open(DIR, o).expect("open");
     let mut required = 0;
@@ -253,13 +249,18 @@ fn check_case_on(fs: &MemFs, base: Options, ops: &[HistOp], c: &Case) {
 }
 
 /// Mutating file operations of a full run (sets the range of crash points).
-fn calibrate(ops: &[HistOp]) -> u64 {
+fn calibrate(ops: &[HistOp], base: &Options) -> u64 {
     let fs = MemFs::new();
-    run(&fs, ops, CrashKind::PowerLoss);
+    run_with(
+        &fs,
+        base.clone().fs(Arc::new(fs.clone())),
+        ops,
+        CrashKind::PowerLoss,
+    );
     fs.ops()
 }
 
-fn run_cases(cases: usize) {
+fn run_cases(cases: usize, base: &Options) {
     let master: u64 = std::env::var("STRATA_POWERLOSS_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -271,7 +272,7 @@ fn run_cases(cases: usize) {
         // A few histories, many crash points each.
         let seed = rng.gen();
         let ops = history(seed, 700, 300, 0.3);
-        let total = calibrate(&ops);
+        let total = calibrate(&ops, base);
         for _ in 0..25.min(cases - i) {
             let kind = match rng.gen_range(0..6) {
                 0 => CrashKind::Process,
@@ -284,7 +285,7 @@ fn run_cases(cases: usize) {
                 crash_at: rng.gen_range(1..=total + total / 10),
                 kind,
             };
-            check_case(&ops, &c);
+            check_case_on(&MemFs::new(), base.clone(), &ops, &c);
             i += 1;
         }
     }
@@ -292,7 +293,13 @@ fn run_cases(cases: usize) {
 
 #[test]
 fn power_loss_keeps_a_prefix_with_every_synced_write() {
-    run_cases(100);
+    run_cases(100, &tiny_options());
+}
+
+/// The same with the stale picker (early compactions, stale dropping).
+#[test]
+fn power_loss_with_the_stale_picker() {
+    run_cases(100, &common::tiny_with(common::STALE));
 }
 
 #[test]
@@ -302,7 +309,8 @@ fn power_loss_many() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(2000);
-    run_cases(n);
+    let spec = std::env::var("STRATA_POWERLOSS_OPTS").unwrap_or_default();
+    run_cases(n, &common::tiny_with(&spec));
 }
 
 /// The work a crash point hit.

@@ -1,9 +1,18 @@
 //! The linear executor: read, merge and write in the calling thread.
 //!
 //! Given a plan and the version it was picked from, it merges the input
-//! tables, drops what [`Dropper`] allows, and writes the outputs. It returns
-//! the version edit (inputs removed, outputs added) without installing it:
-//! only the version set installs edits.
+//! tables, drops what [`Dropper`] allows and the versions the stale
+//! tracker knows to be stale, and writes the outputs. It returns the
+//! version edit (inputs removed, outputs added) without installing it: only
+//! the version set installs edits.
+//!
+//! Stale dropping (seed 004): a version of a key is dropped when the
+//! update table names a newer version of the key (higher sequence) that is
+//! at or below `stale_horizon`, the oldest sequence any reader can hold:
+//! every snapshot and every later read then sees that newer version, which
+//! lives in a higher table (or in this compaction), so no reader can reach
+//! the dropped one. The newer version itself is never dropped this way, so
+//! a tombstone that still hides older versions stays.
 
 use super::filter::Dropper;
 use super::output::Outputs;
@@ -11,6 +20,7 @@ use super::{Plan, PlanKind};
 use crate::error::{Error, Result};
 use crate::io::FileSystem;
 use crate::iter::{InternalIterator, LevelIter, MergeIter};
+use crate::stale::{CompactionChange, Entry, Tracker};
 use crate::table::{TableIter, TableOptions};
 use crate::types::SeqNo;
 use crate::version::{Edit, FileMeta, Version};
@@ -27,6 +37,12 @@ pub struct Context<'a> {
     pub new_file_number: &'a mut dyn FnMut() -> u64,
     /// Record the user keys of each output (for event listeners).
     pub collect_keys: bool,
+    /// Where each key's newest version lives ([`crate::stale`]).
+    pub tracker: &'a dyn Tracker,
+    /// No reader can see a sequence below this: the last published
+    /// sequence at the start (read before the snapshot list), or the
+    /// oldest live snapshot if lower.
+    pub stale_horizon: SeqNo,
 }
 
 /// Figures of one executed plan.
@@ -35,8 +51,13 @@ pub struct Outcome {
     pub bytes_read: u64,
     pub bytes_written: u64,
     pub entries_dropped: u64,
+    /// Versions dropped because the tracker names a newer one.
+    pub stale_dropped: u64,
     /// With `collect_keys`, the user keys of each added table, in edit order.
     pub keys: Vec<Vec<Vec<u8>>>,
+    /// What the tracker must learn once the edit is durable (`removed` is
+    /// left to the caller).
+    pub change: CompactionChange,
 }
 
 fn find(v: &Version, level: usize, id: u64) -> Result<Arc<FileMeta>> {
@@ -55,6 +76,9 @@ pub fn run_linear(
     version: &Version,
     ctx: &mut Context<'_>,
 ) -> Result<(Edit, Outcome)> {
+    if !plan.is_well_formed() {
+        return Err(Error::InvalidArgument(format!("malformed plan {plan:?}")));
+    }
     let mut edit = Edit::default();
     let mut outcome = Outcome::default();
     if !plan.compact_pointer.is_empty() {
@@ -124,17 +148,21 @@ pub fn run_linear(
     )
     .collect_keys(ctx.collect_keys)
     .align_to(grandparents);
-    let result = (|| -> Result<Vec<crate::version::FileDesc>> {
-        merged.seek_to_first();
-        while merged.valid() {
-            if dropper.keep(merged.key())? {
-                outputs.add(merged.key(), merged.value())?;
-            }
-            merged.next();
-        }
-        merged.status()?;
-        outputs.finish()
-    })();
+    let result = if ctx.tracker.tracks() {
+        let stale = Stale {
+            tracker: ctx.tracker,
+            horizon: ctx.stale_horizon,
+        };
+        copy_dropping_stale(
+            &mut merged,
+            &mut dropper,
+            &mut outputs,
+            &stale,
+            &mut outcome,
+        )
+    } else {
+        copy(&mut merged, &mut dropper, &mut outputs)
+    };
     let descs = match result {
         Ok(d) => d,
         Err(e) => {
@@ -152,4 +180,70 @@ pub fn run_linear(
         edit.added.push((plan.output_level, d));
     }
     Ok((edit, outcome))
+}
+
+/// Writes what `dropper` keeps of `merged` to `outputs`.
+fn copy<F: FnMut(&[u8]) -> bool>(
+    merged: &mut MergeIter,
+    dropper: &mut Dropper<F>,
+    outputs: &mut Outputs<'_>,
+) -> Result<Vec<crate::version::FileDesc>> {
+    merged.seek_to_first();
+    while merged.valid() {
+        if dropper.keep(merged.key())? {
+            outputs.add(merged.key(), merged.value())?;
+        }
+        merged.next();
+    }
+    merged.status()?;
+    outputs.finish()
+}
+
+/// The stale tracker and the horizon of one compaction.
+struct Stale<'a> {
+    tracker: &'a dyn Tracker,
+    horizon: SeqNo,
+}
+
+/// [`copy`], also dropping stale versions (see the module doc) and noting
+/// in `outcome.change` where the versions the tracker names went.
+fn copy_dropping_stale<F: FnMut(&[u8]) -> bool>(
+    merged: &mut MergeIter,
+    dropper: &mut Dropper<F>,
+    outputs: &mut Outputs<'_>,
+    stale: &Stale<'_>,
+    outcome: &mut Outcome,
+) -> Result<Vec<crate::version::FileDesc>> {
+    let mut user_key: Option<Vec<u8>> = None;
+    let mut newest: Option<Entry> = None;
+    merged.seek_to_first();
+    while merged.valid() {
+        let (ikey, value) = (merged.key(), merged.value());
+        let p = crate::types::parse_internal_key(ikey).ok_or_else(|| {
+            crate::error::corrupt(0, "malformed internal key in compaction input")
+        })?;
+        if user_key.as_deref() != Some(p.user_key) {
+            user_key = Some(p.user_key.to_vec());
+            newest = stale.tracker.newest(p.user_key);
+        }
+        if newest.is_some_and(|e| e.seq > p.seq && e.seq <= stale.horizon) {
+            outcome.stale_dropped += 1;
+            merged.next();
+            continue;
+        }
+        let keep = dropper.keep(ikey)?;
+        if keep {
+            outputs.add(ikey, value)?;
+        }
+        if newest.is_some_and(|e| e.seq == p.seq) {
+            let key = p.user_key.to_vec();
+            match outputs.current_id() {
+                Some(table) if keep => outcome.change.repointed.push((key, p.seq, table)),
+                _ => outcome.change.erased.push((key, p.seq)),
+            }
+        }
+        merged.next();
+    }
+    merged.status()?;
+    outputs.finish()
 }

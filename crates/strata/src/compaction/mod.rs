@@ -1,5 +1,5 @@
-//! Compaction: a *picker* decides what to compact ([`picker::pick`], a pure
-//! function of the version and options) and emits a [`Plan`], plain
+//! Compaction: a *picker* decides what to compact ([`picker::Picker`], a
+//! pure function of a [`picker::PickEnv`]) and emits a [`Plan`], plain
 //! serialisable data; an *executor* turns a plan into new tables and a
 //! version edit ([`executor::run_linear`]). Later executors (pipelined,
 //! sub-tasks, offloaded to a worker process) consume the same `Plan`.
@@ -15,4 +15,4 @@ pub mod output;
 pub mod picker;
 mod plan;
 
-pub use plan::{Plan, PlanKind};
+pub use plan::{Plan, PlanKind, Trigger};

@@ -20,7 +20,7 @@ use crate::error::Result;
 use crate::filename::table_path;
 use crate::io::FileSystem;
 use crate::table::{TableBuilder, TableOptions};
-use crate::types;
+use crate::types::{self, SeqNo};
 use crate::version::FileDesc;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -39,9 +39,13 @@ pub struct Outputs<'a> {
     last_user_key: Vec<u8>,
     collect_keys: bool,
     current_keys: Vec<Vec<u8>>,
+    current_seqs: Vec<SeqNo>,
     pub finished: Vec<FileDesc>,
     /// With `collect_keys`, the distinct user keys of each finished table.
     pub keys: Vec<Vec<Vec<u8>>>,
+    /// With `collect_keys`, the sequence number of the newest version of
+    /// each of those keys (`keys[i][j]`'s is `seqs[i][j]`).
+    pub seqs: Vec<Vec<SeqNo>>,
     pub bytes_written: u64,
     /// Largest user key and size of each table of the level below the
     /// output level, in key order (empty: no alignment).
@@ -72,8 +76,10 @@ impl<'a> Outputs<'a> {
             last_user_key: Vec::new(),
             collect_keys: false,
             current_keys: Vec::new(),
+            current_seqs: Vec::new(),
             finished: Vec::new(),
             keys: Vec::new(),
+            seqs: Vec::new(),
             bytes_written: 0,
             grandparents: Vec::new(),
             grandparent: 0,
@@ -135,6 +141,8 @@ impl<'a> Outputs<'a> {
         if let Some((_, b)) = self.current.as_mut() {
             if self.collect_keys && (b.entries() == 0 || uk != self.last_user_key.as_slice()) {
                 self.current_keys.push(uk.to_vec());
+                self.current_seqs
+                    .push(types::parse_internal_key(ikey).map_or(0, |p| p.seq));
             }
             b.add(ikey, value)?;
         }
@@ -177,6 +185,7 @@ impl<'a> Outputs<'a> {
             };
             self.bytes_written += props.file_size;
             self.keys.push(std::mem::take(&mut self.current_keys));
+            self.seqs.push(std::mem::take(&mut self.current_seqs));
             self.finished.push(FileDesc {
                 id,
                 size: props.file_size,
@@ -188,6 +197,11 @@ impl<'a> Outputs<'a> {
             });
         }
         Ok(())
+    }
+
+    /// The file number of the table being written, if one is open.
+    pub fn current_id(&self) -> Option<u64> {
+        self.current.as_ref().map(|(id, _)| *id)
     }
 
     /// Finishes the last table and returns the descriptors of all outputs.

@@ -1,10 +1,13 @@
 //! The compaction plan: what to compact, as plain data.
 //!
 //! ```text
-//! plan := u8 version(1) u8 kind varint(level) varint(output_level)
+//! plan := u8 version(2) u8 kind varint(level) varint(output_level)
 //!         varint(n) varint(id)*n   varint(m) varint(id)*m
 //!         varint(target_file_size) u8 bottommost bytes(compact_pointer)
+//!         u8 trigger
 //! ```
+//!
+//! Kinds: 0 move, 1 merge, 2 rewrite. Triggers: 0 size, 1 stale, 2 manual.
 
 use crate::coding::{put_bytes, put_varint, Reader};
 use crate::error::{corrupt, Result};
@@ -16,6 +19,21 @@ pub enum PlanKind {
     Move = 0,
     /// Merge inputs into new tables.
     Merge = 1,
+    /// Rewrite one table in its own level (`level == output_level`, no
+    /// `next_inputs`): drops its stale versions when nothing lies below it
+    /// to merge with.
+    Rewrite = 2,
+}
+
+/// Why a plan was made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    /// A level over its size or table-count target.
+    Size = 0,
+    /// A table whose stale versions passed `stale_threshold`.
+    Stale = 1,
+    /// `compact_range`.
+    Manual = 2,
 }
 
 /// One compaction job.
@@ -36,11 +54,27 @@ pub struct Plan {
     pub bottommost: bool,
     /// Largest internal key of the inputs: the level's next round-robin start.
     pub compact_pointer: Vec<u8>,
+    pub trigger: Trigger,
 }
 
-const PLAN_VERSION: u8 = 1;
+const PLAN_VERSION: u8 = 2;
 
 impl Plan {
+    /// Checks the plan's shape: a rewrite takes one table and stays in its
+    /// level; other kinds go one level down.
+    pub fn is_well_formed(&self) -> bool {
+        match self.kind {
+            PlanKind::Rewrite => {
+                self.level == self.output_level
+                    && self.inputs.len() == 1
+                    && self.next_inputs.is_empty()
+            }
+            PlanKind::Move | PlanKind::Merge => {
+                self.output_level == self.level + 1 && !self.inputs.is_empty()
+            }
+        }
+    }
+
     /// All input file ids with their levels.
     pub fn all_inputs(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
         self.inputs
@@ -62,6 +96,7 @@ impl Plan {
         put_varint(&mut b, self.target_file_size);
         b.push(u8::from(self.bottommost));
         put_bytes(&mut b, &self.compact_pointer);
+        b.push(self.trigger as u8);
         b
     }
 
@@ -76,6 +111,7 @@ impl Plan {
         let kind = match r.u8() {
             Some(0) => PlanKind::Move,
             Some(1) => PlanKind::Merge,
+            Some(2) => PlanKind::Rewrite,
             _ => return Err(bad(&r, "unknown kind")),
         };
         let small = |r: &mut Reader<'_>| r.varint().filter(|v| *v < 64).map(|v| v as usize);
@@ -102,10 +138,16 @@ impl Plan {
             .len_prefixed()
             .ok_or_else(|| bad(&r, "truncated key"))?
             .to_vec();
+        let trigger = match r.u8() {
+            Some(0) => Trigger::Size,
+            Some(1) => Trigger::Stale,
+            Some(2) => Trigger::Manual,
+            _ => return Err(bad(&r, "unknown trigger")),
+        };
         if !r.is_empty() {
             return Err(bad(&r, "trailing bytes"));
         }
-        Ok(Plan {
+        let plan = Plan {
             kind,
             level,
             output_level,
@@ -114,7 +156,12 @@ impl Plan {
             target_file_size,
             bottommost,
             compact_pointer,
-        })
+            trigger,
+        };
+        if !plan.is_well_formed() {
+            return Err(bad(&r, "inconsistent levels or inputs"));
+        }
+        Ok(plan)
     }
 }
 
@@ -133,6 +180,7 @@ mod tests {
             target_file_size: 1 << 20,
             bottommost: true,
             compact_pointer: b"abc".to_vec(),
+            trigger: Trigger::Stale,
         };
         let enc = p.encode();
         assert_eq!(Plan::decode(&enc).ok(), Some(p));

@@ -8,6 +8,8 @@
 //! lives in `State` behind one mutex that no read takes.
 
 mod background;
+mod compact;
+mod flush;
 mod read;
 mod recovery;
 mod snapshot;
@@ -50,6 +52,8 @@ pub(crate) struct State {
     pub flushing: bool,
     /// Levels that a running compaction reads or writes.
     pub busy: Vec<bool>,
+    /// Tables that a running compaction reads.
+    pub in_flight: std::collections::HashSet<u64>,
     pub running_compactions: usize,
     pub bg_error: Option<Error>,
     pub shutting_down: bool,
@@ -115,6 +119,11 @@ pub(crate) struct Inner {
     /// The open tables (shared with the version set): edits open their
     /// new tables through it outside the state mutex; `stats` reads it.
     pub tables: Arc<crate::version::TableCache>,
+    /// Chooses compactions (`Options::compaction_picker`).
+    pub picker: Box<dyn crate::compaction::picker::Picker>,
+    /// Where each key's newest version lives, for the stale picker, stale
+    /// dropping and the read shortcut; tracks nothing for `Leveled`.
+    pub tracker: Arc<dyn crate::stale::Tracker>,
     pub stats: Stats,
     pub closed: AtomicBool,
     _lock: Box<dyn FileLock>,
@@ -124,6 +133,28 @@ pub(crate) struct Inner {
 pub struct Db {
     inner: Arc<Inner>,
     threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// The compaction design `opts` selects: its picker and the tracker that
+/// feeds it (one `match`, at open).
+pub(crate) fn compaction_design(
+    opts: &Options,
+) -> (
+    Box<dyn crate::compaction::picker::Picker>,
+    Arc<dyn crate::stale::Tracker>,
+) {
+    use crate::compaction::picker;
+    use crate::options::PickerKind;
+    match opts.compaction_picker {
+        PickerKind::Leveled => (
+            Box::new(picker::Leveled),
+            Arc::new(crate::stale::NoTracking),
+        ),
+        PickerKind::Stale => (
+            Box::new(picker::Stale),
+            Arc::new(crate::stale::StaleTracker::new(opts.update_table_size)),
+        ),
+    }
 }
 
 impl Db {
@@ -246,6 +277,9 @@ impl Db {
             });
         }
         s.manifest_bytes = inner.state.lock().versions.manifest_bytes_written;
+        let usage = inner.tracker.usage();
+        s.update_table_entries = usage.entries;
+        s.update_table_bytes = usage.bytes;
         let tables = inner.tables.stats();
         s.open_tables = tables.open_tables;
         s.mapped_table_bytes = tables.mapped_bytes;

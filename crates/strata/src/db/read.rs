@@ -48,7 +48,10 @@ impl Db {
                 }
                 match hit {
                     Some(h) => Some(h),
-                    None => sv.version.get(key, &types::seek_key(key, seq))?,
+                    None => match self.shortcut(&sv.version, key, seq)? {
+                        Some(h) => Some(h),
+                        None => sv.version.get(key, &types::seek_key(key, seq))?,
+                    },
                 }
             }
         };
@@ -56,6 +59,41 @@ impl Db {
             Some((_, ValueKind::Value, v)) => Some(v),
             _ => None,
         })
+    }
+
+    /// The read shortcut of active compaction: the table the update table
+    /// names for `key`, if the reader's `version` holds it and it holds the
+    /// named version, visible at `seq`. `None` sends the read down the
+    /// normal path. The named version is the newest in any table (the
+    /// memtables were searched already), so it is the answer whenever the
+    /// reader can see it.
+    fn shortcut(
+        &self,
+        version: &crate::version::Version,
+        key: &[u8],
+        seq: SeqNo,
+    ) -> Result<Option<(SeqNo, ValueKind, Vec<u8>)>> {
+        let inner = &self.inner;
+        let Some(entry) = inner.tracker.newest(key) else {
+            return Ok(None);
+        };
+        if entry.seq > seq {
+            return Ok(None);
+        }
+        let hit = match version.table_by_id(entry.table) {
+            Some(f) => f.table()?.get(&types::seek_key(key, seq), key)?,
+            None => None,
+        };
+        match hit {
+            Some(h) if h.0 == entry.seq => {
+                Stats::add(&inner.stats.shortcut_hits, 1);
+                Ok(Some(h))
+            }
+            _ => {
+                Stats::add(&inner.stats.shortcut_misses, 1);
+                Ok(None)
+            }
+        }
     }
 
     fn read_seq(&self, opts: &ReadOptions<'_>) -> SeqNo {

@@ -2,7 +2,7 @@
 //! they held to L0 tables, start a fresh WAL and manifest, and remove files
 //! no version needs.
 
-use super::background::{write_memtable_to, TableSink};
+use super::flush::{write_memtable_to, TableSink};
 use super::{Inner, LogState, State};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
@@ -98,7 +98,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
     let write_out = |mem: &MemTable, versions: &mut VersionSet, edit: &mut Edit| -> Result<()> {
         let mut next = || versions.new_file_number();
         let earlier: Vec<_> = edit.added.iter().map(|(_, d)| d.clone()).collect();
-        let (descs, _) = write_memtable_to(&sink, mem, &version, &earlier, Vec::new(), &mut next)?;
+        let descs = write_memtable_to(&sink, mem, &version, &earlier, Vec::new(), &mut next)?.descs;
         edit.added.extend(descs.into_iter().map(|d| (0, d)));
         Ok(())
     };
@@ -184,6 +184,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
     let tables = versions.table_cache().clone();
     let mem = Arc::new(MemTable::new(log_number));
     let num_levels = opts.num_levels;
+    let (picker, tracker) = super::compaction_design(&opts);
     let inner = Inner {
         dir: dir.to_path_buf(),
         table_opts,
@@ -194,6 +195,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
             imm: Vec::new(),
             flushing: false,
             busy: vec![false; num_levels],
+            in_flight: Default::default(),
             running_compactions: 0,
             bg_error: None,
             shutting_down: false,
@@ -218,6 +220,8 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         snapshots: Mutex::new(BTreeMap::new()),
         apply: Mutex::new(()),
         tables,
+        picker,
+        tracker,
         stats: Stats::default(),
         closed: AtomicBool::new(false),
         opts,

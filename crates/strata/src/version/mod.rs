@@ -21,6 +21,7 @@ pub use table_cache::{TableCache, TableCacheStats};
 use crate::error::Result;
 use crate::table::Table;
 use crate::types::{self, SeqNo, ValueKind};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -119,13 +120,44 @@ impl std::fmt::Debug for FileMeta {
 #[derive(Debug, Clone)]
 pub struct Version {
     pub levels: Vec<Vec<Arc<FileMeta>>>,
+    /// Every table by id; built by [`Version::seal`].
+    by_id: HashMap<u64, Arc<FileMeta>>,
 }
 
 impl Version {
     pub fn new(num_levels: usize) -> Self {
         Version {
             levels: vec![Vec::new(); num_levels],
+            by_id: HashMap::new(),
         }
+    }
+
+    /// Finishes a version built by changing `levels`: L0 newest first,
+    /// deeper levels by smallest key, and the id index rebuilt.
+    pub fn seal(&mut self) {
+        for (level, files) in self.levels.iter_mut().enumerate() {
+            if level == 0 {
+                files.sort_by(|a, b| {
+                    b.desc
+                        .max_seq
+                        .cmp(&a.desc.max_seq)
+                        .then(b.id().cmp(&a.id()))
+                });
+            } else {
+                files.sort_by(|a, b| types::compare_internal(&a.desc.smallest, &b.desc.smallest));
+            }
+        }
+        self.by_id = self
+            .levels
+            .iter()
+            .flatten()
+            .map(|f| (f.id(), f.clone()))
+            .collect();
+    }
+
+    /// The table `id` if this version holds it (sealed versions only).
+    pub fn table_by_id(&self, id: u64) -> Option<&Arc<FileMeta>> {
+        self.by_id.get(&id)
     }
 
     /// Level 0 behind its read interface.

@@ -15,7 +15,7 @@ use crate::filename::{self, manifest_name, wal_path, CURRENT};
 use crate::io::{self, FileSystem};
 use crate::options::{Options, WalRecovery};
 use crate::table::BlockCache;
-use crate::types::{self, SeqNo};
+use crate::types::SeqNo;
 use crate::wal;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -186,7 +186,7 @@ impl VersionSet {
                 }
             }
         }
-        sort_levels(&mut v);
+        v.seal();
         self.current = Arc::new(v);
         // A fresh manifest on every open keeps its size bounded and drops a torn tail.
         self.manifest = None;
@@ -250,7 +250,7 @@ impl VersionSet {
                 .ok_or_else(|| Error::InvalidArgument(format!("level {level} out of range")))?
                 .push(meta);
         }
-        sort_levels(&mut v);
+        v.seal();
 
         let new_manifest = match &self.manifest {
             None => true,
@@ -396,22 +396,6 @@ pub(crate) fn check_header(rec: &[u8]) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-/// L0 newest first; deeper levels by smallest key.
-pub(crate) fn sort_levels(v: &mut Version) {
-    for (level, files) in v.levels.iter_mut().enumerate() {
-        if level == 0 {
-            files.sort_by(|a, b| {
-                b.desc
-                    .max_seq
-                    .cmp(&a.desc.max_seq)
-                    .then(b.id().cmp(&a.id()))
-            });
-        } else {
-            files.sort_by(|a, b| types::compare_internal(&a.desc.smallest, &b.desc.smallest));
-        }
-    }
 }
 
 /// An edit prepared under the state mutex, to be written to the manifest

@@ -18,6 +18,20 @@ pub fn tiny_options() -> Options {
         .block_cache_size(64 * 1024)
 }
 
+/// The stale picker (active compaction) set to act on tiny tables: a low
+/// threshold so early compactions run, a small update table so entries are
+/// evicted too.
+pub const STALE: &str = "compaction_picker=stale,stale_threshold=0.2,update_table_size=16K";
+
+/// `tiny_options()` with the option list `spec` (`name=value,...`) applied.
+pub fn tiny_with(spec: &str) -> Options {
+    let mut o = tiny_options();
+    if let Err(e) = o.apply(spec) {
+        panic!("options {spec:?}: {e}");
+    }
+    o
+}
+
 pub fn open(dir: &std::path::Path, opts: Options) -> Db {
     match Db::open(dir, opts) {
         Ok(db) => db,

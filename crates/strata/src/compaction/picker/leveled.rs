@@ -1,5 +1,6 @@
 //! The leveled picker: a pure function from (version, options, busy levels,
-//! round-robin pointers) to an optional [`Plan`]. No I/O, no locks.
+//! round-robin pointers) to an optional [`Plan`]. No I/O, no locks. The
+//! stale picker reuses its size triggers and [`plan_for`].
 //!
 //! Scores: L0 = files / `level0_file_num_compaction_trigger`; Ln = bytes /
 //! target(n), target(1) = `max_bytes_for_level_base`, each deeper level
@@ -13,7 +14,8 @@
 //! [`MAX_TABLES_PER_MOVE`] neighbouring tables of Ln, [`choose_files`]; any
 //! number of L0 tables a sequential load wrote side by side).
 
-use super::{Plan, PlanKind};
+use super::{PickEnv, Picker};
+use crate::compaction::{Plan, PlanKind, Trigger};
 use crate::options::Options;
 use crate::types;
 use crate::version::{FileMeta, Version};
@@ -57,16 +59,25 @@ pub fn compaction_debt(v: &Version, opts: &Options) -> u64 {
     debt
 }
 
-/// Picks the most urgent compaction whose levels are not `busy`.
-pub fn pick(v: &Version, opts: &Options, busy: &[bool], pointers: &[Vec<u8>]) -> Option<Plan> {
+/// Size triggers only (LevelDB's and RocksDB's leveled compaction).
+pub struct Leveled;
+
+impl Picker for Leveled {
+    fn pick(&self, env: &PickEnv<'_>) -> Option<Plan> {
+        pick_by_size(env)
+    }
+}
+
+/// The most urgent size-triggered compaction whose levels are not busy.
+pub(super) fn pick_by_size(env: &PickEnv<'_>) -> Option<Plan> {
+    let (v, opts) = (env.version, env.opts);
     let mut ranked: Vec<(usize, f64)> = scores(v, opts).into_iter().enumerate().collect();
     ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
     for (level, score) in ranked {
         if score < 1.0 {
             break;
         }
-        let is_busy = |l: usize| busy.get(l).copied().unwrap_or(false);
-        if is_busy(level) || is_busy(level + 1) {
+        if env.is_busy(level) || env.is_busy(level + 1) {
             continue;
         }
         let inputs: Vec<Arc<FileMeta>> = if level == 0 {
@@ -74,10 +85,10 @@ pub fn pick(v: &Version, opts: &Options, busy: &[bool], pointers: &[Vec<u8>]) ->
         } else {
             let files = v.levels.get(level)?;
             let next = v.levels.get(level + 1).map_or(&[][..], Vec::as_slice);
-            let ptr = pointers.get(level).map_or(&[][..], Vec::as_slice);
+            let ptr = env.pointers.get(level).map_or(&[][..], Vec::as_slice);
             choose_files(files, next, ptr)
         };
-        if let Some(plan) = plan_for(v, opts, level, inputs) {
+        if let Some(plan) = plan_for(v, opts, level, inputs, Trigger::Size) {
             return Some(plan);
         }
     }
@@ -222,10 +233,19 @@ pub fn pick_range(
     } else {
         v.overlapping(level, lo, hi)
     };
-    plan_for(v, opts, level, inputs)
+    plan_for(v, opts, level, inputs, Trigger::Manual)
 }
 
-fn plan_for(v: &Version, opts: &Options, level: usize, inputs: Vec<Arc<FileMeta>>) -> Option<Plan> {
+/// A plan taking `inputs` of `level` and the tables of the next level they
+/// overlap down one level (a move when nothing below overlaps and no two
+/// inputs share a user key).
+pub(super) fn plan_for(
+    v: &Version,
+    opts: &Options,
+    level: usize,
+    inputs: Vec<Arc<FileMeta>>,
+    trigger: Trigger,
+) -> Option<Plan> {
     if inputs.is_empty() || level + 1 >= v.levels.len() {
         return None;
     }
@@ -261,6 +281,7 @@ fn plan_for(v: &Version, opts: &Options, level: usize, inputs: Vec<Arc<FileMeta>
         target_file_size: opts.target_file_size,
         bottommost,
         compact_pointer,
+        trigger,
     })
 }
 

@@ -1,0 +1,175 @@
+//! Data-driven picker tests: `testdata/picker.txt` holds cases of an LSM
+//! shape (tables, stale scores, busy levels, tables in flight) and the plan
+//! each picker must return. No disk: tables are descriptors only.
+//!
+//! ```text
+//! case <name>
+//! options <name=value,...>            (Options::apply; optional)
+//! table L<level> <id> <lo>..<hi> size=<bytes> [entries=<n>] [stale=<n>]
+//! busy L<level>
+//! inflight <id>
+//! pick <leveled|stale> => <plan>|none
+//! ```
+//! A plan prints as `<kind> L<level> [ids] -> L<out> [ids] <trigger>`,
+//! plus ` bottommost` when set. Lines starting with `#` are comments.
+
+use super::{Leveled, PickEnv, Picker, Stale};
+use crate::compaction::{Plan, PlanKind, Trigger};
+use crate::options::Options;
+use crate::table::BlockCache;
+use crate::types::{internal_key, ValueKind};
+use crate::version::{FileDesc, FileMeta, TableCache, Version};
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::Arc;
+
+fn show(plan: Option<Plan>) -> String {
+    let Some(p) = plan else {
+        return "none".to_string();
+    };
+    let kind = match p.kind {
+        PlanKind::Move => "move",
+        PlanKind::Merge => "merge",
+        PlanKind::Rewrite => "rewrite",
+    };
+    let trigger = match p.trigger {
+        Trigger::Size => "size",
+        Trigger::Stale => "stale",
+        Trigger::Manual => "manual",
+    };
+    let ids = |v: &[u64]| {
+        let s: Vec<String> = v.iter().map(u64::to_string).collect();
+        format!("[{}]", s.join(" "))
+    };
+    format!(
+        "{kind} L{} {} -> L{} {} {trigger}{}",
+        p.level,
+        ids(&p.inputs),
+        p.output_level,
+        ids(&p.next_inputs),
+        if p.bottommost { " bottommost" } else { "" }
+    )
+}
+
+struct Case {
+    name: String,
+    opts: Options,
+    tables: Vec<(usize, FileDesc)>,
+    stale: HashMap<u64, u64>,
+    busy: Vec<usize>,
+    in_flight: HashSet<u64>,
+}
+
+impl Case {
+    fn new(name: &str) -> Self {
+        Case {
+            name: name.to_string(),
+            opts: Options::default(),
+            tables: Vec::new(),
+            stale: HashMap::new(),
+            busy: Vec::new(),
+            in_flight: HashSet::new(),
+        }
+    }
+
+    fn pick(&self, picker: &dyn Picker) -> Option<Plan> {
+        let cache = Arc::new(TableCache::new(
+            Path::new("/nowhere"),
+            &self.opts,
+            Arc::new(BlockCache::new(0)),
+        ));
+        let mut v = Version::new(self.opts.num_levels);
+        for (level, d) in &self.tables {
+            v.levels[*level].push(Arc::new(FileMeta::new(d.clone(), cache.clone())));
+        }
+        v.seal();
+        let mut busy = vec![false; self.opts.num_levels];
+        for l in &self.busy {
+            busy[*l] = true;
+        }
+        let pointers = vec![Vec::new(); self.opts.num_levels];
+        let env = PickEnv {
+            version: &v,
+            opts: &self.opts,
+            busy: &busy,
+            in_flight: &self.in_flight,
+            pointers: &pointers,
+            stale: &self.stale,
+        };
+        picker.pick(&env)
+    }
+}
+
+fn level(s: &str) -> usize {
+    s.strip_prefix('L')
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("bad level {s:?}"))
+}
+
+fn number(s: &str) -> u64 {
+    s.parse().unwrap_or_else(|_| panic!("bad number {s:?}"))
+}
+
+#[test]
+fn picker_fixtures() {
+    let text = include_str!("testdata/picker.txt");
+    let mut case = Case::new("");
+    let mut checked = 0;
+    for (lineno, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (word, rest) = line.split_once(' ').unwrap_or((line, ""));
+        match word {
+            "case" => case = Case::new(rest),
+            "options" => case.opts.apply(rest).expect("options"),
+            "table" => {
+                let f: Vec<&str> = rest.split_whitespace().collect();
+                let (lo, hi) = f[2].split_once("..").expect("lo..hi");
+                let mut d = FileDesc {
+                    id: number(f[1]),
+                    smallest: internal_key(lo.as_bytes(), 100, ValueKind::Value as u8),
+                    largest: internal_key(hi.as_bytes(), 1, ValueKind::Value as u8),
+                    entries: 100,
+                    ..FileDesc::default()
+                };
+                for kv in &f[3..] {
+                    let (k, val) = kv.split_once('=').expect("k=v");
+                    match k {
+                        "size" => d.size = number(val),
+                        "entries" => d.entries = number(val),
+                        "stale" => {
+                            case.stale.insert(d.id, number(val));
+                        }
+                        _ => panic!("line {}: unknown field {k}", lineno + 1),
+                    }
+                }
+                case.tables.push((level(f[0]), d));
+            }
+            "busy" => case.busy.push(level(rest)),
+            "inflight" => {
+                case.in_flight.insert(number(rest));
+            }
+            "pick" => {
+                let (kind, want) = rest.split_once(" => ").expect("pick <kind> => <plan>");
+                let picker: &dyn Picker = match kind {
+                    "leveled" => &Leveled,
+                    "stale" => &Stale,
+                    _ => panic!("line {}: unknown picker {kind}", lineno + 1),
+                };
+                let got = show(case.pick(picker));
+                assert_eq!(
+                    got,
+                    want,
+                    "case {:?} (line {}), picker {kind}",
+                    case.name,
+                    lineno + 1
+                );
+                checked += 1;
+            }
+            _ => panic!("line {}: unknown directive {word}", lineno + 1),
+        }
+    }
+    assert!(checked >= 10, "only {checked} expectations");
+}

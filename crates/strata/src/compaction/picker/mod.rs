@@ -1,0 +1,52 @@
+//! Pickers: pure functions from a [`PickEnv`] to an optional [`Plan`]. No
+//! I/O, no locks; the background loop builds the environment under the
+//! state mutex and runs the plan outside it.
+//!
+//! Two pickers, chosen once at open from `Options::compaction_picker`
+//! (`db::compaction_design`):
+//! [`Leveled`] (size triggers only) and [`Stale`] (size triggers, then
+//! tables whose stale-version score passed `stale_threshold`).
+
+mod leveled;
+mod stale;
+
+pub use leveled::{
+    choose_file, choose_files, compaction_debt, level_target, pick_range, scores, Leveled,
+};
+pub use stale::Stale;
+
+use super::Plan;
+use crate::options::Options;
+use crate::version::Version;
+use std::collections::{HashMap, HashSet};
+
+/// Everything a picker may look at.
+pub struct PickEnv<'a> {
+    pub version: &'a Version,
+    pub opts: &'a Options,
+    /// Levels a running compaction reads or writes (one compaction per
+    /// level pair at a time).
+    pub busy: &'a [bool],
+    /// Tables a running compaction reads.
+    pub in_flight: &'a HashSet<u64>,
+    /// The round-robin start of each level: the largest internal key its
+    /// last compaction took.
+    pub pointers: &'a [Vec<u8>],
+    /// Stale versions counted per table (empty without stale tracking).
+    pub stale: &'a HashMap<u64, u64>,
+}
+
+impl PickEnv<'_> {
+    /// True if a running compaction reads or writes `level`.
+    pub fn is_busy(&self, level: usize) -> bool {
+        self.busy.get(level).copied().unwrap_or(false)
+    }
+}
+
+/// Chooses the next compaction.
+pub trait Picker: Send + Sync {
+    fn pick(&self, env: &PickEnv<'_>) -> Option<Plan>;
+}
+
+#[cfg(test)]
+mod fixtures;

@@ -1,0 +1,227 @@
+//! Flushes: an immutable memtable becomes one L0 table. The edit is logged
+//! first; then the stale tracker learns where the table's keys now live;
+//! only then does the new super-version (without the memtable) reach
+//! readers, so a read that misses the memtables always finds the update
+//! table at least as new as its version. Flushed WALs are deleted last.
+
+use super::{Db, Inner, State};
+use crate::compaction::events::TableReason;
+use crate::compaction::filter::Dropper;
+use crate::compaction::output::Outputs;
+use crate::error::Result;
+use crate::filename::{self, FileKind};
+use crate::memtable::MemTable;
+use crate::stats::Stats;
+use crate::types::SeqNo;
+use crate::version::{Edit, FileDesc, Version};
+use parking_lot::MutexGuard;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Flushes the oldest immutable memtable. Called and returns with the state locked.
+pub(super) fn flush_one<'a>(
+    inner: &'a Inner,
+    mut st: MutexGuard<'a, State>,
+) -> MutexGuard<'a, State> {
+    let Some(mem) = st.imm.first().cloned() else {
+        return st;
+    };
+    st.flushing = true;
+    let version = st.versions.current();
+    let snapshots = inner.snapshot_list();
+    let started = Instant::now();
+    let written =
+        MutexGuard::unlocked(&mut st, || write_l0_table(inner, &mem, &version, snapshots));
+    let result = match written {
+        Ok(Written { descs, keys, seqs }) => {
+            let bytes: u64 = descs.iter().map(|d| d.size).sum();
+            let mut edit = Edit::default();
+            for d in descs {
+                edit.added.push((0, d));
+            }
+            // WALs older than the next memtable's are no longer needed. (Only
+            // a flush removes memtables, and one runs at a time: `imm[1]` stays
+            // the next one while the edit is written.)
+            let next_log = st.imm.get(1).unwrap_or(&st.mem).log_number();
+            edit.log_number = Some(next_log);
+            edit.last_sequence = Some(inner.last_seq.load(Ordering::Acquire));
+            let (relocked, applied) = inner.log_and_apply(st, &mut edit);
+            st = relocked;
+            if applied.is_ok() && inner.tracker.tracks() {
+                // Durable now; readers still see the memtable until the
+                // super-version below replaces it.
+                MutexGuard::unlocked(&mut st, || {
+                    for ((_, d), (k, s)) in edit.added.iter().zip(keys.iter().zip(&seqs)) {
+                        inner.tracker.on_flush(d.id, k, s);
+                    }
+                });
+            }
+            applied.map(|()| (bytes, edit, keys))
+        }
+        Err(e) => Err(e),
+    };
+    st.flushing = false;
+    match result {
+        Ok((bytes, edit, keys)) => {
+            st.imm.remove(0);
+            inner.install_super_version(&mut st);
+            // Listeners run without the state lock and see the new version.
+            let emitted = MutexGuard::unlocked(&mut st, || {
+                inner.emit_events(TableReason::Flush, &edit, &keys)
+            });
+            if let Err(e) = emitted {
+                inner.set_bg_error(&mut st, e);
+            }
+            Stats::add(&inner.stats.flush_count, 1);
+            Stats::add(&inner.stats.flush_bytes, bytes);
+            Stats::add(
+                &inner.stats.flush_micros,
+                started.elapsed().as_micros() as u64,
+            );
+            // Logs below the new log number are flushed: no need to sync
+            // them, and their files go. Outside the state mutex: a synced
+            // write may hold `unsynced_logs` while it syncs them.
+            let keep_from = st.versions.log_number;
+            MutexGuard::unlocked(&mut st, || {
+                inner
+                    .unsynced_logs
+                    .lock()
+                    .retain(|w| w.log_number() >= keep_from);
+                delete_obsolete_wals(inner, keep_from);
+            });
+        }
+        Err(e) => inner.set_bg_error(&mut st, e),
+    }
+    inner.done_cv.notify_all();
+    inner.bg_cv.notify_all();
+    st
+}
+
+/// What a flush wrote: the tables, and with key collection on, each
+/// table's distinct user keys and their newest sequence numbers.
+pub(crate) struct Written {
+    pub descs: Vec<FileDesc>,
+    pub keys: Vec<TableKeys>,
+    pub seqs: Vec<Vec<SeqNo>>,
+}
+
+/// Writes a memtable as one L0 table (none if everything was dropped).
+pub(crate) fn write_l0_table(
+    inner: &Inner,
+    mem: &MemTable,
+    version: &Version,
+    snapshots: Vec<u64>,
+) -> Result<Written> {
+    let mut next_number = || inner.state.lock().versions.new_file_number();
+    let sink = TableSink {
+        dir: &inner.dir,
+        fs: inner.opts.fs.clone(),
+        table_opts: inner.table_opts,
+        collect_keys: inner.tracker.tracks() || inner.opts.listeners.iter().any(|l| l.wants_keys()),
+        drop_tombstones: true,
+    };
+    write_memtable_to(&sink, mem, version, &[], snapshots, &mut next_number)
+}
+
+/// The user keys of one table.
+pub(crate) type TableKeys = Vec<Vec<u8>>;
+
+/// Where and how a memtable is written.
+pub(crate) struct TableSink<'a> {
+    pub dir: &'a std::path::Path,
+    pub fs: Arc<dyn crate::io::FileSystem>,
+    pub table_opts: crate::table::TableOptions,
+    pub collect_keys: bool,
+    /// Tombstones may be dropped when no table of `version` holds their key.
+    /// Off during recovery, where earlier chunks of the replay are not in
+    /// `version` yet.
+    pub drop_tombstones: bool,
+}
+
+/// Writes `mem` into one table (no size cut: L0 tables are whole memtables).
+/// `unlisted` are tables the caller wrote that `version` does not hold yet
+/// (recovery writes several before installing them).
+pub(crate) fn write_memtable_to(
+    sink: &TableSink<'_>,
+    mem: &MemTable,
+    version: &Version,
+    unlisted: &[FileDesc],
+    snapshots: Vec<u64>,
+    next_number: &mut dyn FnMut() -> u64,
+) -> Result<Written> {
+    // Tombstones stay unless no table holds the key at all.
+    let is_bottom_for = |uk: &[u8]| {
+        sink.drop_tombstones
+            && !version.covers_at_or_below(0, uk)
+            && unlisted.iter().all(|d| {
+                crate::types::user_key(&d.largest) < uk || crate::types::user_key(&d.smallest) > uk
+            })
+    };
+    let mut dropper = Dropper::new(snapshots, is_bottom_for);
+    let mut out = Outputs::new(
+        sink.dir,
+        sink.fs.clone(),
+        sink.table_opts,
+        u64::MAX,
+        next_number,
+    )
+    .collect_keys(sink.collect_keys);
+    let result = mem
+        .for_each(|k, v| {
+            if dropper.keep(k)? {
+                out.add(k, v)?;
+            }
+            Ok(())
+        })
+        .and_then(|()| out.finish());
+    match result {
+        Ok(descs) => Ok(Written {
+            descs,
+            keys: std::mem::take(&mut out.keys),
+            seqs: std::mem::take(&mut out.seqs),
+        }),
+        Err(e) => {
+            out.abandon();
+            Err(e)
+        }
+    }
+}
+
+/// Removes WAL files that every memtable has moved past.
+pub(crate) fn delete_obsolete_wals(inner: &Inner, keep_from: u64) {
+    if let Ok(names) = inner.opts.fs.list_dir(&inner.dir) {
+        for name in names {
+            if let Some((FileKind::Wal, n)) = filename::parse(&name) {
+                if n < keep_from {
+                    let _ = inner.opts.fs.remove_file(&inner.dir.join(name));
+                }
+            }
+        }
+    }
+}
+
+impl Db {
+    /// Writes the memtable to a table and waits until it and every
+    /// immutable memtable that existed at the call are flushed. Memtables
+    /// switched after the call (writers going on) are not waited for.
+    pub fn flush(&self) -> Result<()> {
+        self.check_open()?;
+        let inner = &self.inner;
+        // Every write acknowledged before this call is in a memtable whose
+        // log number is at most the active one's now.
+        let last_log = inner.state.lock().mem.log_number();
+        inner.submit(crate::batch::WriteBatch::new(), false, true)?;
+        let mut st = inner.state.lock();
+        loop {
+            // A background error wins; otherwise no memtable of the call
+            // left is success, even while closing.
+            if st.bg_error.is_none() && st.imm.iter().all(|m| m.log_number() > last_log) {
+                return Ok(());
+            }
+            st.check_usable()?;
+            inner.bg_cv.notify_all();
+            inner.done_cv.wait_for(&mut st, Duration::from_millis(50));
+        }
+    }
+}
