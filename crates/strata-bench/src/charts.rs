@@ -125,6 +125,95 @@ where
     Ok(())
 }
 
+/// Mean (solid) and p99 (dashed) read latency across U1…U9, one line per
+/// engine (seed 004's figure).
+fn u_reads<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, r: &Report) -> Result<(), BenchError>
+where
+    DB::ErrorType: 'static,
+{
+    let e = err::<DrawingAreaErrorKind<DB::ErrorType>>("u-reads");
+    root.fill(&WHITE).map_err(&e)?;
+    let us: Vec<(u32, String)> = r
+        .workloads()
+        .into_iter()
+        .filter_map(|w| Some((w.strip_prefix('u')?.parse().ok()?, w)))
+        .collect();
+    // (engine index, name, [(U number, mean, p99)])
+    type Series<'a> = (usize, &'a str, Vec<(f64, f64, f64)>);
+    let series: Vec<Series<'_>> = r
+        .engines
+        .iter()
+        .enumerate()
+        .map(|(j, en)| {
+            let pts = us
+                .iter()
+                .filter_map(|(i, w)| {
+                    let l = r.cell(&en.name, w)?.median.read_latency.clone()?;
+                    Some((f64::from(*i), l.mean_us.max(0.01), l.p99_us.max(0.01)))
+                })
+                .collect();
+            (j, en.name.as_str(), pts)
+        })
+        .collect();
+    let ymax = series
+        .iter()
+        .flat_map(|s| s.2.iter().map(|p| p.2))
+        .fold(1.0f64, f64::max)
+        * 1.5;
+    let ymin = series
+        .iter()
+        .flat_map(|s| s.2.iter().map(|p| p.1))
+        .fold(f64::MAX, f64::min)
+        .min(1.0)
+        * 0.8;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            "Read latency across U1…U9 (update share 10…90 %): mean solid, p99 dashed, µs (log)",
+            ("sans-serif", 20),
+        )
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(56)
+        .build_cartesian_2d(0.5f64..9.5, (ymin..ymax).log_scale())
+        .map_err(&e)?;
+    chart
+        .configure_mesh()
+        .x_labels(9)
+        .x_label_formatter(&|x| format!("U{}", x.round()))
+        .y_desc("µs")
+        .label_style(("sans-serif", 13))
+        .draw()
+        .map_err(&e)?;
+    for (j, name, pts) in series {
+        let c = color(j, name);
+        chart
+            .draw_series(LineSeries::new(
+                pts.iter().map(|p| (p.0, p.1)),
+                c.stroke_width(2),
+            ))
+            .map_err(&e)?
+            .label(name.to_string())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 12, y)], c.stroke_width(2)));
+        chart
+            .draw_series(DashedLineSeries::new(
+                pts.iter().map(|p| (p.0, p.2)),
+                6,
+                4,
+                c.stroke_width(1),
+            ))
+            .map_err(&e)?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.8))
+        .label_font(("sans-serif", 12))
+        .draw()
+        .map_err(&e)?;
+    root.present().map_err(&e)?;
+    Ok(())
+}
+
 fn panels(n: usize) -> (usize, usize) {
     let cols = if n <= 1 {
         1
@@ -342,9 +431,21 @@ pub fn write_all(r: &Report, out: &Path) -> Result<Vec<String>, BenchError> {
         |r, p, s| latency(BitMapBackend::new(p, s).into_drawing_area(), r),
         |r, p, s| latency(SVGBackend::new(p, s).into_drawing_area(), r),
     )?;
-    Ok(vec![
-        "throughput".into(),
-        "timeline".into(),
-        "latency".into(),
-    ])
+    let mut names = vec![
+        "throughput".to_string(),
+        "timeline".to_string(),
+        "latency".to_string(),
+    ];
+    if r.workloads().iter().any(|w| w.starts_with('u')) {
+        both(
+            out,
+            "u-reads",
+            (900, 520),
+            r,
+            |r, p, s| u_reads(BitMapBackend::new(p, s).into_drawing_area(), r),
+            |r, p, s| u_reads(SVGBackend::new(p, s).into_drawing_area(), r),
+        )?;
+        names.push("u-reads".to_string());
+    }
+    Ok(names)
 }

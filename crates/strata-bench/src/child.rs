@@ -54,6 +54,20 @@ pub struct Latency {
     pub max_us: f64,
 }
 
+impl Latency {
+    /// Mean and percentiles of a histogram of nanoseconds.
+    fn of(h: &Histogram<u64>) -> Self {
+        let us = |v: u64| v as f64 / 1000.0;
+        Latency {
+            mean_us: h.mean() / 1000.0,
+            p50_us: us(h.value_at_quantile(0.50)),
+            p99_us: us(h.value_at_quantile(0.99)),
+            p999_us: us(h.value_at_quantile(0.999)),
+            max_us: us(h.max()),
+        }
+    }
+}
+
 /// Per-level shape (files, bytes; bytes 0 where the engine does not say).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Level {
@@ -76,6 +90,12 @@ pub struct RunResult {
     pub ops_per_sec: f64,
     pub mb_per_sec: f64,
     pub latency: Latency,
+    /// Mix workloads (YCSB, U1…U9): latency of the reads alone.
+    #[serde(default)]
+    pub read_latency: Option<Latency>,
+    /// Mix workloads: latency of the updates and inserts alone.
+    #[serde(default)]
+    pub write_latency: Option<Latency>,
     /// Operations completed in each full second of the run.
     pub timeline: Vec<u64>,
     pub timeline_min: f64,
@@ -116,6 +136,10 @@ pub struct RunResult {
     pub levels: Vec<Level>,
     /// Seconds spent loading before the run, settling included (not measured).
     pub load_secs: f64,
+    /// strata's statistics at the end of the run (`StatsSnapshot::to_json`;
+    /// counters cover load and run).
+    #[serde(default)]
+    pub engine_stats: Option<serde_json::Value>,
 }
 
 /// Child's stdout protocol: progress lines, then one result line.
@@ -158,6 +182,10 @@ impl Live {
 /// Per-thread measurements.
 struct Meter {
     hist: Histogram<u64>,
+    /// Mix workloads: latency of reads, and of writes (updates, inserts,
+    /// read-modify-writes), apart.
+    reads: Histogram<u64>,
+    writes: Histogram<u64>,
     buckets: Vec<u64>,
     counts: BTreeMap<&'static str, u64>,
     bytes: u64,
@@ -172,6 +200,8 @@ impl Meter {
         Meter {
             // Three significant digits is within hdrhistogram's 0..=5.
             hist: Histogram::new(3).expect("constant precision is valid"),
+            reads: Histogram::new(3).expect("constant precision is valid"),
+            writes: Histogram::new(3).expect("constant precision is valid"),
             buckets: Vec::new(),
             counts: BTreeMap::new(),
             bytes: 0,
@@ -196,6 +226,8 @@ impl Meter {
     }
     fn merge(&mut self, o: Meter) {
         let _ = self.hist.add(&o.hist);
+        let _ = self.reads.add(&o.reads);
+        let _ = self.writes.add(&o.writes);
         if self.buckets.len() < o.buckets.len() {
             self.buckets.resize(o.buckets.len(), 0);
         }
@@ -386,19 +418,23 @@ fn worker(
                     return Err(BenchError::Usage(format!("{} has no mix", w.name())));
                 };
                 let records = ctx.records.load(Relaxed);
+                let since = |t0: Instant| (t0.elapsed().as_nanos() as u64).max(1);
                 match g.next(&mut rng, records) {
                     Op::Read(n) => {
                         ctx.get(n, &mut kb, &mut m)?;
+                        let _ = m.reads.record(since(t0));
                         m.count("read");
                     }
                     Op::Update(n) => {
                         ctx.put(n, &mut kb, &mut m)?;
+                        let _ = m.writes.record(since(t0));
                         m.count("update");
                     }
                     Op::Insert => {
                         let n = ctx.next_insert.fetch_add(1, Relaxed);
                         ctx.put(n, &mut kb, &mut m)?;
                         ctx.records.fetch_max(n + 1, Relaxed);
+                        let _ = m.writes.record(since(t0));
                         m.count("insert");
                     }
                     Op::Scan(n, len) => {
@@ -415,6 +451,7 @@ fn worker(
                     Op::ReadModifyWrite(n) => {
                         ctx.get(n, &mut kb, &mut m)?;
                         ctx.put(n, &mut kb, &mut m)?;
+                        let _ = m.writes.record(since(t0));
                         m.count("read-modify-write");
                     }
                 }
@@ -589,15 +626,10 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
     let dir_bytes = sys::dir_size(&spec.dir);
 
     let secs = elapsed.as_secs_f64().max(1e-9);
-    let h = &meter.hist;
-    let us = |v: u64| v as f64 / 1000.0;
-    let latency = Latency {
-        mean_us: h.mean() / 1000.0,
-        p50_us: us(h.value_at_quantile(0.50)),
-        p99_us: us(h.value_at_quantile(0.99)),
-        p999_us: us(h.value_at_quantile(0.999)),
-        max_us: us(h.max()),
-    };
+    let latency = Latency::of(&meter.hist);
+    let mixed = w.mix(p).is_some();
+    let read_latency = (mixed && !meter.reads.is_empty()).then(|| Latency::of(&meter.reads));
+    let write_latency = (mixed && !meter.writes.is_empty()).then(|| Latency::of(&meter.writes));
     let full = (elapsed.as_secs() as usize).min(meter.buckets.len());
     let timeline: Vec<u64> = meter.buckets[..full].to_vec();
     let (tmin, tmean) = if timeline.is_empty() {
@@ -647,6 +679,8 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
         ops_per_sec: meter.ops as f64 / secs,
         mb_per_sec: meter.bytes as f64 / secs / 1e6,
         latency,
+        read_latency,
+        write_latency,
         timeline,
         timeline_min: tmin,
         timeline_mean: tmean,
@@ -697,6 +731,11 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
         max_rss_mib: cpu1.max_rss_kib as f64 / 1024.0,
         stall_secs: strata_engine.then_some(stall as f64 / 1e6),
         levels: level_shape(&stats_before_close),
+        engine_stats: if strata_engine {
+            serde_json::from_str(&stats_before_close.to_json()).ok()
+        } else {
+            None
+        },
         load_secs,
     })
 }

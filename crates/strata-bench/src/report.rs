@@ -194,6 +194,75 @@ fn workload_rows(r: &Report, w: &str) -> Vec<Vec<String>> {
     rows
 }
 
+/// Rows of the read/write split of a mix workload (YCSB, U1…U9): header +
+/// one row per engine; `None` when the workload has no split.
+fn mix_rows(r: &Report, w: &str) -> Option<Vec<Vec<String>>> {
+    let has = r
+        .results
+        .iter()
+        .any(|x| x.workload == w && x.read_latency.is_some());
+    if !has {
+        return None;
+    }
+    let mut rows = vec![[
+        "engine",
+        "read mean us",
+        "read p99 us",
+        "write mean us",
+        "write p99 us",
+        "device MB written",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect::<Vec<_>>()];
+    for e in &r.engines {
+        let Some(c) = r.cell(&e.name, w) else {
+            continue;
+        };
+        let m = c.median;
+        let l = |x: &Option<crate::child::Latency>, f: fn(&crate::child::Latency) -> f64| {
+            x.as_ref().map_or("-".into(), |l| format!("{:.1}", f(l)))
+        };
+        rows.push(vec![
+            e.name.clone(),
+            l(&m.read_latency, |l| l.mean_us),
+            l(&m.read_latency, |l| l.p99_us),
+            l(&m.write_latency, |l| l.mean_us),
+            l(&m.write_latency, |l| l.p99_us),
+            format!("{:.1}", m.device_write_bytes as f64 / 1e6),
+        ]);
+    }
+    Some(rows)
+}
+
+/// Mean / p99 read latency of every U workload run, one column per
+/// engine; `None` without U workloads.
+fn u_series_rows(r: &Report) -> Option<Vec<Vec<String>>> {
+    let us: Vec<String> = r
+        .workloads()
+        .into_iter()
+        .filter(|w| w.starts_with('u'))
+        .collect();
+    if us.is_empty() {
+        return None;
+    }
+    let mut head = vec!["workload".to_string()];
+    head.extend(r.engines.iter().map(|e| e.name.clone()));
+    let mut rows = vec![head];
+    for w in us {
+        let mut row = vec![w.clone()];
+        row.extend(r.engines.iter().map(|e| {
+            r.cell(&e.name, &w)
+                .and_then(|c| c.median.read_latency.clone())
+                .map_or("-".into(), |l| {
+                    format!("{:.1} / {:.1}", l.mean_us, l.p99_us)
+                })
+        }));
+        rows.push(row);
+    }
+    Some(rows)
+}
+
 /// Ratio table: one row per workload, one column per engine.
 fn ratio_rows(r: &Report) -> Vec<Vec<String>> {
     let mut head = vec!["workload".to_string()];
@@ -295,6 +364,17 @@ pub fn summary(r: &Report) -> String {
             .map(|x| x.description.clone());
         let _ = writeln!(s, "\n{w}: {}", desc.unwrap_or_default());
         s.push_str(&text_table(&workload_rows(r, &w)));
+        if let Some(rows) = mix_rows(r, &w) {
+            let _ = writeln!(
+                s,
+                "  reads and writes apart (the median-throughput repeat):"
+            );
+            s.push_str(&text_table(&rows));
+        }
+    }
+    if let Some(rows) = u_series_rows(r) {
+        let _ = writeln!(s, "\nread latency across U1…U9, mean / p99 us:");
+        s.push_str(&text_table(&rows));
     }
     let _ = writeln!(s, "\nthroughput ratio to {}:", r.baseline);
     s.push_str(&text_table(&ratio_rows(r)));
@@ -347,6 +427,10 @@ pub fn markdown(r: &Report, charts: &[String]) -> String {
     }
     let _ = writeln!(s, "## Throughput relative to {}\n", r.baseline);
     s.push_str(&md_table(&ratio_rows(r)));
+    if let Some(rows) = u_series_rows(r) {
+        let _ = writeln!(s, "\n## Read latency across U1…U9 (mean / p99, µs)\n");
+        s.push_str(&md_table(&rows));
+    }
     for c in charts {
         let _ = writeln!(s, "\n![{c}]({c}.svg)");
     }
@@ -369,6 +453,13 @@ pub fn markdown(r: &Report, charts: &[String]) -> String {
             .map(|x| x.description.clone());
         let _ = writeln!(s, "### {w}\n\n{}\n", desc.unwrap_or_default());
         s.push_str(&md_table(&workload_rows(r, &w)));
+        if let Some(rows) = mix_rows(r, &w) {
+            let _ = writeln!(
+                s,
+                "\nReads and writes apart (the median-throughput repeat):\n"
+            );
+            s.push_str(&md_table(&rows));
+        }
         let shapes: Vec<String> = r
             .engines
             .iter()

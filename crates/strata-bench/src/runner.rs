@@ -53,6 +53,11 @@ pub const PRESETS: &[(&str, &str)] = &[
         "db_bench fill/overwrite/read + YCSB A/B/C, 1M keys, 32 MiB cache; ~3 minutes on 2 cores",
     ),
     (
+        "active",
+        "seed 004: U1..U9 and YCSB a-d, uniform, 1 KiB values, 300k records (300 MiB, 19x the 16 MiB cache), \
+         8 MiB memtables and tables, strata leveled vs stale picker vs LevelDB vs RocksDB, 3 repeats; ~30 min",
+    ),
+    (
         "full",
         "every workload, 2M keys (232 MB, 3.6x the 64 MiB cache), 1M ops, 30 s timed runs; about 40 minutes on 2 cores",
     ),
@@ -108,6 +113,36 @@ pub fn preset(name: &str, out: PathBuf) -> Result<Config, BenchError> {
             },
             ..base
         }),
+        "active" => {
+            let mut engines = vec![
+                "strata".to_string(),
+                "strata:compaction_picker=stale".to_string(),
+            ];
+            if COMPARATORS {
+                engines.extend(["leveldb".to_string(), "rocksdb".to_string()]);
+            }
+            let mut workloads: Vec<String> = (1..=9).map(|i| format!("u{i}")).collect();
+            workloads.extend("abcd".chars().map(|c| format!("ycsb-{c}")));
+            Ok(Config {
+                engines,
+                workloads,
+                params: Params {
+                    num: 300_000,
+                    ops: 300_000,
+                    value_size: 1024,
+                    distribution: Some(crate::gen::Distribution::Uniform),
+                    ..Params::default()
+                },
+                settings: EngineSettings {
+                    block_cache_size: 16 << 20,
+                    write_buffer_size: 8 << 20,
+                    target_file_size: 8 << 20,
+                    ..EngineSettings::default()
+                },
+                repeats: 3,
+                ..base
+            })
+        }
         "full" => Ok(Config {
             workloads: all,
             params: Params {
