@@ -25,6 +25,23 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
+/// Test instrument: how many table ranges this thread compared with a key
+/// (`FileMeta::overlaps` calls and binary-search steps).
+#[cfg(test)]
+pub(crate) mod probes {
+    use std::cell::Cell;
+    thread_local! {
+        static PROBES: Cell<u64> = const { Cell::new(0) };
+    }
+    pub fn count() {
+        PROBES.with(|c| c.set(c.get() + 1));
+    }
+    /// The count so far, reset to zero.
+    pub fn take() -> u64 {
+        PROBES.with(|c| c.replace(0))
+    }
+}
+
 /// A live table file: its descriptor, and the cache that opens it.
 pub struct FileMeta {
     pub desc: FileDesc,
@@ -84,6 +101,8 @@ impl FileMeta {
 
     /// True if the file's user-key range intersects `[lo, hi]` (`None` = unbounded).
     pub fn overlaps(&self, lo: Option<&[u8]>, hi: Option<&[u8]>) -> bool {
+        #[cfg(test)]
+        probes::count();
         !(lo.is_some_and(|lo| self.largest_user_key() < lo)
             || hi.is_some_and(|hi| self.smallest_user_key() > hi))
     }
@@ -234,7 +253,11 @@ impl Version {
                         .iter()
                         .any(|f| f.overlaps(Some(user_key), Some(user_key)))
                 } else {
-                    let i = files.partition_point(|f| f.largest_user_key() < user_key);
+                    let i = files.partition_point(|f| {
+                        #[cfg(test)]
+                        probes::count();
+                        f.largest_user_key() < user_key
+                    });
                     files
                         .get(i)
                         .is_some_and(|f| f.smallest_user_key() <= user_key)
