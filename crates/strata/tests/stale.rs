@@ -197,4 +197,8 @@ fn the_shortcut_never_returns_an_older_version() {
     let s = db.stats();
     assert!(s.shortcut_hits > 0, "{s}");
     assert!(s.flush_count > 10 && s.compaction_count > 0, "{s}");
+    assert!(
+        s.stale_dropped > 0,
+        "stale versions were dropped meanwhile: {s}"
+    );
 }

@@ -60,12 +60,13 @@ pub struct Plan {
 const PLAN_VERSION: u8 = 2;
 
 impl Plan {
-    /// Checks the plan's shape: a rewrite takes one table and stays in its
-    /// level; other kinds go one level down.
+    /// Checks the plan's shape: a rewrite takes one table of a sorted level
+    /// (≥ 1) and stays there; other kinds go one level down.
     pub fn is_well_formed(&self) -> bool {
         match self.kind {
             PlanKind::Rewrite => {
-                self.level == self.output_level
+                self.level >= 1
+                    && self.level == self.output_level
                     && self.inputs.len() == 1
                     && self.next_inputs.is_empty()
             }

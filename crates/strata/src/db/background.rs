@@ -2,15 +2,12 @@
 //! flushes first (they unblock writers, `flush.rs`), then the compaction
 //! the picker chooses (`compact.rs`). Also the event fan-out to listeners.
 
-use super::compact::compact;
+use super::compact::{compact, pick};
 use super::flush::{flush_one, TableKeys};
-use super::{Inner, State};
+use super::Inner;
 use crate::compaction::events::{TableCreated, TableReason};
-use crate::compaction::picker::PickEnv;
-use crate::compaction::Plan;
 use crate::error::Result;
 use crate::version::Edit;
-use std::collections::HashSet;
 
 /// The loop of one background thread.
 pub(crate) fn run(inner: &Inner) {
@@ -32,27 +29,6 @@ pub(crate) fn run(inner: &Inner) {
         }
         inner.bg_cv.wait(&mut st);
     }
-}
-
-/// Asks the picker for a plan, as if `busy` levels and `in_flight` tables
-/// were being compacted.
-pub(crate) fn pick(
-    inner: &Inner,
-    st: &State,
-    busy: &[bool],
-    in_flight: &HashSet<u64>,
-) -> Option<Plan> {
-    let pointers = st.compact_pointers(inner.opts.num_levels);
-    let version = st.versions.current();
-    let stale = inner.tracker.scores();
-    inner.picker.pick(&PickEnv {
-        version: &version,
-        opts: &inner.opts,
-        busy,
-        in_flight,
-        pointers: &pointers,
-        stale: &stale,
-    })
 }
 
 impl Inner {

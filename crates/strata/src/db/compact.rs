@@ -3,11 +3,11 @@
 //! the new super-version, and account. Also `compact_range` and
 //! `wait_for_compactions`.
 
-use super::background::pick;
 use super::{Db, Inner, State};
 use crate::compaction::events::TableReason;
 use crate::compaction::executor::{run_linear, Context, Outcome};
-use crate::compaction::{picker, Plan, PlanKind, Trigger};
+use crate::compaction::picker::{self, PickEnv};
+use crate::compaction::{Plan, PlanKind, Trigger};
 use crate::error::Result;
 use crate::stats::Stats;
 use crate::types::SeqNo;
@@ -18,6 +18,27 @@ use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// Asks the picker for a plan, as if `busy` levels and `in_flight` tables
+/// were being compacted.
+pub(super) fn pick(
+    inner: &Inner,
+    st: &State,
+    busy: &[bool],
+    in_flight: &HashSet<u64>,
+) -> Option<Plan> {
+    let pointers = st.compact_pointers(inner.opts.num_levels);
+    let version = st.versions.current();
+    let stale = inner.tracker.scores();
+    inner.picker.pick(&PickEnv {
+        version: &version,
+        opts: &inner.opts,
+        busy,
+        in_flight,
+        pointers: &pointers,
+        stale: &stale,
+    })
+}
 
 /// Runs one compaction plan. Called and returns with the state locked.
 pub(super) fn compact<'a>(
@@ -38,9 +59,21 @@ pub(super) fn compact<'a>(
         execute(inner, &plan, &version, snapshots, horizon)
     });
     let result = match result {
-        Ok((mut edit, outcome)) => {
+        Ok((mut edit, mut outcome)) => {
             let (relocked, applied) = inner.log_and_apply(st, &mut edit);
             st = relocked;
+            if applied.is_ok() && inner.tracker.tracks() {
+                // The edit is durable; the plan's tables stay busy until
+                // the tracker has moved its entries to the outputs, so no
+                // other compaction takes those outputs meanwhile.
+                outcome.change.removed = plan.all_inputs().map(|(_, id)| id).collect();
+                MutexGuard::unlocked(&mut st, || inner.tracker.on_compaction(&outcome.change));
+                // Under the state mutex: no table is installed meanwhile.
+                let current = st.versions.current();
+                inner
+                    .tracker
+                    .retain_scores(&|id| current.table_by_id(id).is_some());
+            }
             applied.map(|()| (edit, outcome))
         }
         Err(e) => Err(e),
@@ -48,17 +81,7 @@ pub(super) fn compact<'a>(
     set_busy(&mut st, &plan, false);
     st.running_compactions -= 1;
     match result {
-        Ok((edit, mut outcome)) => {
-            if inner.tracker.tracks() {
-                outcome.change.removed = plan.all_inputs().map(|(_, id)| id).collect();
-                let current = st.versions.current();
-                MutexGuard::unlocked(&mut st, || {
-                    inner.tracker.on_compaction(&outcome.change);
-                    inner
-                        .tracker
-                        .retain_scores(&|id| current.table_by_id(id).is_some());
-                });
-            }
+        Ok((edit, outcome)) => {
             inner.install_super_version(&mut st);
             let emitted = MutexGuard::unlocked(&mut st, || {
                 inner.emit_events(TableReason::Compaction, &edit, &outcome.keys)

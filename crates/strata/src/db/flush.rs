@@ -67,8 +67,12 @@ pub(super) fn flush_one<'a>(
             st.imm.remove(0);
             inner.install_super_version(&mut st);
             // Listeners run without the state lock and see the new version.
+            // Keys were collected for the tracker too: listeners get them
+            // only if one asked.
+            let wanted = inner.opts.listeners.iter().any(|l| l.wants_keys());
+            let keys: &[TableKeys] = if wanted { &keys } else { &[] };
             let emitted = MutexGuard::unlocked(&mut st, || {
-                inner.emit_events(TableReason::Flush, &edit, &keys)
+                inner.emit_events(TableReason::Flush, &edit, keys)
             });
             if let Err(e) = emitted {
                 inner.set_bg_error(&mut st, e);

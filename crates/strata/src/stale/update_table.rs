@@ -79,6 +79,10 @@ impl UpdateTable {
             *e = Entry { table, seq };
             return (old != table).then_some(old);
         }
+        if cost(key) > self.budget_per_shard {
+            // It would evict the whole shard, then itself.
+            return None;
+        }
         s.lru.put(key.into(), Entry { table, seq });
         s.bytes += cost(key);
         while s.bytes > self.budget_per_shard {
@@ -150,6 +154,16 @@ mod tests {
         t.erase(b"k", 10);
         assert_eq!(t.get(b"k"), None);
         assert_eq!(t.usage(), (0, 0));
+    }
+
+    #[test]
+    fn a_key_larger_than_a_shard_is_not_tracked() {
+        let t = UpdateTable::new(SHARDS * 200);
+        t.upsert(b"small", 1, 1);
+        let big = vec![7u8; 300];
+        assert_eq!(t.upsert(&big, 1, 2), None);
+        assert_eq!(t.get(&big), None);
+        assert!(t.get(b"small").is_some());
     }
 
     #[test]

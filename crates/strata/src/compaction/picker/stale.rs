@@ -69,6 +69,10 @@ fn plan_early(env: &PickEnv<'_>, level: usize, f: &Arc<FileMeta>) -> Option<Plan
             vec![f.clone()]
         };
         let mut plan = plan_for(v, env.opts, level, inputs, Trigger::Stale)?;
+        if plan.kind == PlanKind::Move {
+            // Re-linking drops nothing (disjoint L0 tables, nothing below).
+            return None;
+        }
         plan.compact_pointer.clear();
         return Some(plan);
     }
