@@ -1,7 +1,7 @@
 //! Compaction: a *picker* decides what to compact ([`picker::Picker`], a
 //! pure function of a [`picker::PickEnv`]) and emits a [`Plan`], plain
 //! serialisable data; an *executor* turns a plan into new tables and a
-//! version edit ([`executor::run_linear`]). Later executors (pipelined,
+//! version edit ([`executor::Executor`]; [`executor::Linear`] today). Later executors (pipelined,
 //! sub-tasks, offloaded to a worker process) consume the same `Plan`.
 //!
 //! [`filter::Dropper`] decides, entry by entry, what a flush or compaction

@@ -5,7 +5,7 @@
 
 use super::{Db, Inner, State};
 use crate::compaction::events::TableReason;
-use crate::compaction::executor::{run_linear, Context, Outcome};
+use crate::compaction::executor::{Context, Outcome};
 use crate::compaction::picker::{self, PickEnv};
 use crate::compaction::{Plan, PlanKind, Trigger};
 use crate::error::Result;
@@ -154,7 +154,7 @@ fn execute(
         tracker: inner.tracker.as_ref(),
         stale_horizon,
     };
-    run_linear(plan, version, &mut ctx)
+    inner.executor.run(plan, version, &mut ctx)
 }
 
 impl Db {

@@ -124,6 +124,8 @@ pub(crate) struct Inner {
     /// Where each key's newest version lives, for the stale picker, stale
     /// dropping and the read shortcut; tracks nothing for `Leveled`.
     pub tracker: Arc<dyn crate::stale::Tracker>,
+    /// Carries out plans (`Options::executor`).
+    pub executor: Box<dyn crate::compaction::executor::Executor>,
     pub stats: Stats,
     pub closed: AtomicBool,
     _lock: Box<dyn FileLock>,
@@ -135,25 +137,36 @@ pub struct Db {
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
-/// The compaction design `opts` selects: its picker and the tracker that
-/// feeds it (one `match`, at open).
-pub(crate) fn compaction_design(
-    opts: &Options,
-) -> (
-    Box<dyn crate::compaction::picker::Picker>,
-    Arc<dyn crate::stale::Tracker>,
-) {
-    use crate::compaction::picker;
-    use crate::options::PickerKind;
-    match opts.compaction_picker {
-        PickerKind::Leveled => (
-            Box::new(picker::Leveled),
-            Arc::new(crate::stale::NoTracking),
-        ),
-        PickerKind::Stale => (
-            Box::new(picker::Stale),
-            Arc::new(crate::stale::StaleTracker::new(opts.update_table_size)),
-        ),
+/// The compaction designs `opts` selects, chosen once at open.
+pub(crate) struct Designs {
+    pub picker: Box<dyn crate::compaction::picker::Picker>,
+    pub tracker: Arc<dyn crate::stale::Tracker>,
+    pub executor: Box<dyn crate::compaction::executor::Executor>,
+}
+
+/// One `match` per selectable compaction design: the picker (with the
+/// tracker that feeds it) and the executor.
+pub(crate) fn compaction_design(opts: &Options) -> Designs {
+    use crate::compaction::{executor, picker};
+    use crate::options::{ExecutorKind, PickerKind};
+    let (picker, tracker): (Box<dyn picker::Picker>, Arc<dyn crate::stale::Tracker>) =
+        match opts.compaction_picker {
+            PickerKind::Leveled => (
+                Box::new(picker::Leveled),
+                Arc::new(crate::stale::NoTracking),
+            ),
+            PickerKind::Stale => (
+                Box::new(picker::Stale),
+                Arc::new(crate::stale::StaleTracker::new(opts.update_table_size)),
+            ),
+        };
+    let executor: Box<dyn executor::Executor> = match opts.executor {
+        ExecutorKind::Linear => Box::new(executor::Linear),
+    };
+    Designs {
+        picker,
+        tracker,
+        executor,
     }
 }
 

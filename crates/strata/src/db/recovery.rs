@@ -184,7 +184,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
     let tables = versions.table_cache().clone();
     let mem = Arc::new(MemTable::new(log_number));
     let num_levels = opts.num_levels;
-    let (picker, tracker) = super::compaction_design(&opts);
+    let designs = super::compaction_design(&opts);
     let inner = Inner {
         dir: dir.to_path_buf(),
         table_opts,
@@ -220,8 +220,9 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         snapshots: Mutex::new(BTreeMap::new()),
         apply: Mutex::new(()),
         tables,
-        picker,
-        tracker,
+        picker: designs.picker,
+        tracker: designs.tracker,
+        executor: designs.executor,
         stats: Stats::default(),
         closed: AtomicBool::new(false),
         opts,

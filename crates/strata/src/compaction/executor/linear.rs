@@ -14,50 +14,30 @@
 //! the dropped one. The newer version itself is never dropped this way, so
 //! a tombstone that still hides older versions stays.
 
-use super::filter::Dropper;
-use super::output::Outputs;
-use super::{Plan, PlanKind};
+use super::{Context, Executor, Outcome};
+use crate::compaction::filter::Dropper;
+use crate::compaction::output::Outputs;
+use crate::compaction::{Plan, PlanKind};
 use crate::error::{Error, Result};
-use crate::io::FileSystem;
 use crate::iter::{InternalIterator, LevelIter, MergeIter};
-use crate::stale::{CompactionChange, Entry, Tracker};
-use crate::table::{TableIter, TableOptions};
+use crate::stale::{Entry, Tracker};
+use crate::table::TableIter;
 use crate::types::SeqNo;
 use crate::version::{Edit, FileMeta, Version};
-use std::path::Path;
 use std::sync::Arc;
 
-/// What a compaction needs from its database.
-pub struct Context<'a> {
-    pub dir: &'a Path,
-    pub fs: Arc<dyn FileSystem>,
-    pub table_opts: TableOptions,
-    /// Live snapshot sequence numbers.
-    pub snapshots: Vec<SeqNo>,
-    pub new_file_number: &'a mut dyn FnMut() -> u64,
-    /// Record the user keys of each output (for event listeners).
-    pub collect_keys: bool,
-    /// Where each key's newest version lives ([`crate::stale`]).
-    pub tracker: &'a dyn Tracker,
-    /// No reader can see a sequence below this: the last published
-    /// sequence at the start (read before the snapshot list), or the
-    /// oldest live snapshot if lower.
-    pub stale_horizon: SeqNo,
-}
+/// Reads, merges and writes in the calling thread (`ExecutorKind::Linear`).
+pub struct Linear;
 
-/// Figures of one executed plan.
-#[derive(Debug, Default, Clone)]
-pub struct Outcome {
-    pub bytes_read: u64,
-    pub bytes_written: u64,
-    pub entries_dropped: u64,
-    /// Versions dropped because the tracker names a newer one.
-    pub stale_dropped: u64,
-    /// With `collect_keys`, the user keys of each added table, in edit order.
-    pub keys: Vec<Vec<Vec<u8>>>,
-    /// What the tracker must learn once the edit is durable (`removed` is
-    /// left to the caller).
-    pub change: CompactionChange,
+impl Executor for Linear {
+    fn run(
+        &self,
+        plan: &Plan,
+        version: &Version,
+        ctx: &mut Context<'_>,
+    ) -> Result<(Edit, Outcome)> {
+        run_linear(plan, version, ctx)
+    }
 }
 
 fn find(v: &Version, level: usize, id: u64) -> Result<Arc<FileMeta>> {
