@@ -23,7 +23,7 @@ use crate::table::Table;
 use crate::types::{self, SeqNo, ValueKind};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Test instrument: how many table ranges this thread compared with a key
 /// (`FileMeta::overlaps` calls and binary-search steps).
@@ -139,20 +139,22 @@ impl std::fmt::Debug for FileMeta {
 #[derive(Debug, Clone)]
 pub struct Version {
     pub levels: Vec<Vec<Arc<FileMeta>>>,
-    /// Every table by id; built by [`Version::seal`].
-    by_id: HashMap<u64, Arc<FileMeta>>,
+    /// Every table by id, built on the first [`Version::table_by_id`]
+    /// (only the stale picker asks), reset by [`Version::seal`].
+    by_id: OnceLock<HashMap<u64, Arc<FileMeta>>>,
 }
 
 impl Version {
     pub fn new(num_levels: usize) -> Self {
         Version {
             levels: vec![Vec::new(); num_levels],
-            by_id: HashMap::new(),
+            by_id: OnceLock::new(),
         }
     }
 
     /// Finishes a version built by changing `levels`: L0 newest first,
-    /// deeper levels by smallest key, and the id index rebuilt.
+    /// deeper levels by smallest key, and the id index dropped (a clone
+    /// of a version carries its parent's).
     pub fn seal(&mut self) {
         for (level, files) in self.levels.iter_mut().enumerate() {
             if level == 0 {
@@ -166,17 +168,20 @@ impl Version {
                 files.sort_by(|a, b| types::compare_internal(&a.desc.smallest, &b.desc.smallest));
             }
         }
-        self.by_id = self
-            .levels
-            .iter()
-            .flatten()
-            .map(|f| (f.id(), f.clone()))
-            .collect();
+        self.by_id = OnceLock::new();
     }
 
-    /// The table `id` if this version holds it (sealed versions only).
+    /// The table `id` if this version holds it.
     pub fn table_by_id(&self, id: u64) -> Option<&Arc<FileMeta>> {
-        self.by_id.get(&id)
+        self.by_id
+            .get_or_init(|| {
+                self.levels
+                    .iter()
+                    .flatten()
+                    .map(|f| (f.id(), f.clone()))
+                    .collect()
+            })
+            .get(&id)
     }
 
     /// Level 0 behind its read interface.
