@@ -4,6 +4,7 @@
 //! Longer run: `STRATA_CONC_BATCHES=20000 cargo test --release --test concurrency`
 //! (batches per writer thread; default 600).
 
+#[macro_use]
 mod common;
 
 use common::{open, tiny_options};
@@ -11,7 +12,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use strata::io::{FileLock, FileSystem, RandomAccessFile, SequentialFile, WritableFile};
+use strata::io::{FileSystem, WritableFile};
 use strata::{Db, ReadOptions, WriteBatch, WriteOptions};
 
 const fn assert_send_sync<T: Send + Sync>() {}
@@ -255,9 +256,7 @@ impl WritableFile for GatedWal {
 }
 
 impl FileSystem for GatedFs {
-    fn create_dir_all(&self, path: &Path) -> strata::Result<()> {
-        self.inner.create_dir_all(path)
-    }
+    delegate_fs_except_create!(inner);
     fn create(&self, path: &Path) -> strata::Result<Box<dyn WritableFile>> {
         let f = self.inner.create(path)?;
         if path.extension().is_some_and(|e| e == "wal") {
@@ -267,33 +266,6 @@ impl FileSystem for GatedFs {
             }));
         }
         Ok(f)
-    }
-    fn open_random(&self, path: &Path) -> strata::Result<Arc<dyn RandomAccessFile>> {
-        self.inner.open_random(path)
-    }
-    fn open_sequential(&self, path: &Path) -> strata::Result<Box<dyn SequentialFile>> {
-        self.inner.open_sequential(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> strata::Result<()> {
-        self.inner.rename(from, to)
-    }
-    fn remove_file(&self, path: &Path) -> strata::Result<()> {
-        self.inner.remove_file(path)
-    }
-    fn list_dir(&self, path: &Path) -> strata::Result<Vec<String>> {
-        self.inner.list_dir(path)
-    }
-    fn exists(&self, path: &Path) -> bool {
-        self.inner.exists(path)
-    }
-    fn file_size(&self, path: &Path) -> strata::Result<u64> {
-        self.inner.file_size(path)
-    }
-    fn sync_dir(&self, path: &Path) -> strata::Result<()> {
-        self.inner.sync_dir(path)
-    }
-    fn lock(&self, path: &Path) -> strata::Result<Box<dyn FileLock>> {
-        self.inner.lock(path)
     }
 }
 

@@ -3,6 +3,7 @@
 //! `flush` waiting for memtables switched after the call, and the smaller
 //! ones (listener panics, `close` during `compact_range`, sequence ranges).
 
+#[macro_use]
 mod common;
 
 use common::{HistOp, Model};
@@ -12,10 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use strata::io::fault::{Op, Rule, Trigger};
-use strata::io::{
-    CrashKind, FaultError, FaultFs, FileLock, FileSystem, MemFs, RandomAccessFile, SequentialFile,
-    WritableFile,
-};
+use strata::io::{CrashKind, FaultError, FaultFs, FileSystem, MemFs, WritableFile};
 use strata::{Db, Options, WalRecovery, WriteOptions};
 
 const DIR: &str = "/db";
@@ -69,9 +67,7 @@ impl GateFs {
 }
 
 impl FileSystem for GateFs {
-    fn create_dir_all(&self, path: &Path) -> strata::Result<()> {
-        self.inner.create_dir_all(path)
-    }
+    delegate_fs_except_create!(inner);
     fn create(&self, path: &Path) -> strata::Result<Box<dyn WritableFile>> {
         if path.to_string_lossy().ends_with(".table") {
             let mut closed = self.closed.lock();
@@ -91,33 +87,6 @@ impl FileSystem for GateFs {
             }));
         }
         Ok(file)
-    }
-    fn open_random(&self, path: &Path) -> strata::Result<Arc<dyn RandomAccessFile>> {
-        self.inner.open_random(path)
-    }
-    fn open_sequential(&self, path: &Path) -> strata::Result<Box<dyn SequentialFile>> {
-        self.inner.open_sequential(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> strata::Result<()> {
-        self.inner.rename(from, to)
-    }
-    fn remove_file(&self, path: &Path) -> strata::Result<()> {
-        self.inner.remove_file(path)
-    }
-    fn list_dir(&self, path: &Path) -> strata::Result<Vec<String>> {
-        self.inner.list_dir(path)
-    }
-    fn exists(&self, path: &Path) -> bool {
-        self.inner.exists(path)
-    }
-    fn file_size(&self, path: &Path) -> strata::Result<u64> {
-        self.inner.file_size(path)
-    }
-    fn sync_dir(&self, path: &Path) -> strata::Result<()> {
-        self.inner.sync_dir(path)
-    }
-    fn lock(&self, path: &Path) -> strata::Result<Box<dyn FileLock>> {
-        self.inner.lock(path)
     }
 }
 

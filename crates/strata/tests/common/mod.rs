@@ -18,6 +18,51 @@ pub fn tiny_options() -> Options {
         .block_cache_size(64 * 1024)
 }
 
+/// Inside `impl FileSystem for T`: every method but `create`, passed on
+/// to the field `$inner` (test file systems that change only `create`).
+/// Use with `#[macro_use] mod common;`.
+#[allow(unused_macros)]
+macro_rules! delegate_fs_except_create {
+    ($inner:ident) => {
+        fn create_dir_all(&self, path: &std::path::Path) -> strata::Result<()> {
+            self.$inner.create_dir_all(path)
+        }
+        fn open_random(
+            &self,
+            path: &std::path::Path,
+        ) -> strata::Result<std::sync::Arc<dyn strata::io::RandomAccessFile>> {
+            self.$inner.open_random(path)
+        }
+        fn open_sequential(
+            &self,
+            path: &std::path::Path,
+        ) -> strata::Result<Box<dyn strata::io::SequentialFile>> {
+            self.$inner.open_sequential(path)
+        }
+        fn rename(&self, from: &std::path::Path, to: &std::path::Path) -> strata::Result<()> {
+            self.$inner.rename(from, to)
+        }
+        fn remove_file(&self, path: &std::path::Path) -> strata::Result<()> {
+            self.$inner.remove_file(path)
+        }
+        fn list_dir(&self, path: &std::path::Path) -> strata::Result<Vec<String>> {
+            self.$inner.list_dir(path)
+        }
+        fn exists(&self, path: &std::path::Path) -> bool {
+            self.$inner.exists(path)
+        }
+        fn file_size(&self, path: &std::path::Path) -> strata::Result<u64> {
+            self.$inner.file_size(path)
+        }
+        fn sync_dir(&self, path: &std::path::Path) -> strata::Result<()> {
+            self.$inner.sync_dir(path)
+        }
+        fn lock(&self, path: &std::path::Path) -> strata::Result<Box<dyn strata::io::FileLock>> {
+            self.$inner.lock(path)
+        }
+    };
+}
+
 /// The stale picker (active compaction) set to act on tiny tables: a low
 /// threshold so early compactions run, a small update table so entries are
 /// evicted too.
