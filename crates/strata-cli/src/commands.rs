@@ -124,6 +124,20 @@ pub fn run(cli: &Cli) -> Result<ExitCode, CliError> {
         Command::BenchChild { spec } => Ok(crate::bench::child(spec)),
         Command::Serve(args) => serve(cli, args),
         Command::Stress(args) => crate::stress::run(cli, args),
+        Command::CompactionWorker {
+            listen,
+            cpus,
+            reply_delay_ms,
+        } => {
+            let cfg = strata::compaction::executor::offload::WorkerConfig {
+                reply_delay: std::time::Duration::from_millis(*reply_delay_ms),
+                cpus: cpus.clone(),
+            };
+            strata::compaction::executor::offload::serve(listen, &cfg, || {
+                println!("compaction worker listening on {listen}");
+            })?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 

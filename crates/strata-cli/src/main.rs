@@ -114,6 +114,21 @@ pub enum Command {
     /// Benchmark strata side by side with RocksDB and LevelDB; writes a
     /// summary, report.json, report.md and charts to --out.
     Bench(Box<bench::BenchArgs>),
+    /// Run compactions offloaded by databases opened with
+    /// `executor=offload:ADDR` (CoPro's device side, emulated near-data
+    /// processing): the worker opens the same table directory, runs the
+    /// sub-task it is sent and answers with its output tables.
+    CompactionWorker {
+        /// Where to listen: `unix:PATH` or `HOST:PORT` (loopback).
+        #[arg(long)]
+        listen: String,
+        /// Run only on these CPUs (comma-separated), to mimic a weaker device.
+        #[arg(long, value_delimiter = ',')]
+        cpus: Vec<usize>,
+        /// (testing) Wait this many milliseconds before each answer.
+        #[arg(long, default_value_t = 0, hide = true)]
+        reply_delay_ms: u64,
+    },
     /// (internal) One benchmark run in a child process.
     #[command(hide = true)]
     BenchChild {

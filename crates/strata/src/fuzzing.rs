@@ -221,15 +221,59 @@ pub fn plan(data: &[u8]) -> usize {
     p.inputs.len() + p.next_inputs.len() + 1
 }
 
+/// The compaction worker protocol: a whole frame, and the input read as
+/// each payload kind (request, reply, metrics); what decodes must
+/// re-encode to itself.
+pub fn worker(data: &[u8]) -> usize {
+    use crate::compaction::executor::offload::{
+        decode_metrics, encode_metrics, Frame, Reply, Request,
+    };
+    let mut n = 0;
+    if let Ok(f) = Frame::decode(data) {
+        assert_eq!(
+            Frame::decode(&f.encode()).ok(),
+            Some(f.clone()),
+            "a frame must round-trip"
+        );
+        n += 1 + worker(&f.payload);
+    }
+    if let Ok(r) = Request::decode(data) {
+        assert_eq!(
+            Request::decode(&r.encode()).ok(),
+            Some(r.clone()),
+            "a request must round-trip"
+        );
+        n += 1;
+    }
+    if let Ok(r) = Reply::decode(data) {
+        assert_eq!(
+            Reply::decode(&r.encode()).ok(),
+            Some(r),
+            "a reply must round-trip"
+        );
+        n += 1;
+    }
+    if let Ok(m) = decode_metrics(data) {
+        assert_eq!(
+            decode_metrics(&encode_metrics(&m)).ok(),
+            Some(m),
+            "metrics must round-trip"
+        );
+        n += 1;
+    }
+    n
+}
+
 /// A harness: decodes its input, returns how many items it decoded.
 pub type Harness = fn(&[u8]) -> usize;
 
 /// Every harness by name (the fuzz target names).
-pub const TARGETS: [(&str, Harness); 6] = [
+pub const TARGETS: [(&str, Harness); 7] = [
     ("wal", wal),
     ("batch", batch),
     ("table", table),
     ("block", block),
     ("edit", edit),
     ("plan", plan),
+    ("worker", worker),
 ];

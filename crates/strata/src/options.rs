@@ -80,12 +80,63 @@ pub enum L0Kind {
     Tables,
 }
 
-/// How a compaction plan is executed (DESIGN §2.3). Only `Linear` exists so
-/// far; pipelined, sub-task and offloaded executors plug in here.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How a compaction plan is executed (CoPro, seed 001; see
+/// `compaction::executor`). Spelled as in `executor=`: `linear`,
+/// `subtasks:N`, `pipelined`, `copro[:N]`, `copro+[:N]`, `offload:ADDR`.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ExecutorKind {
     /// Read, merge and write in one thread.
     Linear,
+    /// Key-range sub-tasks on N threads, each linear.
+    Subtasks(usize),
+    /// One read → merge → write pipeline of three threads.
+    Pipelined,
+    /// N key-range sub-tasks, each pipelined (CoPro; `copro` = 2).
+    Copro(usize),
+    /// N sub-tasks, each pipelined or linear as the decision component
+    /// chooses (CoPro+; `copro+` = 2).
+    CoproPlus(usize),
+    /// Two sub-tasks, one run here and one by a `strata compaction-worker`
+    /// at this address (`unix:PATH` or `HOST:PORT`); falls back to running
+    /// it here if the worker fails.
+    Offload(String),
+}
+
+impl ExecutorKind {
+    /// Parses the `executor=` spelling.
+    pub fn parse(s: &str) -> Option<ExecutorKind> {
+        let (name, arg) = match s.split_once(':') {
+            Some((n, a)) => (n, Some(a)),
+            None => (s, None),
+        };
+        let count = |default: usize| -> Option<usize> {
+            match arg {
+                None => Some(default),
+                Some(a) => a.parse().ok().filter(|n| (1..=64).contains(n)),
+            }
+        };
+        Some(match name {
+            "linear" if arg.is_none() => ExecutorKind::Linear,
+            "pipelined" if arg.is_none() => ExecutorKind::Pipelined,
+            "subtasks" if arg.is_some() => ExecutorKind::Subtasks(count(2)?),
+            "copro" => ExecutorKind::Copro(count(2)?),
+            "copro+" => ExecutorKind::CoproPlus(count(2)?),
+            "offload" => ExecutorKind::Offload(arg.filter(|a| !a.is_empty())?.to_string()),
+            _ => return None,
+        })
+    }
+
+    /// The `executor=` spelling.
+    pub fn name(&self) -> String {
+        match self {
+            ExecutorKind::Linear => "linear".into(),
+            ExecutorKind::Subtasks(n) => format!("subtasks:{n}"),
+            ExecutorKind::Pipelined => "pipelined".into(),
+            ExecutorKind::Copro(n) => format!("copro:{n}"),
+            ExecutorKind::CoproPlus(n) => format!("copro+:{n}"),
+            ExecutorKind::Offload(a) => format!("offload:{a}"),
+        }
+    }
 }
 
 /// How compactions are chosen (seed 004, active compaction).
@@ -192,6 +243,19 @@ pub struct Options {
     /// picker compacts it early (0 < t ≤ 1). Default 0.5 (the paper's
     /// 1,000 stale keys in a ~2,000-entry table).
     pub stale_threshold: f64,
+    /// CoPro+ decision (`executor=copro+`): a value larger than this is
+    /// "large". Default 32 KiB (the paper's host setting).
+    pub copro_large_value: u64,
+    /// CoPro+ decision: a sub-task whose `f` reaches this runs linear.
+    /// Default 0.7 (the paper's).
+    pub copro_threshold: f64,
+    /// CoPro+ weights of CPU load and memory use in `f` (the value-size
+    /// weight φ is 1). Default 0 and 0 (the paper's tested setting).
+    pub copro_alpha: f64,
+    pub copro_beta: f64,
+    /// How long the host waits for a compaction worker's answer before it
+    /// runs the sub-task itself (`executor=offload`). Default 300 s.
+    pub offload_timeout_ms: u64,
     /// The file layer; tests substitute a fault-injecting one. Default the OS.
     pub fs: Arc<dyn FileSystem>,
     /// Receivers of flush/compaction events. Default none.
@@ -230,6 +294,11 @@ impl Default for Options {
             compaction_picker: PickerKind::Leveled,
             update_table_size: 64 * MIB,
             stale_threshold: 0.5,
+            copro_large_value: 32 * 1024,
+            copro_threshold: 0.7,
+            copro_alpha: 0.0,
+            copro_beta: 0.0,
+            offload_timeout_ms: 300_000,
             fs: Arc::new(PosixFs),
             listeners: Vec::new(),
         }
@@ -302,6 +371,14 @@ setters! {
     update_table_size: usize,
     /// Sets `stale_threshold`.
     stale_threshold: f64,
+    /// Sets `executor`.
+    executor: ExecutorKind,
+    /// Sets `copro_large_value`.
+    copro_large_value: u64,
+    /// Sets `copro_threshold`.
+    copro_threshold: f64,
+    /// Sets `offload_timeout_ms`.
+    offload_timeout_ms: u64,
     /// Sets `fs`.
     fs: Arc<dyn FileSystem>,
 }
@@ -363,6 +440,13 @@ impl Options {
         }
         if self.update_table_size < 4 * KIB {
             return bad("update_table_size must be at least 4 KiB");
+        }
+        let finite = |x: f64| x.is_finite() && x >= 0.0;
+        if !(finite(self.copro_threshold) && finite(self.copro_alpha) && finite(self.copro_beta)) {
+            return bad("copro_threshold, copro_alpha and copro_beta must be finite and >= 0");
+        }
+        if self.offload_timeout_ms == 0 {
+            return bad("offload_timeout_ms must be at least 1");
         }
         Ok(())
     }
@@ -448,7 +532,25 @@ impl Options {
                 }
             }
             "l0" if value == "tables" => self.l0 = L0Kind::Tables,
-            "executor" if value == "linear" => self.executor = ExecutorKind::Linear,
+            "executor" => {
+                self.executor = ExecutorKind::parse(value).ok_or_else(|| {
+                    Error::InvalidArgument(format!(
+                        "executor must be linear|subtasks:N|pipelined|copro[:N]|copro+[:N]|offload:ADDR (N in 1..=64), not {value:?}"
+                    ))
+                })?
+            }
+            "copro_large_value" => self.copro_large_value = num(name, value)?,
+            "copro_threshold" | "copro_alpha" | "copro_beta" => {
+                let v: f64 = value.parse().map_err(|_| {
+                    Error::InvalidArgument(format!("{name}: expected a number, got {value:?}"))
+                })?;
+                match name {
+                    "copro_threshold" => self.copro_threshold = v,
+                    "copro_alpha" => self.copro_alpha = v,
+                    _ => self.copro_beta = v,
+                }
+            }
+            "offload_timeout_ms" => self.offload_timeout_ms = num(name, value)?,
             "compaction_picker" if value == "leveled" => {
                 self.compaction_picker = PickerKind::Leveled
             }
@@ -505,7 +607,8 @@ impl fmt::Display for Options {
              max_bytes_for_level_multiplier={},num_levels={},target_file_size={},block_size={},\
              block_restart_interval={},bloom_bits_per_key={},block_cache_size={},compression={},\
              background_threads={},wal_recovery={},verify_checksums={},flush_on_close={},mmap_reads={},max_open_files={},\
-             l0=tables,executor=linear,compaction_picker={},update_table_size={},stale_threshold={}",
+             l0=tables,executor={},compaction_picker={},update_table_size={},stale_threshold={},\
+             copro_large_value={},copro_threshold={},copro_alpha={},copro_beta={},offload_timeout_ms={}",
             self.write_buffer_size,
             self.max_write_buffer_number,
             self.level0_file_num_compaction_trigger,
@@ -526,9 +629,15 @@ impl fmt::Display for Options {
             self.flush_on_close,
             self.mmap_reads,
             self.max_open_files,
+            self.executor.name(),
             self.compaction_picker.name(),
             self.update_table_size,
             self.stale_threshold,
+            self.copro_large_value,
+            self.copro_threshold,
+            self.copro_alpha,
+            self.copro_beta,
+            self.offload_timeout_ms,
         )
     }
 }

@@ -40,6 +40,22 @@ pub struct Stats {
     pub stale_compactions: AtomicU64,
     /// Versions compactions dropped because a newer one was tracked.
     pub stale_dropped: AtomicU64,
+    /// CPU time of the threads that ran compactions.
+    pub compaction_cpu_micros: AtomicU64,
+    /// Busy time of pipelined read stages.
+    pub compaction_read_busy_micros: AtomicU64,
+    /// Busy time of merge stages (all of a linear sub-task).
+    pub compaction_merge_busy_micros: AtomicU64,
+    /// Busy time of pipelined write stages.
+    pub compaction_write_busy_micros: AtomicU64,
+    /// Compaction sub-tasks run (a linear plan is one).
+    pub compaction_subtasks: AtomicU64,
+    /// Sub-tasks run as a read → merge → write pipeline.
+    pub compaction_pipelined_subtasks: AtomicU64,
+    /// Sub-tasks a compaction worker ran.
+    pub compaction_offloaded_subtasks: AtomicU64,
+    /// Sub-tasks a failed worker left, re-run here.
+    pub compaction_offload_fallbacks: AtomicU64,
 }
 
 impl Stats {
@@ -83,6 +99,22 @@ pub struct StatsSnapshot {
     pub shortcut_misses: u64,
     pub stale_compactions: u64,
     pub stale_dropped: u64,
+    /// CPU time of the threads that ran compactions.
+    pub compaction_cpu_micros: u64,
+    /// Busy time of pipelined read stages.
+    pub compaction_read_busy_micros: u64,
+    /// Busy time of merge stages (all of a linear sub-task).
+    pub compaction_merge_busy_micros: u64,
+    /// Busy time of pipelined write stages.
+    pub compaction_write_busy_micros: u64,
+    /// Compaction sub-tasks run (a linear plan is one).
+    pub compaction_subtasks: u64,
+    /// Sub-tasks run as a read → merge → write pipeline.
+    pub compaction_pipelined_subtasks: u64,
+    /// Sub-tasks a compaction worker ran.
+    pub compaction_offloaded_subtasks: u64,
+    /// Sub-tasks a failed worker left, re-run here.
+    pub compaction_offload_fallbacks: u64,
     /// Entries and bytes of the update table (0 without stale tracking).
     pub update_table_entries: u64,
     pub update_table_bytes: u64,
@@ -139,6 +171,14 @@ impl StatsSnapshot {
             shortcut_misses: g(&s.shortcut_misses),
             stale_compactions: g(&s.stale_compactions),
             stale_dropped: g(&s.stale_dropped),
+            compaction_cpu_micros: g(&s.compaction_cpu_micros),
+            compaction_read_busy_micros: g(&s.compaction_read_busy_micros),
+            compaction_merge_busy_micros: g(&s.compaction_merge_busy_micros),
+            compaction_write_busy_micros: g(&s.compaction_write_busy_micros),
+            compaction_subtasks: g(&s.compaction_subtasks),
+            compaction_pipelined_subtasks: g(&s.compaction_pipelined_subtasks),
+            compaction_offloaded_subtasks: g(&s.compaction_offloaded_subtasks),
+            compaction_offload_fallbacks: g(&s.compaction_offload_fallbacks),
             ..StatsSnapshot::default()
         }
     }
@@ -186,6 +226,7 @@ impl StatsSnapshot {
              \"compaction_micros\":{},\"compaction_bytes_read\":{},\"compaction_bytes_written\":{},\"trivial_moves\":{},\
              \"stall_count\":{},\"stall_micros\":{},\"slowdown_count\":{},\"slowdown_micros\":{},\
              \"shortcut_hits\":{},\"shortcut_misses\":{},\"stale_compactions\":{},\"stale_dropped\":{},\
+             \"compaction_cpu_micros\":{},\"compaction_read_busy_micros\":{},\"compaction_merge_busy_micros\":{},\"compaction_write_busy_micros\":{},\"compaction_subtasks\":{},\"compaction_pipelined_subtasks\":{},\"compaction_offloaded_subtasks\":{},\"compaction_offload_fallbacks\":{},\
              \"update_table_entries\":{},\"update_table_bytes\":{},\"manifest_bytes\":{},\
              \"table_bytes_read\":{},\"block_cache_hits\":{},\"block_cache_misses\":{},\"block_cache_usage\":{},\
              \"open_tables\":{},\"mapped_table_bytes\":{},\"pinned_index_filter_bytes\":{},\"table_cache_hits\":{},\
@@ -213,6 +254,14 @@ impl StatsSnapshot {
             self.shortcut_misses,
             self.stale_compactions,
             self.stale_dropped,
+            self.compaction_cpu_micros,
+            self.compaction_read_busy_micros,
+            self.compaction_merge_busy_micros,
+            self.compaction_write_busy_micros,
+            self.compaction_subtasks,
+            self.compaction_pipelined_subtasks,
+            self.compaction_offloaded_subtasks,
+            self.compaction_offload_fallbacks,
             self.update_table_entries,
             self.update_table_bytes,
             self.manifest_bytes,

@@ -388,6 +388,15 @@ fn crash_recovery_with_the_stale_picker() {
     run(8, STALE);
 }
 
+/// The same under every compaction executor (kills land inside
+/// sub-tasks and pipeline stages too).
+#[test]
+fn crash_recovery_with_every_executor() {
+    for spec in common::EXECUTORS {
+        run(3, spec);
+    }
+}
+
 #[test]
 #[ignore = "long; set STRATA_CRASH_ROUNDS"]
 fn crash_many() {

@@ -12,7 +12,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use strata::compaction::{Plan, PlanKind, Trigger};
+use strata::compaction::executor::offload::{encode_metrics, Frame, Op, Origin, Reply, Request};
+use strata::compaction::{Assignment, Plan, PlanKind, Trigger};
 use strata::fuzzing::TARGETS;
 use strata::io::{FileSystem, MemFs};
 use strata::table::block::BlockBuilder;
@@ -196,8 +197,79 @@ fn generate_fuzz_corpus() {
         bottommost: true,
         compact_pointer: b"k\x01\0\0\0\0\0\0\0".to_vec(),
         trigger: Trigger::Size,
+        assigned: Assignment {
+            snapshots: vec![17, 40],
+            splits: vec![b"k".to_vec()],
+            first_file_number: 30,
+            file_numbers: 12,
+        },
     };
     write("plan", "merge", &p.encode());
+    // The worker protocol: a request for the second sub-task of that
+    // plan, a reply, a metrics message, each framed.
+    let desc = |id: u64, lo: &[u8], hi: &[u8]| FileDesc {
+        id,
+        size: 4096,
+        smallest: [lo, &b"\x01\0\0\0\0\0\0\0"[..]].concat(),
+        largest: [hi, &b"\x01\0\0\0\0\0\0\0"[..]].concat(),
+        entries: 10,
+        deletions: 1,
+        max_seq: 99,
+    };
+    let req = Request {
+        dir: "/db".into(),
+        table_opts: strata::table::TableOptions::default(),
+        plan: p.clone(),
+        subtask: 1,
+        inputs: vec![desc(4, b"a", b"m"), desc(7, b"c", b"z")],
+        next: vec![desc(2, b"b", b"y")],
+        deeper: vec![vec![(b"a".to_vec(), b"c".to_vec())], vec![]],
+        grandparents: vec![(b"a".to_vec(), b"q".to_vec(), 8192)],
+        mode: 2,
+        threshold: 0.7,
+    };
+    let frame = |op, origin, payload: Vec<u8>| {
+        Frame {
+            op,
+            origin,
+            flags: 0,
+            request_id: 5,
+            payload,
+        }
+        .encode()
+    };
+    write(
+        "worker",
+        "request",
+        &frame(Op::Compact, Origin::Host, req.encode()),
+    );
+    let reply = Reply {
+        descs: vec![desc(42, b"k", b"p"), desc(43, b"q", b"z")],
+        bytes_written: 8192,
+        dropped: 3,
+        busy_micros: [10, 20, 30],
+        cpu_micros: 55,
+        pipelined: true,
+    };
+    write(
+        "worker",
+        "reply",
+        &frame(Op::Result, Origin::Device, reply.encode()),
+    );
+    write(
+        "worker",
+        "metrics",
+        &frame(
+            Op::Metrics,
+            Origin::Device,
+            encode_metrics(&[(1, 4), (2, 900)]),
+        ),
+    );
+    write(
+        "worker",
+        "error",
+        &frame(Op::Error, Origin::Device, b"no such table".to_vec()),
+    );
     let p = Plan {
         kind: PlanKind::Move,
         level: 2,
@@ -208,6 +280,7 @@ fn generate_fuzz_corpus() {
         bottommost: false,
         compact_pointer: Vec::new(),
         trigger: Trigger::Manual,
+        assigned: Assignment::default(),
     };
     write("plan", "move", &p.encode());
     let p = Plan {
@@ -220,6 +293,7 @@ fn generate_fuzz_corpus() {
         bottommost: true,
         compact_pointer: Vec::new(),
         trigger: Trigger::Stale,
+        assigned: Assignment::default(),
     };
     write("plan", "rewrite", &p.encode());
 }

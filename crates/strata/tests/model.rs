@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{open, tiny_options, tiny_with, STALE};
+use common::{open, tiny_options, tiny_with, EXECUTORS, STALE};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
@@ -140,6 +140,11 @@ struct SnapReads {
     early: u64,
     dropped: u64,
     shortcuts: u64,
+    /// Executor work: merge compactions, their sub-tasks, and the
+    /// sub-tasks that ran as a pipeline.
+    merges: u64,
+    subtasks: u64,
+    pipelined: u64,
 }
 
 impl SnapReads {
@@ -148,6 +153,9 @@ impl SnapReads {
         self.early += s.stale_compactions;
         self.dropped += s.stale_dropped;
         self.shortcuts += s.shortcut_hits;
+        self.merges += s.compaction_count;
+        self.subtasks += s.compaction_subtasks;
+        self.pipelined += s.compaction_pipelined_subtasks;
     }
 }
 
@@ -332,6 +340,166 @@ fn model_random_operations_stale_picker() {
         total.early > 0 && total.dropped > 0 && total.shortcuts > 0,
         "the stale picker's paths ran: {total:?}"
     );
+}
+
+/// The same histories under every compaction executor: sub-tasks on
+/// several threads, the three-stage pipeline, both, and CoPro+'s decision.
+/// Each must really have done its kind of work.
+#[test]
+fn model_random_operations_every_executor() {
+    for design in EXECUTORS {
+        let mut total = SnapReads::default();
+        for seed in 0..6 {
+            let r = run_counted(seed, 1500, design);
+            total.merges += r.merges;
+            total.subtasks += r.subtasks;
+            total.pipelined += r.pipelined;
+        }
+        eprintln!("[{design}] {total:?}");
+        assert!(total.merges > 20, "[{design}] compactions ran: {total:?}");
+        if design.contains("subtasks") || design.contains("copro") {
+            assert!(
+                total.subtasks > total.merges,
+                "[{design}] plans were cut into sub-tasks: {total:?}"
+            );
+        }
+        match design {
+            d if d.contains("copro+") => assert!(
+                total.pipelined > 0 && total.pipelined < total.subtasks,
+                "[{design}] the decision chose both modes: {total:?}"
+            ),
+            d if d.contains("pipelined") || d.contains("copro") => assert_eq!(
+                total.pipelined, total.subtasks,
+                "[{design}] every sub-task pipelined"
+            ),
+            _ => assert_eq!(total.pipelined, 0, "[{design}] {total:?}"),
+        }
+    }
+}
+
+/// The same with the stale picker and sub-tasks together: stale dropping
+/// and the tracker's repointing run in every sub-task and stage.
+#[test]
+fn model_stale_picker_with_copro() {
+    let design = format!("{STALE},stale_threshold=0.05,executor=copro:2");
+    let mut total = SnapReads::default();
+    for seed in 20..26 {
+        let r = run_counted(seed, 1500, &design);
+        total.dropped += r.dropped;
+        total.pipelined += r.pipelined;
+        total.shortcuts += r.shortcuts;
+    }
+    assert!(
+        total.dropped > 0 && total.pipelined > 0 && total.shortcuts > 0,
+        "{total:?}"
+    );
+}
+
+/// Metamorphic: one random history applied to a database per design
+/// (leveled and stale pickers, every executor), and after every batch of
+/// operations every design must answer every read the same: gets of the
+/// whole key space, a full scan, and a snapshot taken mid-way.
+#[test]
+fn metamorphic_every_design_answers_alike() {
+    let mut designs: Vec<String> = vec![String::new(), format!("{STALE},stale_threshold=0.05")];
+    designs.extend(EXECUTORS.iter().map(|d| d.to_string()));
+    designs.push(format!(
+        "{STALE},stale_threshold=0.05,executor=copro+:2,copro_large_value=200"
+    ));
+    let dirs: Vec<tempfile::TempDir> = designs
+        .iter()
+        .map(|_| tempfile::tempdir().expect("tempdir"))
+        .collect();
+    let dbs: Vec<Db> = designs
+        .iter()
+        .zip(&dirs)
+        .map(|(d, dir)| open(dir.path(), tiny_with(d)))
+        .collect();
+    let mut rng = StdRng::seed_from_u64(4242);
+    let mut keys: Vec<Vec<u8>> = Vec::new();
+    for round in 0..8 {
+        for _ in 0..400 {
+            let k = key(&mut rng);
+            match rng.gen_range(0..10) {
+                0..=6 => {
+                    let v = value(&mut rng);
+                    for db in &dbs {
+                        db.put(&k, &v).expect("put");
+                    }
+                }
+                7..=8 => {
+                    for db in &dbs {
+                        db.delete(&k).expect("delete");
+                    }
+                }
+                _ => {
+                    let mut b = WriteBatch::new();
+                    b.put(&k, b"batch");
+                    b.delete(key(&mut rng));
+                    for db in &dbs {
+                        db.write(b.clone(), &WriteOptions::default())
+                            .expect("write");
+                    }
+                }
+            }
+            keys.push(k);
+        }
+        let snaps: Vec<_> = dbs.iter().map(|db| db.snapshot()).collect();
+        // More writes over the snapshots, then let compactions settle.
+        for _ in 0..200 {
+            let (k, v) = (key(&mut rng), value(&mut rng));
+            for db in &dbs {
+                db.put(&k, &v).expect("put");
+            }
+        }
+        for db in &dbs {
+            db.wait_for_compactions().expect("wait");
+        }
+        let scans: Vec<Vec<(Vec<u8>, Vec<u8>)>> = dbs.iter().map(common::all).collect();
+        for (i, scan) in scans.iter().enumerate().skip(1) {
+            assert!(
+                scan == &scans[0],
+                "round {round}: scan of [{}] differs from [{}]",
+                designs[i],
+                designs[0]
+            );
+        }
+        for k in &keys {
+            let want = dbs[0].get(k).expect("get");
+            let want_snap = dbs[0]
+                .get_opt(
+                    k,
+                    &ReadOptions {
+                        snapshot: Some(&snaps[0]),
+                    },
+                )
+                .expect("get");
+            for (i, db) in dbs.iter().enumerate().skip(1) {
+                assert_eq!(
+                    db.get(k).expect("get"),
+                    want,
+                    "round {round}: [{}] key {k:?}",
+                    designs[i]
+                );
+                let got = db
+                    .get_opt(
+                        k,
+                        &ReadOptions {
+                            snapshot: Some(&snaps[i]),
+                        },
+                    )
+                    .expect("get");
+                assert_eq!(
+                    got, want_snap,
+                    "round {round}: [{}] snapshot key {k:?}",
+                    designs[i]
+                );
+            }
+        }
+    }
+    for (db, d) in dbs.iter().zip(&designs) {
+        assert!(db.stats().compaction_count > 0, "[{d}] compacted");
+    }
 }
 
 /// Many snapshots taken, read and released while the stale picker drops

@@ -314,6 +314,15 @@ fn power_loss_with_the_stale_picker() {
     run_cases(100, &o);
 }
 
+/// The same under every compaction executor: sub-task outputs installed in
+/// one edit, pipeline stages, reserved file numbers.
+#[test]
+fn power_loss_with_every_executor() {
+    for spec in common::EXECUTORS {
+        run_cases(30, &common::tiny_with(spec));
+    }
+}
+
 #[test]
 #[ignore = "long; set STRATA_POWERLOSS_CASES"]
 fn power_loss_many() {

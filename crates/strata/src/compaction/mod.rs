@@ -14,5 +14,7 @@ pub mod filter;
 pub mod output;
 pub mod picker;
 mod plan;
+pub mod scheduler;
+pub mod split;
 
-pub use plan::{Plan, PlanKind, Trigger};
+pub use plan::{Assignment, Plan, PlanKind, Trigger};

@@ -25,6 +25,13 @@ use crate::version::FileDesc;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// Hands out the file numbers of output tables; `Err` when none is left
+/// (a sub-task in a worker process has only its reserved range).
+pub type NumberSource<'a> = dyn FnMut() -> Result<u64> + 'a;
+
+/// A [`NumberSource`] another thread may use.
+pub type SendNumberSource<'a> = dyn FnMut() -> Result<u64> + Send + 'a;
+
 /// Grandparent bytes, in target sizes, one output table may span.
 pub const MAX_GRANDPARENT_OVERLAP: u64 = 10;
 
@@ -34,7 +41,7 @@ pub struct Outputs<'a> {
     fs: Arc<dyn FileSystem>,
     table_opts: TableOptions,
     target_size: u64,
-    new_file_number: &'a mut dyn FnMut() -> u64,
+    new_file_number: &'a mut NumberSource<'a>,
     current: Option<(u64, TableBuilder)>,
     last_user_key: Vec<u8>,
     collect_keys: bool,
@@ -64,7 +71,7 @@ impl<'a> Outputs<'a> {
         fs: Arc<dyn FileSystem>,
         table_opts: TableOptions,
         target_size: u64,
-        new_file_number: &'a mut dyn FnMut() -> u64,
+        new_file_number: &'a mut NumberSource<'a>,
     ) -> Self {
         Outputs {
             dir: dir.to_path_buf(),
@@ -134,7 +141,7 @@ impl<'a> Outputs<'a> {
             self.finish_current()?;
         }
         if self.current.is_none() {
-            let id = (self.new_file_number)();
+            let id = (self.new_file_number)()?;
             let file = self.fs.create(&table_path(&self.dir, id))?;
             self.current = Some((id, TableBuilder::new(file, self.table_opts)));
         }
@@ -243,7 +250,7 @@ mod tests {
         let mut n = 0;
         let mut next = || {
             n += 1;
-            n
+            Ok(n)
         };
         let opts = TableOptions::from_options(&crate::Options::default());
         let mut out = Outputs::new(Path::new("/db"), fs.clone(), opts, 1 << 20, &mut next);
@@ -267,7 +274,7 @@ mod tests {
         let mut n = 0;
         let mut next = || {
             n += 1;
-            n
+            Ok(n)
         };
         let mut opts = TableOptions::from_options(&crate::Options::default());
         opts.block_size = 256;

@@ -1,16 +1,22 @@
 //! The compaction plan: what to compact, as plain data.
 //!
 //! ```text
-//! plan := u8 version(2) u8 kind varint(level) varint(output_level)
+//! plan := u8 version(3) u8 kind varint(level) varint(output_level)
 //!         varint(n) varint(id)*n   varint(m) varint(id)*m
 //!         varint(target_file_size) u8 bottommost bytes(compact_pointer)
 //!         u8 trigger
+//!         varint(s) varint(snapshot)*s  varint(k) bytes(split)*k
+//!         varint(first_file_number) varint(file_numbers)
 //! ```
 //!
 //! Kinds: 0 move, 1 merge, 2 rewrite. Triggers: 0 size, 1 stale, 2 manual.
+//! The last three groups are the [`Assignment`] the scheduler adds before
+//! the plan runs: with them a plan is everything an executor in another
+//! process needs besides the table files.
 
 use crate::coding::{put_bytes, put_varint, Reader};
 use crate::error::{corrupt, Result};
+use crate::types::SeqNo;
 
 /// How a plan is carried out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,9 +61,48 @@ pub struct Plan {
     /// Largest internal key of the inputs: the level's next round-robin start.
     pub compact_pointer: Vec<u8>,
     pub trigger: Trigger,
+    /// Filled in by the scheduler when the plan starts.
+    pub assigned: Assignment,
 }
 
-const PLAN_VERSION: u8 = 2;
+/// What the scheduler adds to a picked plan before it runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Assignment {
+    /// Live snapshot sequence numbers (a version visible to one of them,
+    /// or to the oldest, must stay).
+    pub snapshots: Vec<SeqNo>,
+    /// Sub-task boundaries, ascending user keys: sub-task `i` covers
+    /// `[splits[i-1], splits[i])` (unbounded at both ends). Empty: one
+    /// sub-task.
+    pub splits: Vec<Vec<u8>>,
+    /// Sub-task `i` names its outputs from `first_file_number + i *
+    /// file_numbers` on, `file_numbers` of them at most.
+    pub first_file_number: u64,
+    pub file_numbers: u64,
+}
+
+impl Assignment {
+    /// Number of sub-tasks.
+    pub fn subtasks(&self) -> usize {
+        self.splits.len() + 1
+    }
+
+    /// Key range `[lo, hi)` of sub-task `i` (`None`: unbounded).
+    pub fn range(&self, i: usize) -> (Option<&[u8]>, Option<&[u8]>) {
+        let lo = i.checked_sub(1).and_then(|j| self.splits.get(j));
+        (lo.map(Vec::as_slice), self.splits.get(i).map(Vec::as_slice))
+    }
+
+    /// The file numbers reserved for sub-task `i`.
+    pub fn numbers(&self, i: usize) -> std::ops::Range<u64> {
+        let first = self
+            .first_file_number
+            .saturating_add((i as u64).saturating_mul(self.file_numbers));
+        first..first.saturating_add(self.file_numbers)
+    }
+}
+
+const PLAN_VERSION: u8 = 3;
 
 impl Plan {
     /// Checks the plan's shape: a rewrite takes one table of a sorted level
@@ -98,6 +143,17 @@ impl Plan {
         b.push(u8::from(self.bottommost));
         put_bytes(&mut b, &self.compact_pointer);
         b.push(self.trigger as u8);
+        let a = &self.assigned;
+        put_varint(&mut b, a.snapshots.len() as u64);
+        for s in &a.snapshots {
+            put_varint(&mut b, *s);
+        }
+        put_varint(&mut b, a.splits.len() as u64);
+        for k in &a.splits {
+            put_bytes(&mut b, k);
+        }
+        put_varint(&mut b, a.first_file_number);
+        put_varint(&mut b, a.file_numbers);
         b
     }
 
@@ -145,6 +201,28 @@ impl Plan {
             Some(2) => Trigger::Manual,
             _ => return Err(bad(&r, "unknown trigger")),
         };
+        let mut assigned = Assignment::default();
+        let n = r
+            .varint()
+            .filter(|n| *n <= 1 << 20)
+            .ok_or_else(|| bad(&r, "bad snapshot count"))?;
+        for _ in 0..n {
+            let s = r.varint().ok_or_else(|| bad(&r, "truncated snapshot"))?;
+            assigned.snapshots.push(s);
+        }
+        let n = r
+            .varint()
+            .filter(|n| *n <= 1 << 16)
+            .ok_or_else(|| bad(&r, "bad split count"))?;
+        for _ in 0..n {
+            let k = r.len_prefixed().ok_or_else(|| bad(&r, "truncated split"))?;
+            assigned.splits.push(k.to_vec());
+        }
+        assigned.first_file_number = r.varint().ok_or_else(|| bad(&r, "truncated number"))?;
+        assigned.file_numbers = r.varint().ok_or_else(|| bad(&r, "truncated number"))?;
+        if !assigned.splits.windows(2).all(|w| w[0] < w[1]) {
+            return Err(bad(&r, "splits out of order"));
+        }
         if !r.is_empty() {
             return Err(bad(&r, "trailing bytes"));
         }
@@ -158,6 +236,7 @@ impl Plan {
             bottommost,
             compact_pointer,
             trigger,
+            assigned,
         };
         if !plan.is_well_formed() {
             return Err(bad(&r, "inconsistent levels or inputs"));
@@ -182,7 +261,17 @@ mod tests {
             bottommost: true,
             compact_pointer: b"abc".to_vec(),
             trigger: Trigger::Stale,
+            assigned: Assignment {
+                snapshots: vec![3, 9],
+                splits: vec![b"k".to_vec(), b"p".to_vec()],
+                first_file_number: 40,
+                file_numbers: 12,
+            },
         };
+        assert_eq!(p.assigned.subtasks(), 3);
+        assert_eq!(p.assigned.range(0), (None, Some(&b"k"[..])));
+        assert_eq!(p.assigned.range(2), (Some(&b"p"[..]), None));
+        assert_eq!(p.assigned.numbers(1), 52..64);
         let enc = p.encode();
         assert_eq!(Plan::decode(&enc).ok(), Some(p));
         for cut in 0..enc.len() {

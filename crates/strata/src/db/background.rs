@@ -22,7 +22,7 @@ pub(crate) fn run(inner: &Inner) {
                 continue;
             }
             let version = st.versions.current();
-            if let Some(plan) = pick(inner, &st, &st.busy, &st.in_flight) {
+            if let Some(plan) = pick(inner, &st, &st.in_flight) {
                 st = compact(inner, st, plan, version);
                 continue;
             }

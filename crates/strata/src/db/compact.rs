@@ -1,39 +1,34 @@
-//! Running compaction plans: mark their levels and tables busy, execute
-//! outside the state mutex, log the edit, tell the stale tracker, install
-//! the new super-version, and account. Also `compact_range` and
-//! `wait_for_compactions`.
+//! Running compaction plans: complete the plan (snapshots, sub-task cuts,
+//! reserved output file numbers), record it in the scheduler's
+//! [`InFlight`], execute outside the state mutex, log the edit, tell the
+//! stale tracker, install the new super-version, and account. Several
+//! background threads may each run one plan at a time. Also
+//! `compact_range` and `wait_for_compactions`.
 
 use super::{Db, Inner, State};
 use crate::compaction::events::TableReason;
 use crate::compaction::executor::{Context, Outcome};
 use crate::compaction::picker::{self, PickEnv};
-use crate::compaction::{Plan, PlanKind, Trigger};
+use crate::compaction::scheduler::InFlight;
+use crate::compaction::{split, Plan, PlanKind, Trigger};
 use crate::error::Result;
 use crate::stats::Stats;
 use crate::types::SeqNo;
 use crate::version::{Edit, Version};
 use parking_lot::MutexGuard;
-use std::collections::HashSet;
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Asks the picker for a plan, as if `busy` levels and `in_flight` tables
-/// were being compacted.
-pub(super) fn pick(
-    inner: &Inner,
-    st: &State,
-    busy: &[bool],
-    in_flight: &HashSet<u64>,
-) -> Option<Plan> {
+/// Asks the picker for a plan that may run beside `in_flight`.
+pub(super) fn pick(inner: &Inner, st: &State, in_flight: &InFlight) -> Option<Plan> {
     let pointers = st.compact_pointers(inner.opts.num_levels);
     let version = st.versions.current();
     let stale = inner.tracker.scores();
     inner.picker.pick(&PickEnv {
         version: &version,
         opts: &inner.opts,
-        busy,
         in_flight,
         pointers: &pointers,
         stale: &stale,
@@ -44,20 +39,18 @@ pub(super) fn pick(
 pub(super) fn compact<'a>(
     inner: &'a Inner,
     mut st: MutexGuard<'a, State>,
-    plan: Plan,
+    mut plan: Plan,
     version: Arc<Version>,
 ) -> MutexGuard<'a, State> {
-    set_busy(&mut st, &plan, true);
-    st.running_compactions += 1;
+    let ticket = st.in_flight.start(&plan, &version);
     // The last published sequence first, then the snapshots: a snapshot
     // taken after this read holds a sequence at least this high.
     let published = inner.last_seq.load(Ordering::Acquire);
     let snapshots = inner.snapshot_list();
     let horizon = snapshots.iter().copied().fold(published, SeqNo::min);
+    assign(inner, &mut st, &mut plan, &version, snapshots);
     let started = Instant::now();
-    let result = MutexGuard::unlocked(&mut st, || {
-        execute(inner, &plan, &version, snapshots, horizon)
-    });
+    let result = MutexGuard::unlocked(&mut st, || execute(inner, &plan, &version, horizon));
     let result = match result {
         Ok((mut edit, mut outcome)) => {
             let (relocked, applied) = inner.log_and_apply(st, &mut edit);
@@ -78,8 +71,7 @@ pub(super) fn compact<'a>(
         }
         Err(e) => Err(e),
     };
-    set_busy(&mut st, &plan, false);
-    st.running_compactions -= 1;
+    st.in_flight.finish(ticket);
     match result {
         Ok((edit, outcome)) => {
             inner.install_super_version(&mut st);
@@ -118,43 +110,61 @@ fn account(inner: &Inner, plan: &Plan, outcome: &Outcome, started: Instant) {
         Stats::add(c, outcome.bytes_read);
     }
     Stats::add(&s.compaction_micros, started.elapsed().as_micros() as u64);
+    Stats::add(&s.compaction_cpu_micros, outcome.cpu.as_micros() as u64);
+    let [read, merge, write] = outcome.busy;
+    Stats::add(&s.compaction_read_busy_micros, read.as_micros() as u64);
+    Stats::add(&s.compaction_merge_busy_micros, merge.as_micros() as u64);
+    Stats::add(&s.compaction_write_busy_micros, write.as_micros() as u64);
+    Stats::add(&s.compaction_subtasks, outcome.subtasks);
+    Stats::add(&s.compaction_pipelined_subtasks, outcome.pipelined);
+    Stats::add(&s.compaction_offloaded_subtasks, outcome.offloaded);
+    Stats::add(&s.compaction_offload_fallbacks, outcome.fallbacks);
 }
 
-/// Marks (or clears) the plan's levels and input tables as being compacted.
-fn set_busy(st: &mut State, plan: &Plan, busy: bool) {
-    for l in [plan.level, plan.output_level] {
-        if let Some(b) = st.busy.get_mut(l) {
-            *b = busy;
-        }
+/// Completes `plan` before it runs: the live snapshots, the sub-task cuts
+/// the executor asks for, and a range of output file numbers per sub-task,
+/// so that the plan alone tells an executor (in this process or a worker)
+/// everything but the table files.
+fn assign(inner: &Inner, st: &mut State, plan: &mut Plan, v: &Version, snapshots: Vec<SeqNo>) {
+    plan.assigned.snapshots = snapshots;
+    if plan.kind == PlanKind::Move {
+        return;
     }
-    for (_, id) in plan.all_inputs() {
-        if busy {
-            st.in_flight.insert(id);
-        } else {
-            st.in_flight.remove(&id);
-        }
-    }
+    plan.assigned.splits = split::split(plan, v, inner.executor.subtasks());
+    // Enough numbers for every sub-task to cut its outputs at half the
+    // target size, twice over, plus one per grandparent boundary; more
+    // come from the version set if a sub-task here runs out.
+    let input: u64 = plan
+        .all_inputs()
+        .filter_map(|(l, id)| v.levels.get(l)?.iter().find(|f| f.id() == id))
+        .map(|f| f.size())
+        .sum();
+    let grandparents = v.level_files(plan.output_level + 1) as u64;
+    let per = 4 * input / plan.target_file_size.max(1) + grandparents + 8;
+    let a = &mut plan.assigned;
+    a.file_numbers = per;
+    a.first_file_number = st
+        .versions
+        .reserve_file_numbers(per.saturating_mul(a.subtasks() as u64));
 }
 
 fn execute(
     inner: &Inner,
     plan: &Plan,
     version: &Version,
-    snapshots: Vec<u64>,
     stale_horizon: SeqNo,
 ) -> Result<(Edit, Outcome)> {
-    let mut next_number = || inner.state.lock().versions.new_file_number();
-    let mut ctx = Context {
+    let more = || inner.state.lock().versions.new_file_number();
+    let ctx = Context {
         dir: &inner.dir,
         fs: inner.opts.fs.clone(),
         table_opts: inner.table_opts,
-        snapshots,
-        new_file_number: &mut next_number,
+        more_numbers: &more,
         collect_keys: inner.opts.listeners.iter().any(|l| l.wants_keys()),
         tracker: inner.tracker.as_ref(),
         stale_horizon,
     };
-    inner.executor.run(plan, version, &mut ctx)
+    inner.executor.run(plan, version, &ctx)
 }
 
 impl Db {
@@ -166,15 +176,14 @@ impl Db {
     pub fn wait_for_compactions(&self) -> Result<()> {
         self.check_open()?;
         let inner = &self.inner;
-        let idle_busy = vec![false; inner.opts.num_levels];
-        let none = HashSet::new();
+        let none = InFlight::default();
         let mut st = inner.state.lock();
         loop {
             st.check_usable()?;
             if st.imm.is_empty()
                 && !st.flushing
-                && st.running_compactions == 0
-                && pick(inner, &st, &idle_busy, &none).is_none()
+                && st.in_flight.is_empty()
+                && pick(inner, &st, &none).is_none()
             {
                 return Ok(());
             }
@@ -200,9 +209,7 @@ impl Db {
         for level in 0..inner.opts.num_levels.saturating_sub(1) {
             let mut st = inner.state.lock();
             // Wait for background compactions touching these levels.
-            while st.busy.get(level).copied().unwrap_or(false)
-                || st.busy.get(level + 1).copied().unwrap_or(false)
-            {
+            while st.in_flight.touches_level(level) || st.in_flight.touches_level(level + 1) {
                 st.check_usable()?;
                 inner.done_cv.wait_for(&mut st, Duration::from_millis(50));
             }

@@ -117,7 +117,7 @@ pub(crate) fn write_l0_table(
     version: &Version,
     snapshots: Vec<u64>,
 ) -> Result<Written> {
-    let mut next_number = || inner.state.lock().versions.new_file_number();
+    let mut next_number = || Ok(inner.state.lock().versions.new_file_number());
     let sink = TableSink {
         dir: &inner.dir,
         fs: inner.opts.fs.clone(),
@@ -152,7 +152,7 @@ pub(crate) fn write_memtable_to(
     version: &Version,
     unlisted: &[FileDesc],
     snapshots: Vec<u64>,
-    next_number: &mut dyn FnMut() -> u64,
+    next_number: &mut dyn FnMut() -> Result<u64>,
 ) -> Result<Written> {
     // Tombstones stay unless no table holds the key at all.
     let is_bottom_for = |uk: &[u8]| {
@@ -285,7 +285,7 @@ mod tests {
         let mut n = 1000;
         let mut next = || {
             n += 1;
-            n
+            Ok(n)
         };
         probes::take();
         let written =

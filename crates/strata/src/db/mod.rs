@@ -50,11 +50,8 @@ pub(crate) struct State {
     /// Immutable memtables waiting for flush, oldest first.
     pub imm: Vec<Arc<MemTable>>,
     pub flushing: bool,
-    /// Levels that a running compaction reads or writes.
-    pub busy: Vec<bool>,
-    /// Tables that a running compaction reads.
-    pub in_flight: std::collections::HashSet<u64>,
-    pub running_compactions: usize,
+    /// The running compactions: their input tables and output ranges.
+    pub in_flight: crate::compaction::scheduler::InFlight,
     pub bg_error: Option<Error>,
     pub shutting_down: bool,
     /// Bytes by which levels exceed their targets (write pacing).
@@ -160,8 +157,27 @@ pub(crate) fn compaction_design(opts: &Options) -> Designs {
                 Arc::new(crate::stale::StaleTracker::new(opts.update_table_size)),
             ),
         };
-    let executor: Box<dyn executor::Executor> = match opts.executor {
-        ExecutorKind::Linear => Box::new(executor::Linear),
+    let local = |subtasks, mode| Box::new(executor::Local { subtasks, mode });
+    let decision = || {
+        executor::Mode::Decide(executor::Decision::new(
+            opts.copro_alpha,
+            opts.copro_beta,
+            1.0,
+            opts.copro_threshold,
+            opts.copro_large_value,
+        ))
+    };
+    let executor: Box<dyn executor::Executor> = match &opts.executor {
+        ExecutorKind::Linear => local(1, executor::Mode::Linear),
+        ExecutorKind::Subtasks(n) => local(*n, executor::Mode::Linear),
+        ExecutorKind::Pipelined => local(1, executor::Mode::Pipelined),
+        ExecutorKind::Copro(n) => local(*n, executor::Mode::Pipelined),
+        ExecutorKind::CoproPlus(n) => local(*n, decision()),
+        ExecutorKind::Offload(addr) => Box::new(executor::offload::Offload::new(
+            addr,
+            std::time::Duration::from_millis(opts.offload_timeout_ms),
+            decision(),
+        )),
     };
     Designs {
         picker,
@@ -243,7 +259,7 @@ impl Db {
             self.inner.done_cv.notify_all();
             // A compaction may run in a caller's thread (`compact_range`):
             // nothing may change the directory once close returns.
-            while st.running_compactions > 0 || st.flushing {
+            while !st.in_flight.is_empty() || st.flushing {
                 self.inner
                     .done_cv
                     .wait_for(&mut st, std::time::Duration::from_millis(50));

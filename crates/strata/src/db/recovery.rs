@@ -96,7 +96,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
     // Recovered data goes straight to L0 tables. A tombstone must stay while
     // a table written earlier in this replay may hold an older version.
     let write_out = |mem: &MemTable, versions: &mut VersionSet, edit: &mut Edit| -> Result<()> {
-        let mut next = || versions.new_file_number();
+        let mut next = || Ok(versions.new_file_number());
         let earlier: Vec<_> = edit.added.iter().map(|(_, d)| d.clone()).collect();
         let descs = write_memtable_to(&sink, mem, &version, &earlier, Vec::new(), &mut next)?.descs;
         edit.added.extend(descs.into_iter().map(|d| (0, d)));
@@ -194,9 +194,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
             mem: mem.clone(),
             imm: Vec::new(),
             flushing: false,
-            busy: vec![false; num_levels],
             in_flight: Default::default(),
-            running_compactions: 0,
             bg_error: None,
             shutting_down: false,
             compaction_debt: 0,

@@ -81,6 +81,13 @@ impl VersionSet {
         n
     }
 
+    /// Reserves `count` consecutive file numbers; returns the first.
+    pub fn reserve_file_numbers(&mut self, count: u64) -> u64 {
+        let n = self.next_file_number;
+        self.next_file_number = self.next_file_number.saturating_add(count);
+        n
+    }
+
     pub fn manifest_number(&self) -> u64 {
         self.manifest_number
     }

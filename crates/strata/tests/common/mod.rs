@@ -68,6 +68,19 @@ macro_rules! delegate_fs_except_create {
 /// evicted too.
 pub const STALE: &str = "compaction_picker=stale,stale_threshold=0.2,update_table_size=16K";
 
+/// Every in-process compaction executor (CoPro, seed 001), set to act on
+/// tiny tables: sub-tasks, the pipeline, both, and the decision component
+/// with a "large value" threshold the histories' values straddle, so it
+/// picks both modes. (`offload` needs a worker process: `tests/offload.rs`
+/// and the CLI's worker tests.)
+#[allow(dead_code)]
+pub const EXECUTORS: [&str; 4] = [
+    "executor=subtasks:3",
+    "executor=pipelined",
+    "executor=copro:2",
+    "executor=copro+:3,copro_large_value=200,copro_threshold=0.5",
+];
+
 /// `tiny_options()` with the option list `spec` (`name=value,...`) applied.
 pub fn tiny_with(spec: &str) -> Options {
     let mut o = tiny_options();

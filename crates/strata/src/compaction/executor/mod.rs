@@ -1,15 +1,32 @@
 //! Executors: a plan plus the version it was picked from become output
 //! tables and one version edit, which the caller installs. The executor is
-//! chosen once at open from `Options::executor` (`db::compaction_design`);
-//! only [`Linear`] exists so far. CoPro's sub-task, pipelined and
-//! offloaded executors (seed 001, issue 15) implement the same trait.
+//! chosen once at open from `Options::executor` (`db::compaction_design`).
+//!
+//! A plan arrives cut into key-range sub-tasks by the scheduler
+//! ([`crate::compaction::split`], `Plan::assigned`); the sub-tasks share no
+//! data, so they run side by side, and all their outputs go into one edit
+//! once every sub-task has returned. How each sub-task runs:
+//! - [`Local`] with [`Mode::Linear`]: read, merge and write in one thread
+//!   (`linear`: one sub-task; `subtasks:N`: N of them on N threads);
+//! - [`Mode::Pipelined`]: read → merge → write on three threads joined by
+//!   bounded channels (`pipelined`: one sub-task; `copro:N`: N of them);
+//! - [`Mode::Decide`]: CoPro+'s decision component picks one of the two
+//!   per sub-task (`copro+:N`);
+//! - [`offload::Offload`]: the sub-tasks are shared between this process
+//!   and a `strata compaction-worker` process (`offload`).
 
-mod linear;
+mod decide;
+pub mod job;
+pub mod offload;
+mod pipeline;
+mod run;
 
-pub use linear::{run_linear, Linear};
+pub use decide::{value_share, Decision};
+pub use job::{Job, Piece};
+pub use run::{Env, Range, Stale};
 
 use super::Plan;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::io::FileSystem;
 use crate::stale::{CompactionChange, Tracker};
 use crate::table::TableOptions;
@@ -17,13 +34,18 @@ use crate::types::SeqNo;
 use crate::version::{Edit, Version};
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Carries out compaction plans.
 pub trait Executor: Send + Sync {
     /// Executes `plan` against `version` and returns the edit to install
     /// (never installs it) and the figures of the run.
-    fn run(&self, plan: &Plan, version: &Version, ctx: &mut Context<'_>)
-        -> Result<(Edit, Outcome)>;
+    fn run(&self, plan: &Plan, version: &Version, ctx: &Context<'_>) -> Result<(Edit, Outcome)>;
+
+    /// How many sub-tasks the scheduler should cut a plan into.
+    fn subtasks(&self) -> usize {
+        1
+    }
 }
 
 /// What a compaction needs from its database.
@@ -31,9 +53,8 @@ pub struct Context<'a> {
     pub dir: &'a Path,
     pub fs: Arc<dyn FileSystem>,
     pub table_opts: TableOptions,
-    /// Live snapshot sequence numbers.
-    pub snapshots: Vec<SeqNo>,
-    pub new_file_number: &'a mut dyn FnMut() -> u64,
+    /// A file number beyond a sub-task's reserved range.
+    pub more_numbers: &'a (dyn Fn() -> u64 + Sync),
     /// Record the user keys of each output (for event listeners).
     pub collect_keys: bool,
     /// Where each key's newest version lives ([`crate::stale`]).
@@ -42,6 +63,22 @@ pub struct Context<'a> {
     /// sequence at the start (read before the snapshot list), or the
     /// oldest live snapshot if lower.
     pub stale_horizon: SeqNo,
+}
+
+impl Context<'_> {
+    /// The sub-task environment of this context.
+    pub fn env(&self) -> Env<'_> {
+        Env {
+            dir: self.dir,
+            fs: &self.fs,
+            table_opts: self.table_opts,
+            collect_keys: self.collect_keys,
+            stale: self.tracker.tracks().then_some(Stale {
+                tracker: self.tracker,
+                horizon: self.stale_horizon,
+            }),
+        }
+    }
 }
 
 /// Figures of one executed plan.
@@ -57,4 +94,153 @@ pub struct Outcome {
     /// What the tracker must learn once the edit is durable (`removed` is
     /// left to the caller).
     pub change: CompactionChange,
+    /// Busy time of the read, merge and write stages over all sub-tasks
+    /// (a linear sub-task counts as merge).
+    pub busy: [Duration; 3],
+    /// CPU time of every thread that worked on the plan.
+    pub cpu: Duration,
+    pub subtasks: u64,
+    /// Sub-tasks run as a pipeline.
+    pub pipelined: u64,
+    /// Sub-tasks a compaction worker ran.
+    pub offloaded: u64,
+    /// Sub-tasks offered to a worker that failed and re-run here.
+    pub fallbacks: u64,
+}
+
+/// How a sub-task runs.
+pub enum Mode {
+    Linear,
+    Pipelined,
+    /// CoPro+: the decision component chooses per sub-task.
+    Decide(Decision),
+}
+
+impl Mode {
+    fn pipelined(&self, job: &Job<'_>, range: Range<'_>) -> bool {
+        match self {
+            Mode::Linear => false,
+            Mode::Pipelined => true,
+            Mode::Decide(d) => d.pipelined(job, range.lo, range.hi),
+        }
+    }
+}
+
+/// Runs every sub-task in this process, each on its own thread, in `mode`.
+pub struct Local {
+    pub subtasks: usize,
+    pub mode: Mode,
+}
+
+impl Local {
+    /// Today's executor: one sub-task, one thread.
+    pub fn linear() -> Self {
+        Local {
+            subtasks: 1,
+            mode: Mode::Linear,
+        }
+    }
+}
+
+impl Executor for Local {
+    fn run(&self, plan: &Plan, version: &Version, ctx: &Context<'_>) -> Result<(Edit, Outcome)> {
+        let job = Job::resolve(plan, version)?;
+        if job.is_move() {
+            return Ok((job.move_edit(), Outcome::default()));
+        }
+        let env = ctx.env();
+        let pieces = run_all(plan.assigned.subtasks(), &env, ctx.fs.as_ref(), |i| {
+            let reserved = plan.assigned.numbers(i);
+            run_here(&job, &env, i, reserved, &self.mode, ctx.more_numbers)
+        })?;
+        Ok(job.finish(pieces))
+    }
+
+    fn subtasks(&self) -> usize {
+        self.subtasks
+    }
+}
+
+/// Runs sub-task `i` of `job` in this process, naming outputs from
+/// `reserved`, then from `more`.
+pub fn run_here(
+    job: &Job<'_>,
+    env: &Env<'_>,
+    i: usize,
+    mut reserved: std::ops::Range<u64>,
+    mode: &Mode,
+    more: &(dyn Fn() -> u64 + Sync),
+) -> Result<Piece> {
+    let mut numbers = move || Ok(reserved.next().unwrap_or_else(more));
+    run_with(job, env, i, mode, &mut numbers)
+}
+
+/// Runs sub-task `i` of `job` with only the file numbers the plan reserved
+/// for it (a worker process: it cannot ask the host for more).
+pub fn run_bounded(job: &Job<'_>, env: &Env<'_>, i: usize, mode: &Mode) -> Result<Piece> {
+    let mut reserved = job.plan.assigned.numbers(i);
+    let mut numbers = move || {
+        reserved.next().ok_or_else(|| {
+            Error::InvalidArgument("the sub-task used up its reserved file numbers".into())
+        })
+    };
+    run_with(job, env, i, mode, &mut numbers)
+}
+
+fn run_with(
+    job: &Job<'_>,
+    env: &Env<'_>,
+    i: usize,
+    mode: &Mode,
+    numbers: &mut crate::compaction::output::SendNumberSource<'_>,
+) -> Result<Piece> {
+    let (lo, hi) = job.plan.assigned.range(i);
+    let range = Range { lo, hi };
+    if mode.pipelined(job, range) {
+        pipeline::run_pipelined(job, env, range, numbers)
+    } else {
+        run::run_linear(job, env, range, numbers)
+    }
+}
+
+/// Runs `one(0..n)` on `n` threads (the first on the calling one) and
+/// returns the pieces in order; if any fails, the others' outputs are
+/// removed and the first error returned.
+pub fn run_all(
+    n: usize,
+    env: &Env<'_>,
+    fs: &dyn FileSystem,
+    one: impl Fn(usize) -> Result<Piece> + Sync,
+) -> Result<Vec<Piece>> {
+    let results: Vec<Result<Piece>> = std::thread::scope(|s| {
+        let one = &one;
+        let handles: Vec<_> = (1..n).map(|i| s.spawn(move || one(i))).collect();
+        let mut results = vec![one(0)];
+        for h in handles {
+            results.push(h.join().unwrap_or_else(|_| {
+                Err(Error::io(
+                    "compaction",
+                    std::io::Error::other("compaction sub-task thread panicked"),
+                ))
+            }));
+        }
+        results
+    });
+    let mut pieces = Vec::with_capacity(n);
+    let mut first_err = None;
+    for r in results {
+        match r {
+            Ok(p) => pieces.push(p),
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    match first_err {
+        Some(e) => {
+            job::remove_outputs(env.dir, fs, &pieces);
+            Err(e)
+        }
+        None => Ok(pieces),
+    }
 }

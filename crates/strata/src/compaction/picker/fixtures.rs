@@ -1,12 +1,12 @@
 //! Data-driven picker tests: `testdata/picker.txt` holds cases of an LSM
-//! shape (tables, stale scores, busy levels, tables in flight) and the plan
+//! shape (tables, stale scores, running compactions, tables in flight) and the plan
 //! each picker must return. No disk: tables are descriptors only.
 //!
 //! ```text
 //! case <name>
 //! options <name=value,...>            (Options::apply; optional)
 //! table L<level> <id> <lo>..<hi> size=<bytes> [entries=<n>] [stale=<n>]
-//! busy L<level>
+//! running L<level>->L<out> <lo>..<hi> [<id> ...]   (ids: its input tables)
 //! inflight <id>
 //! pick <leveled|stale> => <plan>|none
 //! ```
@@ -14,12 +14,13 @@
 //! plus ` bottommost` when set. Lines starting with `#` are comments.
 
 use super::{Leveled, PickEnv, Picker, Stale};
+use crate::compaction::scheduler::InFlight;
 use crate::compaction::{Plan, PlanKind, Trigger};
 use crate::options::Options;
 use crate::table::BlockCache;
 use crate::types::{internal_key, ValueKind};
 use crate::version::{FileDesc, FileMeta, TableCache, Version};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -56,8 +57,7 @@ struct Case {
     opts: Options,
     tables: Vec<(usize, FileDesc)>,
     stale: HashMap<u64, u64>,
-    busy: Vec<usize>,
-    in_flight: HashSet<u64>,
+    in_flight: InFlight,
 }
 
 impl Case {
@@ -67,8 +67,7 @@ impl Case {
             opts: Options::default(),
             tables: Vec::new(),
             stale: HashMap::new(),
-            busy: Vec::new(),
-            in_flight: HashSet::new(),
+            in_flight: InFlight::default(),
         }
     }
 
@@ -83,15 +82,10 @@ impl Case {
             v.levels[*level].push(Arc::new(FileMeta::new(d.clone(), cache.clone())));
         }
         v.seal();
-        let mut busy = vec![false; self.opts.num_levels];
-        for l in &self.busy {
-            busy[*l] = true;
-        }
         let pointers = vec![Vec::new(); self.opts.num_levels];
         let env = PickEnv {
             version: &v,
             opts: &self.opts,
-            busy: &busy,
             in_flight: &self.in_flight,
             pointers: &pointers,
             stale: &self.stale,
@@ -147,9 +141,18 @@ fn picker_fixtures() {
                 }
                 case.tables.push((level(f[0]), d));
             }
-            "busy" => case.busy.push(level(rest)),
+            "running" => {
+                let f: Vec<&str> = rest.split_whitespace().collect();
+                let (from, to) = f[0].split_once("->").expect("L<a>->L<b>");
+                let (lo, hi) = f[1].split_once("..").expect("lo..hi");
+                let ids: Vec<u64> = f[2..].iter().map(|s| number(s)).collect();
+                case.in_flight
+                    .push(level(from), level(to), lo.as_bytes(), hi.as_bytes(), &ids);
+            }
             "inflight" => {
-                case.in_flight.insert(number(rest));
+                let l = case.tables.iter().find(|(_, d)| d.id == number(rest));
+                let lvl = l.map_or(1, |(l, _)| *l);
+                case.in_flight.push(lvl, lvl + 1, b"", b"", &[number(rest)]);
             }
             "pick" => {
                 let (kind, want) = rest.split_once(" => ").expect("pick <kind> => <plan>");

@@ -68,7 +68,8 @@ impl Picker for Leveled {
     }
 }
 
-/// The most urgent size-triggered compaction whose levels are not busy.
+/// The most urgent size-triggered compaction that may run beside the
+/// running ones ([`crate::compaction::scheduler::InFlight::admits`]).
 pub(super) fn pick_by_size(env: &PickEnv<'_>) -> Option<Plan> {
     let (v, opts) = (env.version, env.opts);
     let mut ranked: Vec<(usize, f64)> = scores(v, opts).into_iter().enumerate().collect();
@@ -77,22 +78,46 @@ pub(super) fn pick_by_size(env: &PickEnv<'_>) -> Option<Plan> {
         if score < 1.0 {
             break;
         }
-        if env.is_busy(level) || env.is_busy(level + 1) {
-            continue;
-        }
         let inputs: Vec<Arc<FileMeta>> = if level == 0 {
+            if env.in_flight.l0_busy() {
+                continue;
+            }
             v.levels.first().cloned().unwrap_or_default()
         } else {
-            let files = v.levels.get(level)?;
+            let Some(files) = v.levels.get(level) else {
+                continue;
+            };
+            // Only tables a compaction could take now: not in flight, and
+            // meeting no table in flight and no running output below.
+            let free: Vec<Arc<FileMeta>> = files
+                .iter()
+                .filter(|f| is_free(env, level, f))
+                .cloned()
+                .collect();
             let next = v.levels.get(level + 1).map_or(&[][..], Vec::as_slice);
             let ptr = env.pointers.get(level).map_or(&[][..], Vec::as_slice);
-            choose_files(files, next, ptr)
+            choose_files(&free, next, ptr)
         };
-        if let Some(plan) = plan_for(v, opts, level, inputs, Trigger::Size) {
+        if let Some(plan) =
+            plan_for(v, opts, level, inputs, Trigger::Size).and_then(|p| env.admit(p))
+        {
             return Some(plan);
         }
     }
     None
+}
+
+/// True if table `f` of `level` (≥ 1) could be compacted into the next
+/// level beside the running compactions.
+fn is_free(env: &PickEnv<'_>, level: usize, f: &FileMeta) -> bool {
+    let (lo, hi) = (f.smallest_user_key(), f.largest_user_key());
+    !env.in_flight.contains(f.id())
+        && !env.in_flight.writes_into(level + 1, lo, hi)
+        && env
+            .version
+            .overlapping(level + 1, Some(lo), Some(hi))
+            .iter()
+            .all(|n| !env.in_flight.contains(n.id()))
 }
 
 /// The table of a level (sorted, disjoint `files`) to compact into the next
@@ -282,6 +307,7 @@ pub(super) fn plan_for(
         bottommost,
         compact_pointer,
         trigger,
+        assigned: Default::default(),
     })
 }
 

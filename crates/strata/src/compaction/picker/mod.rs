@@ -15,20 +15,18 @@ pub use leveled::{
 };
 pub use stale::Stale;
 
+use super::scheduler::InFlight;
 use super::Plan;
 use crate::options::Options;
 use crate::version::Version;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 /// Everything a picker may look at.
 pub struct PickEnv<'a> {
     pub version: &'a Version,
     pub opts: &'a Options,
-    /// Levels a running compaction reads or writes (one compaction per
-    /// level pair at a time).
-    pub busy: &'a [bool],
-    /// Tables a running compaction reads.
-    pub in_flight: &'a HashSet<u64>,
+    /// The running compactions: their input tables and output ranges.
+    pub in_flight: &'a InFlight,
     /// The round-robin start of each level: the largest internal key its
     /// last compaction took.
     pub pointers: &'a [Vec<u8>],
@@ -37,9 +35,9 @@ pub struct PickEnv<'a> {
 }
 
 impl PickEnv<'_> {
-    /// True if a running compaction reads or writes `level`.
-    pub fn is_busy(&self, level: usize) -> bool {
-        self.busy.get(level).copied().unwrap_or(false)
+    /// `plan` if it may run beside the running compactions.
+    pub fn admit(&self, plan: Plan) -> Option<Plan> {
+        self.in_flight.admits(&plan, self.version).then_some(plan)
     }
 }
 

@@ -38,7 +38,7 @@ fn pick_stale(env: &PickEnv<'_>) -> Option<Plan> {
     for (level, files) in env.version.levels.iter().enumerate() {
         for f in files {
             let r = stale_ratio(env, f);
-            if r >= env.opts.stale_threshold && !env.in_flight.contains(&f.id()) {
+            if r >= env.opts.stale_threshold && !env.in_flight.contains(f.id()) {
                 candidates.push((r, level, f));
             }
         }
@@ -54,13 +54,14 @@ fn pick_stale(env: &PickEnv<'_>) -> Option<Plan> {
         .find_map(|(_, level, f)| plan_early(env, level, f))
 }
 
-/// The early compaction of table `f` of `level`, if its levels are free.
+/// The early compaction of table `f` of `level`, if it may run beside the
+/// running compactions.
 fn plan_early(env: &PickEnv<'_>, level: usize, f: &Arc<FileMeta>) -> Option<Plan> {
     let v = env.version;
     let (lo, hi) = (f.smallest_user_key(), f.largest_user_key());
     let below = v.overlapping(level + 1, Some(lo), Some(hi));
     if level == 0 || !below.is_empty() {
-        if env.is_busy(level) || env.is_busy(level + 1) || level + 1 >= v.levels.len() {
+        if (level == 0 && env.in_flight.l0_busy()) || level + 1 >= v.levels.len() {
             return None;
         }
         let inputs = if level == 0 {
@@ -74,14 +75,11 @@ fn plan_early(env: &PickEnv<'_>, level: usize, f: &Arc<FileMeta>) -> Option<Plan
             return None;
         }
         plan.compact_pointer.clear();
-        return Some(plan);
-    }
-    if env.is_busy(level) {
-        return None;
+        return env.admit(plan);
     }
     let bottommost =
         ((level + 1)..v.levels.len()).all(|l| v.overlapping(l, Some(lo), Some(hi)).is_empty());
-    Some(Plan {
+    env.admit(Plan {
         kind: PlanKind::Rewrite,
         level,
         output_level: level,
@@ -91,5 +89,6 @@ fn plan_early(env: &PickEnv<'_>, level: usize, f: &Arc<FileMeta>) -> Option<Plan
         bottommost,
         compact_pointer: Vec::new(),
         trigger: Trigger::Stale,
+        assigned: Default::default(),
     })
 }
