@@ -263,6 +263,68 @@ fn u_series_rows(r: &Report) -> Option<Vec<Vec<String>>> {
     Some(rows)
 }
 
+/// Compaction figures of every strata run (seed 001, CoPro): bandwidth =
+/// compaction input + output bytes over compaction wall time, CPU seconds
+/// of the compaction threads, busy seconds of the read / merge / write
+/// stages, sub-tasks (pipelined of them, offloaded of them, fallbacks).
+/// `None` unless some run cut a compaction into sub-tasks.
+fn compaction_rows(r: &Report) -> Option<Vec<Vec<String>>> {
+    let mut rows = vec![[
+        "workload",
+        "engine",
+        "compactions",
+        "bandwidth MB/s",
+        "CPU s",
+        "busy read/merge/write s",
+        "sub-tasks (pipelined, offloaded, fallbacks)",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect::<Vec<_>>()];
+    let mut split = false;
+    for w in r.workloads() {
+        for e in &r.engines {
+            let Some(st) = r
+                .cell(&e.name, &w)
+                .and_then(|c| c.median.engine_stats.clone())
+            else {
+                continue;
+            };
+            let g = |k: &str| st.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
+            let micros = g("compaction_micros");
+            let bytes = g("compaction_bytes_read") + g("compaction_bytes_written");
+            split |= g("compaction_subtasks") > g("compaction_count");
+            let bw = if micros == 0 {
+                "-".to_string()
+            } else {
+                format!("{:.1}", bytes as f64 / micros as f64)
+            };
+            let s = |k: &str| format!("{:.2}", g(k) as f64 / 1e6);
+            rows.push(vec![
+                w.clone(),
+                e.name.clone(),
+                g("compaction_count").to_string(),
+                bw,
+                s("compaction_cpu_micros"),
+                format!(
+                    "{} / {} / {}",
+                    s("compaction_read_busy_micros"),
+                    s("compaction_merge_busy_micros"),
+                    s("compaction_write_busy_micros")
+                ),
+                format!(
+                    "{} ({}, {}, {})",
+                    g("compaction_subtasks"),
+                    g("compaction_pipelined_subtasks"),
+                    g("compaction_offloaded_subtasks"),
+                    g("compaction_offload_fallbacks")
+                ),
+            ]);
+        }
+    }
+    (split && rows.len() > 1).then_some(rows)
+}
+
 /// Ratio table: one row per workload, one column per engine.
 fn ratio_rows(r: &Report) -> Vec<Vec<String>> {
     let mut head = vec!["workload".to_string()];
@@ -376,6 +438,10 @@ pub fn summary(r: &Report) -> String {
         let _ = writeln!(s, "\nread latency across U1…U9, mean / p99 us:");
         s.push_str(&text_table(&rows));
     }
+    if let Some(rows) = compaction_rows(r) {
+        let _ = writeln!(s, "\ncompaction (median repeat; strata engines):");
+        s.push_str(&text_table(&rows));
+    }
     let _ = writeln!(s, "\nthroughput ratio to {}:", r.baseline);
     s.push_str(&text_table(&ratio_rows(r)));
     for e in r.errors() {
@@ -429,6 +495,15 @@ pub fn markdown(r: &Report, charts: &[String]) -> String {
     s.push_str(&md_table(&ratio_rows(r)));
     if let Some(rows) = u_series_rows(r) {
         let _ = writeln!(s, "\n## Read latency across U1…U9 (mean / p99, µs)\n");
+        s.push_str(&md_table(&rows));
+    }
+    if let Some(rows) = compaction_rows(r) {
+        let _ = writeln!(
+            s,
+            "\n## Compaction (seed 001)\n\nBandwidth: compaction input + output bytes ÷ compaction wall time. \
+             CPU: seconds of every compaction thread. Busy: seconds each pipeline stage worked (a linear \
+             sub-task counts as merge).\n"
+        );
         s.push_str(&md_table(&rows));
     }
     for c in charts {

@@ -58,6 +58,11 @@ pub const PRESETS: &[(&str, &str)] = &[
          8 MiB memtables and tables, strata leveled vs stale picker vs LevelDB vs RocksDB, 3 repeats; ~30 min",
     ),
     (
+        "copro",
+        "seed 001: fillrandom + YCSB A/B, 1 KiB values (rerun with --value-size 100 and 65536 for the \
+         paper's other sizes), 150k records, 4 MiB memtables, 2 MiB tables, every executor, 3 repeats; ~15 min",
+    ),
+    (
         "full",
         "every workload, 2M keys (232 MB, 3.6x the 64 MiB cache), 1M ops, 30 s timed runs; about 40 minutes on 2 cores",
     ),
@@ -137,6 +142,37 @@ pub fn preset(name: &str, out: PathBuf) -> Result<Config, BenchError> {
                     block_cache_size: 16 << 20,
                     write_buffer_size: 8 << 20,
                     target_file_size: 8 << 20,
+                    ..EngineSettings::default()
+                },
+                repeats: 3,
+                ..base
+            })
+        }
+        "copro" => {
+            let mut engines: Vec<String> =
+                ["linear", "subtasks:2", "pipelined", "copro:2", "copro+:2"]
+                    .iter()
+                    .map(|e| format!("strata:executor={e}"))
+                    .collect();
+            if COMPARATORS {
+                engines.extend(["leveldb".to_string(), "rocksdb".to_string()]);
+            }
+            Ok(Config {
+                engines,
+                workloads: ["fillrandom", "ycsb-a", "ycsb-b"]
+                    .map(String::from)
+                    .to_vec(),
+                params: Params {
+                    num: 150_000,
+                    ops: 150_000,
+                    value_size: 1024,
+                    ..Params::default()
+                },
+                // The paper's LevelDB shape: 4 MB memtable, 2 MB tables.
+                settings: EngineSettings {
+                    block_cache_size: 16 << 20,
+                    write_buffer_size: 4 << 20,
+                    target_file_size: 2 << 20,
                     ..EngineSettings::default()
                 },
                 repeats: 3,
