@@ -117,6 +117,17 @@ impl InFlight {
         self.next_ticket
     }
 
+    /// Adds `ids` to the tables of the compaction of `ticket` (its outputs,
+    /// while the stale tracker learns where their keys went).
+    pub fn hold(&mut self, ticket: u64, ids: impl IntoIterator<Item = u64>) {
+        if let Some(r) = self.running.iter_mut().find(|r| r.ticket == ticket) {
+            for id in ids {
+                r.tables.push(id);
+                self.tables.insert(id);
+            }
+        }
+    }
+
     /// Forgets the compaction of `ticket`.
     pub fn finish(&mut self, ticket: u64) {
         if let Some(i) = self.running.iter().position(|r| r.ticket == ticket) {

@@ -49,6 +49,19 @@ pub(super) fn compact<'a>(
     let snapshots = inner.snapshot_list();
     let horizon = snapshots.iter().copied().fold(published, SeqNo::min);
     assign(inner, &mut st, &mut plan, &version, snapshots);
+    if inner.executor.shares_files() && plan.assigned.file_numbers > 0 {
+        // Every edit records the file-number counter: an empty one makes
+        // the reservation durable before a worker writes under it.
+        let (relocked, logged) = inner.log_and_apply(st, &mut Edit::default());
+        st = relocked;
+        if let Err(e) = logged {
+            st.in_flight.finish(ticket);
+            inner.set_bg_error(&mut st, e);
+            inner.done_cv.notify_all();
+            inner.bg_cv.notify_all();
+            return st;
+        }
+    }
     let started = Instant::now();
     let result = MutexGuard::unlocked(&mut st, || execute(inner, &plan, &version, horizon));
     let result = match result {
@@ -56,9 +69,11 @@ pub(super) fn compact<'a>(
             let (relocked, applied) = inner.log_and_apply(st, &mut edit);
             st = relocked;
             if applied.is_ok() && inner.tracker.tracks() {
-                // The edit is durable; the plan's tables stay busy until
-                // the tracker has moved its entries to the outputs, so no
-                // other compaction takes those outputs meanwhile.
+                // The edit is durable; the outputs stay in flight until
+                // the tracker has moved its entries to them, so no other
+                // compaction takes them meanwhile.
+                st.in_flight
+                    .hold(ticket, edit.added.iter().map(|(_, d)| d.id));
                 outcome.change.removed = plan.all_inputs().map(|(_, id)| id).collect();
                 MutexGuard::unlocked(&mut st, || inner.tracker.on_compaction(&outcome.change));
                 // Under the state mutex: no table is installed meanwhile.

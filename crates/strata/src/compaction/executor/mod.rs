@@ -46,6 +46,14 @@ pub trait Executor: Send + Sync {
     fn subtasks(&self) -> usize {
         1
     }
+
+    /// True if another process writes outputs under the plan's reserved
+    /// file numbers: the reservation must then be durable before the plan
+    /// runs, so that a host that crashes and reopens while the worker still
+    /// runs never hands those numbers out again.
+    fn shares_files(&self) -> bool {
+        false
+    }
 }
 
 /// What a compaction needs from its database.

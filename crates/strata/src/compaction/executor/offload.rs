@@ -644,6 +644,10 @@ impl Executor for Offload {
     fn subtasks(&self) -> usize {
         2
     }
+
+    fn shares_files(&self) -> bool {
+        true
+    }
 }
 
 /// Figures a worker keeps.

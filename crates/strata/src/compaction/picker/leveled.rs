@@ -1,11 +1,11 @@
-//! The leveled picker: a pure function from (version, options, busy levels,
-//! round-robin pointers) to an optional [`Plan`]. No I/O, no locks. The
+//! The leveled picker: a pure function from (version, options, running
+//! compactions, round-robin pointers) to an optional [`Plan`]. No I/O, no locks. The
 //! stale picker reuses its size triggers and [`plan_for`].
 //!
 //! Scores: L0 = files / `level0_file_num_compaction_trigger`; Ln = bytes /
 //! target(n), target(1) = `max_bytes_for_level_base`, each deeper level
 //! `max_bytes_for_level_multiplier` times larger. The highest score >= 1
-//! whose levels are free is compacted. L0 compacts all its tables (they
+//! with a plan the running compactions admit is compacted. L0 compacts all its tables (they
 //! overlap) with the overlapping L1 tables; Ln compacts one table, the one
 //! with the least overlap below it per byte ([`choose_file`]), with the
 //! overlapping Ln+1 tables.
