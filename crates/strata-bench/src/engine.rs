@@ -24,6 +24,14 @@ pub struct EngineSettings {
     pub sync: bool,
     /// Background flush/compaction threads.
     pub background_threads: usize,
+    /// RocksDB's `max_subcompactions` (matched to strata's sub-task count
+    /// in the CoPro preset; strata's executor is part of its engine spec).
+    #[serde(default = "one")]
+    pub subcompactions: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 impl Default for EngineSettings {
@@ -37,6 +45,7 @@ impl Default for EngineSettings {
             compression: "none".into(),
             sync: false,
             background_threads: 2,
+            subcompactions: 1,
         }
     }
 }
@@ -45,7 +54,7 @@ impl EngineSettings {
     /// One line for reports.
     pub fn summary(&self) -> String {
         format!(
-            "WAL on, sync={}, compression={}, write_buffer={} MiB, block_cache={} MiB, bloom={} bits/key, block={} KiB, target_file={} MiB, background_threads={}",
+            "WAL on, sync={}, compression={}, write_buffer={} MiB, block_cache={} MiB, bloom={} bits/key, block={} KiB, target_file={} MiB, background_threads={}, RocksDB max_subcompactions={}",
             self.sync,
             self.compression,
             self.write_buffer_size >> 20,
@@ -53,7 +62,8 @@ impl EngineSettings {
             self.bloom_bits_per_key,
             self.block_size >> 10,
             self.target_file_size >> 20,
-            self.background_threads
+            self.background_threads,
+            self.subcompactions
         )
     }
 }

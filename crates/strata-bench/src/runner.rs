@@ -173,6 +173,7 @@ pub fn preset(name: &str, out: PathBuf) -> Result<Config, BenchError> {
                     block_cache_size: 16 << 20,
                     write_buffer_size: 4 << 20,
                     target_file_size: 2 << 20,
+                    subcompactions: 2,
                     ..EngineSettings::default()
                 },
                 repeats: 3,

@@ -21,6 +21,7 @@ extern "C" {
     fn rocksdb_options_set_num_levels(o: Handle, v: c_int);
     fn rocksdb_options_set_compression(o: Handle, v: c_int);
     fn rocksdb_options_set_max_background_jobs(o: Handle, v: c_int);
+    fn rocksdb_options_set_max_subcompactions(o: Handle, v: u32);
     fn rocksdb_options_set_block_based_table_factory(o: Handle, t: Handle);
     fn rocksdb_block_based_options_create() -> Handle;
     fn rocksdb_block_based_options_destroy(t: Handle);
@@ -186,7 +187,7 @@ pub fn open(s: &EngineSettings, dir: &Path) -> Result<OpenEngine, BenchError> {
         "create_if_missing=true,write_buffer_size={},max_write_buffer_number=2,\
          level0_file_num_compaction_trigger=4,level0_slowdown_writes_trigger=20,\
          level0_stop_writes_trigger=36,max_bytes_for_level_base={},max_bytes_for_level_multiplier=10,\
-         num_levels=7,target_file_size_base={},compression={},max_background_jobs={},\
+         num_levels=7,target_file_size_base={},compression={},max_background_jobs={},max_subcompactions={},\
          table=block_based(block_size={},filter=bloom_full({} bits/key),block_cache=lru({})),\
          wal=on,sync={}",
         s.write_buffer_size,
@@ -194,6 +195,7 @@ pub fn open(s: &EngineSettings, dir: &Path) -> Result<OpenEngine, BenchError> {
         s.target_file_size,
         s.compression,
         s.background_threads,
+        s.subcompactions,
         s.block_size,
         s.bloom_bits_per_key,
         s.block_cache_size,
@@ -230,6 +232,7 @@ pub fn open(s: &EngineSettings, dir: &Path) -> Result<OpenEngine, BenchError> {
         rocksdb_options_set_num_levels(o, 7);
         rocksdb_options_set_compression(o, compression);
         rocksdb_options_set_max_background_jobs(o, int(s.background_threads));
+        rocksdb_options_set_max_subcompactions(o, s.subcompactions.max(1));
         rocksdb_block_based_options_set_block_size(t, s.block_size);
         rocksdb_block_based_options_set_filter_policy(t, filter);
         rocksdb_block_based_options_set_block_cache(t, cache);
