@@ -127,11 +127,17 @@ pub fn run(cli: &Cli) -> Result<ExitCode, CliError> {
         Command::CompactionWorker {
             listen,
             cpus,
+            allow,
             reply_delay_ms,
         } => {
+            let allow = allow
+                .iter()
+                .map(std::fs::canonicalize)
+                .collect::<Result<Vec<_>, _>>()?;
             let cfg = strata::compaction::executor::offload::WorkerConfig {
                 reply_delay: std::time::Duration::from_millis(*reply_delay_ms),
                 cpus: cpus.clone(),
+                allow,
             };
             strata::compaction::executor::offload::serve(listen, &cfg, || {
                 println!("compaction worker listening on {listen}");

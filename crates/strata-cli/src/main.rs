@@ -125,6 +125,9 @@ pub enum Command {
         /// Run only on these CPUs (comma-separated), to mimic a weaker device.
         #[arg(long, value_delimiter = ',')]
         cpus: Vec<usize>,
+        /// Serve only table directories under this one (may be repeated).
+        #[arg(long, value_name = "DIR")]
+        allow: Vec<PathBuf>,
         /// (testing) Wait this many milliseconds before each answer.
         #[arg(long, default_value_t = 0, hide = true)]
         reply_delay_ms: u64,

@@ -56,6 +56,8 @@ pub struct Stats {
     pub compaction_offloaded_subtasks: AtomicU64,
     /// Sub-tasks a failed worker left, re-run here.
     pub compaction_offload_fallbacks: AtomicU64,
+    /// Most compactions that ran at the same time.
+    pub compactions_running_max: AtomicU64,
 }
 
 impl Stats {
@@ -115,6 +117,8 @@ pub struct StatsSnapshot {
     pub compaction_offloaded_subtasks: u64,
     /// Sub-tasks a failed worker left, re-run here.
     pub compaction_offload_fallbacks: u64,
+    /// Most compactions that ran at the same time.
+    pub compactions_running_max: u64,
     /// Entries and bytes of the update table (0 without stale tracking).
     pub update_table_entries: u64,
     pub update_table_bytes: u64,
@@ -179,6 +183,7 @@ impl StatsSnapshot {
             compaction_pipelined_subtasks: g(&s.compaction_pipelined_subtasks),
             compaction_offloaded_subtasks: g(&s.compaction_offloaded_subtasks),
             compaction_offload_fallbacks: g(&s.compaction_offload_fallbacks),
+            compactions_running_max: g(&s.compactions_running_max),
             ..StatsSnapshot::default()
         }
     }
@@ -226,7 +231,7 @@ impl StatsSnapshot {
              \"compaction_micros\":{},\"compaction_bytes_read\":{},\"compaction_bytes_written\":{},\"trivial_moves\":{},\
              \"stall_count\":{},\"stall_micros\":{},\"slowdown_count\":{},\"slowdown_micros\":{},\
              \"shortcut_hits\":{},\"shortcut_misses\":{},\"stale_compactions\":{},\"stale_dropped\":{},\
-             \"compaction_cpu_micros\":{},\"compaction_read_busy_micros\":{},\"compaction_merge_busy_micros\":{},\"compaction_write_busy_micros\":{},\"compaction_subtasks\":{},\"compaction_pipelined_subtasks\":{},\"compaction_offloaded_subtasks\":{},\"compaction_offload_fallbacks\":{},\
+             \"compaction_cpu_micros\":{},\"compaction_read_busy_micros\":{},\"compaction_merge_busy_micros\":{},\"compaction_write_busy_micros\":{},\"compaction_subtasks\":{},\"compaction_pipelined_subtasks\":{},\"compaction_offloaded_subtasks\":{},\"compaction_offload_fallbacks\":{},\"compactions_running_max\":{},\
              \"update_table_entries\":{},\"update_table_bytes\":{},\"manifest_bytes\":{},\
              \"table_bytes_read\":{},\"block_cache_hits\":{},\"block_cache_misses\":{},\"block_cache_usage\":{},\
              \"open_tables\":{},\"mapped_table_bytes\":{},\"pinned_index_filter_bytes\":{},\"table_cache_hits\":{},\
@@ -262,6 +267,7 @@ impl StatsSnapshot {
             self.compaction_pipelined_subtasks,
             self.compaction_offloaded_subtasks,
             self.compaction_offload_fallbacks,
+            self.compactions_running_max,
             self.update_table_entries,
             self.update_table_bytes,
             self.manifest_bytes,

@@ -129,7 +129,7 @@ fn damages(len: u64) -> Vec<Damage> {
         len / 3,
         len / 2,
         2 * len / 3,
-        len - 20,
+        len.saturating_sub(20),
     ];
     at.extend([len.saturating_sub(8), len - 1]);
     at.retain(|&a| a < len);

@@ -9,7 +9,7 @@ use super::{Db, Inner, State};
 use crate::compaction::events::TableReason;
 use crate::compaction::executor::{Context, Outcome};
 use crate::compaction::picker::{self, PickEnv};
-use crate::compaction::scheduler::InFlight;
+use crate::compaction::scheduler::{self, InFlight};
 use crate::compaction::{split, Plan, PlanKind, Trigger};
 use crate::error::Result;
 use crate::stats::Stats;
@@ -43,13 +43,17 @@ pub(super) fn compact<'a>(
     version: Arc<Version>,
 ) -> MutexGuard<'a, State> {
     let ticket = st.in_flight.start(&plan, &version);
+    inner
+        .stats
+        .compactions_running_max
+        .fetch_max(st.in_flight.len() as u64, Ordering::Relaxed);
     // The last published sequence first, then the snapshots: a snapshot
     // taken after this read holds a sequence at least this high.
     let published = inner.last_seq.load(Ordering::Acquire);
     let snapshots = inner.snapshot_list();
     let horizon = snapshots.iter().copied().fold(published, SeqNo::min);
     assign(inner, &mut st, &mut plan, &version, snapshots);
-    if inner.executor.shares_files() && plan.assigned.file_numbers > 0 {
+    if inner.executor.offloads(&plan, inner.tracker.tracks()) {
         // Every edit records the file-number counter: an empty one makes
         // the reservation durable before a worker writes under it.
         let (relocked, logged) = inner.log_and_apply(st, &mut Edit::default());
@@ -154,7 +158,10 @@ fn assign(inner: &Inner, st: &mut State, plan: &mut Plan, v: &Version, snapshots
         .filter_map(|(l, id)| v.levels.get(l)?.iter().find(|f| f.id() == id))
         .map(|f| f.size())
         .sum();
-    let grandparents = v.level_files(plan.output_level + 1) as u64;
+    let (lo, hi) = scheduler::plan_range(plan, v).unwrap_or_default();
+    let grandparents = v
+        .overlapping(plan.output_level + 1, Some(&lo), Some(&hi))
+        .len() as u64;
     let per = 4 * input / plan.target_file_size.max(1) + grandparents + 8;
     let a = &mut plan.assigned;
     a.file_numbers = per;
@@ -179,7 +186,17 @@ fn execute(
         tracker: inner.tracker.as_ref(),
         stale_horizon,
     };
-    inner.executor.run(plan, version, &ctx)
+    // A panic must not leave the plan in flight for ever: it becomes the
+    // compaction's error (and so the background error).
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        inner.executor.run(plan, version, &ctx)
+    }))
+    .unwrap_or_else(|_| {
+        Err(crate::error::Error::io(
+            "compaction",
+            std::io::Error::other("the compaction executor panicked"),
+        ))
+    })
 }
 
 impl Db {

@@ -47,11 +47,12 @@ pub trait Executor: Send + Sync {
         1
     }
 
-    /// True if another process writes outputs under the plan's reserved
-    /// file numbers: the reservation must then be durable before the plan
-    /// runs, so that a host that crashes and reopens while the worker still
-    /// runs never hands those numbers out again.
-    fn shares_files(&self) -> bool {
+    /// True if another process will write outputs of `plan` under its
+    /// reserved file numbers (`tracking`: the stale tracker is on): the
+    /// reservation must then be durable before the plan runs, so that a
+    /// host that crashes and reopens while the worker still runs never
+    /// hands those numbers out again.
+    fn offloads(&self, _plan: &Plan, _tracking: bool) -> bool {
         false
     }
 }
@@ -185,12 +186,27 @@ pub fn run_here(
 
 /// Runs sub-task `i` of `job` with only the file numbers the plan reserved
 /// for it (a worker process: it cannot ask the host for more).
-pub fn run_bounded(job: &Job<'_>, env: &Env<'_>, i: usize, mode: &Mode) -> Result<Piece> {
+/// With `fresh_only`, a number whose table file exists already is refused
+/// instead of overwritten.
+pub fn run_bounded(
+    job: &Job<'_>,
+    env: &Env<'_>,
+    i: usize,
+    mode: &Mode,
+    fresh_only: bool,
+) -> Result<Piece> {
     let mut reserved = job.plan.assigned.numbers(i);
+    let (dir, fs) = (env.dir, env.fs.clone());
     let mut numbers = move || {
-        reserved.next().ok_or_else(|| {
+        let n = reserved.next().ok_or_else(|| {
             Error::InvalidArgument("the sub-task used up its reserved file numbers".into())
-        })
+        })?;
+        if fresh_only && fs.file_size(&crate::filename::table_path(dir, n)).is_ok() {
+            return Err(Error::InvalidArgument(format!(
+                "table {n} exists already: not overwritten"
+            )));
+        }
+        Ok(n)
     };
     run_with(job, env, i, mode, &mut numbers)
 }
@@ -223,7 +239,13 @@ pub fn run_all(
     let results: Vec<Result<Piece>> = std::thread::scope(|s| {
         let one = &one;
         let handles: Vec<_> = (1..n).map(|i| s.spawn(move || one(i))).collect();
-        let mut results = vec![one(0)];
+        let first = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| one(0)));
+        let mut results = vec![first.unwrap_or_else(|_| {
+            Err(Error::io(
+                "compaction",
+                std::io::Error::other("a compaction sub-task panicked"),
+            ))
+        })];
         for h in handles {
             results.push(h.join().unwrap_or_else(|_| {
                 Err(Error::io(

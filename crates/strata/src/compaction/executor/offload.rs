@@ -131,6 +131,9 @@ impl Frame {
             1 => Origin::Device,
             _ => return Err(bad("unknown origin")),
         };
+        if h[7] != 0 {
+            return Err(bad("unknown flags"));
+        }
         let request_id = u64::from_le_bytes(h[8..16].try_into().unwrap_or_default());
         let len = u32::from_le_bytes(h[16..20].try_into().unwrap_or_default());
         if len > MAX_PAYLOAD {
@@ -259,9 +262,9 @@ impl Request {
         let dir = r.len_prefixed().ok_or_else(|| bad(&r, "truncated dir"))?;
         let dir = PathBuf::from(std::str::from_utf8(dir).map_err(|_| bad(&r, "dir is not UTF-8"))?);
         let small = |r: &mut Reader<'_>, max: u64| r.varint().filter(|v| *v <= max);
-        let block_size = small(&mut r, 1 << 30).ok_or_else(|| bad(&r, "bad block size"))?;
-        let restart = small(&mut r, 1 << 20).ok_or_else(|| bad(&r, "bad restart interval"))?;
-        let bloom = small(&mut r, 1 << 10).ok_or_else(|| bad(&r, "bad bloom bits"))?;
+        let block_size = small(&mut r, 64 << 20).ok_or_else(|| bad(&r, "bad block size"))?;
+        let restart = small(&mut r, 1 << 16).ok_or_else(|| bad(&r, "bad restart interval"))?;
+        let bloom = small(&mut r, 64).ok_or_else(|| bad(&r, "bad bloom bits"))?;
         let compression = r
             .u8()
             .and_then(crate::options::Compression::from_u8)
@@ -298,8 +301,11 @@ impl Request {
         }
         let levels = count(&mut r, 64).ok_or_else(|| bad(&r, "bad level count"))?;
         let mut deeper = Vec::with_capacity(levels);
+        // At most 2^20 spans over all levels.
+        let mut spans_left: u64 = 1 << 20;
         for _ in 0..levels {
-            let n = count(&mut r, 1 << 20).ok_or_else(|| bad(&r, "bad span count"))?;
+            let n = count(&mut r, spans_left).ok_or_else(|| bad(&r, "bad span count"))?;
+            spans_left -= n as u64;
             let mut spans = Vec::with_capacity(n.min(1024));
             for _ in 0..n {
                 let lo = r.len_prefixed().ok_or_else(|| bad(&r, "truncated span"))?;
@@ -521,8 +527,10 @@ impl Offload {
 
     /// Sends sub-task `i` of `job` to the worker and checks its answer.
     fn offload(&self, job: &Job<'_>, env: &Env<'_>, i: usize) -> Result<Piece> {
+        // The worker's working directory is not ours: send an absolute path.
+        let dir = std::fs::canonicalize(env.dir).unwrap_or_else(|_| env.dir.to_path_buf());
         let req = Request {
-            dir: env.dir.to_path_buf(),
+            dir,
             table_opts: env.table_opts,
             plan: job.plan.clone(),
             subtask: i,
@@ -558,30 +566,7 @@ impl Offload {
             _ => return Err(corrupt(0, "worker frame: unexpected op")),
         }
         let reply = Reply::decode(&answer.payload)?;
-        // Trust nothing: every output within the reserved numbers, on
-        // disk with the size it claims, in key order, inside the range.
-        let reserved = job.plan.assigned.numbers(i);
-        let (lo, hi) = job.plan.assigned.range(i);
-        for d in &reply.descs {
-            let size = env.fs.file_size(&table_path(env.dir, d.id)).ok();
-            let (s, l) = (
-                crate::types::user_key(&d.smallest),
-                crate::types::user_key(&d.largest),
-            );
-            if !reserved.contains(&d.id)
-                || size != Some(d.size)
-                || s > l
-                || lo.is_some_and(|lo| s < lo)
-                || hi.is_some_and(|hi| l >= hi)
-            {
-                return Err(corrupt(0, format!("compaction worker: bad output {d:?}")));
-            }
-        }
-        if reply.descs.windows(2).any(|w| {
-            crate::types::user_key(&w[0].largest) >= crate::types::user_key(&w[1].smallest)
-        }) {
-            return Err(corrupt(0, "compaction worker: outputs out of order"));
-        }
+        check_outputs(job, env, i, &reply)?;
         let us = |m: u64| Duration::from_micros(m);
         Ok(Piece {
             descs: reply.descs,
@@ -594,6 +579,72 @@ impl Offload {
             ..Piece::default()
         })
     }
+}
+
+/// Trusts nothing a worker reports about sub-task `i`'s outputs: each one
+/// must carry a reserved number (once), lie inside the sub-task's range and
+/// the plan's, follow the previous one in key order, and be a readable
+/// table on disk whose size and properties (key bounds, entries,
+/// deletions, newest sequence) are what the descriptor says; the bytes
+/// written must add up. Any mismatch fails the sub-task, which then runs on
+/// the host, before anything reaches the version.
+fn check_outputs(job: &Job<'_>, env: &Env<'_>, i: usize, reply: &Reply) -> Result<()> {
+    let bad =
+        |d: &FileDesc, why: &str| corrupt(0, format!("compaction worker: output {}: {why}", d.id));
+    let reserved = job.plan.assigned.numbers(i);
+    let (lo, hi) = job.plan.assigned.range(i);
+    let all = || job.inputs.iter().chain(&job.next);
+    let plan_lo = all()
+        .map(|f| f.smallest_user_key())
+        .min()
+        .unwrap_or_default();
+    let plan_hi = all()
+        .map(|f| f.largest_user_key())
+        .max()
+        .unwrap_or_default();
+    let mut prev: Option<&[u8]> = None;
+    let mut total = 0u64;
+    for d in &reply.descs {
+        let (s, l) = (
+            crate::types::user_key(&d.smallest),
+            crate::types::user_key(&d.largest),
+        );
+        if !reserved.contains(&d.id) {
+            return Err(bad(d, "number outside the reserved range"));
+        }
+        if s > l
+            || s < plan_lo
+            || l > plan_hi
+            || lo.is_some_and(|lo| s < lo)
+            || hi.is_some_and(|hi| l >= hi)
+        {
+            return Err(bad(d, "keys outside the sub-task"));
+        }
+        if prev.is_some_and(|p| p >= s) {
+            return Err(bad(d, "out of key order"));
+        }
+        prev = Some(l);
+        total = total.saturating_add(d.size);
+        let path = table_path(env.dir, d.id);
+        let file = env.fs.open_random(&path)?;
+        if file.len() != d.size {
+            return Err(bad(d, "size on disk differs"));
+        }
+        let t = crate::table::Table::open(file, path, d.id, Arc::new(BlockCache::new(0)), true)?;
+        let p = t.properties();
+        if p.smallest != d.smallest
+            || p.largest != d.largest
+            || p.entries != d.entries
+            || p.deletions != d.deletions
+            || p.max_seq != d.max_seq
+        {
+            return Err(bad(d, "properties differ from the descriptor"));
+        }
+    }
+    if total != reply.bytes_written {
+        return Err(corrupt(0, "compaction worker: output sizes do not add up"));
+    }
+    Ok(())
 }
 
 /// Removes the table files under `numbers` (what a failed worker may have
@@ -622,7 +673,7 @@ impl Executor for Offload {
             // With stale tracking the host keeps every sub-task: the update
             // table lives here, and a worker could not drop stale versions
             // or tell where the tracked ones went.
-            if i == 0 || n == 1 || env.stale.is_some() {
+            if i == 0 || !self.offloads(plan, env.stale.is_some()) {
                 return run_here(&job, &env, i, own, &self.mode, ctx.more_numbers);
             }
             match self.offload(&job, &env, i) {
@@ -645,8 +696,8 @@ impl Executor for Offload {
         2
     }
 
-    fn shares_files(&self) -> bool {
-        true
+    fn offloads(&self, plan: &Plan, tracking: bool) -> bool {
+        plan.assigned.subtasks() > 1 && !tracking
     }
 }
 
@@ -657,10 +708,18 @@ struct WorkerStats {
     cpu_micros: AtomicU64,
     bytes_written: AtomicU64,
     failures: AtomicU64,
+    /// Connections being served.
+    connections: AtomicU64,
 }
 
 /// Runs one request in this (worker) process.
-fn serve_request(req: &Request) -> Result<Reply> {
+fn serve_request(req: Request, cfg: &WorkerConfig) -> Result<Reply> {
+    if !cfg.allow.is_empty() && !cfg.allow.iter().any(|a| req.dir.starts_with(a)) {
+        return Err(Error::InvalidArgument(format!(
+            "directory {} is not under an --allow directory",
+            req.dir.display()
+        )));
+    }
     let opts = Options::default();
     let cache = Arc::new(TableCache::new(
         &req.dir,
@@ -673,12 +732,13 @@ fn serve_request(req: &Request) -> Result<Reply> {
             .map(|d| Arc::new(FileMeta::new(d.clone(), cache.clone())))
             .collect()
     };
+    let (inputs, next) = (metas(&req.inputs), metas(&req.next));
     let job = Job {
         plan: &req.plan,
-        inputs: metas(&req.inputs),
-        next: metas(&req.next),
-        deeper: req.deeper.clone(),
-        grandparents: req.grandparents.clone(),
+        inputs,
+        next,
+        deeper: req.deeper,
+        grandparents: req.grandparents,
     };
     let fs: Arc<dyn FileSystem> = Arc::new(PosixFs);
     let env = Env {
@@ -699,7 +759,7 @@ fn serve_request(req: &Request) -> Result<Reply> {
             DEVICE_LARGE_VALUE,
         )),
     };
-    let piece = super::run_bounded(&job, &env, req.subtask, &mode)?;
+    let piece = super::run_bounded(&job, &env, req.subtask, &mode, true)?;
     Ok(Reply {
         descs: piece.descs,
         bytes_written: piece.bytes_written,
@@ -710,7 +770,7 @@ fn serve_request(req: &Request) -> Result<Reply> {
     })
 }
 
-fn answer(stats: &WorkerStats, f: Frame) -> Frame {
+fn answer(stats: &WorkerStats, cfg: &WorkerConfig, f: Frame) -> Frame {
     let reply = |op: Op, payload: Vec<u8>| Frame {
         op,
         origin: Origin::Device,
@@ -719,7 +779,7 @@ fn answer(stats: &WorkerStats, f: Frame) -> Frame {
         payload,
     };
     match f.op {
-        Op::Compact => match Request::decode(&f.payload).and_then(|r| serve_request(&r)) {
+        Op::Compact => match Request::decode(&f.payload).and_then(|r| serve_request(r, cfg)) {
             Ok(r) => {
                 stats.subtasks.fetch_add(1, Ordering::Relaxed);
                 stats.cpu_micros.fetch_add(r.cpu_micros, Ordering::Relaxed);
@@ -758,12 +818,20 @@ pub struct WorkerConfig {
     /// Run only on these CPUs (sched_setaffinity), to mimic a weaker
     /// device; empty: anywhere.
     pub cpus: Vec<usize>,
+    /// Serve only requests for table directories under one of these
+    /// (absolute paths); empty: any directory this user may write.
+    pub allow: Vec<PathBuf>,
 }
+
+/// Connections served at once; more are closed at once.
+const MAX_CONNECTIONS: usize = 64;
+/// A connection idle this long is closed.
+const IDLE: Duration = Duration::from_secs(600);
 
 /// Serves one connection: frames until the peer closes it or sends garbage.
 fn serve_connection<S: Read + Write>(stats: &WorkerStats, cfg: &WorkerConfig, mut s: S) {
     while let Ok(f) = Frame::read_from(&mut s) {
-        let a = answer(stats, f);
+        let a = answer(stats, cfg, f);
         if a.op == Op::Result {
             std::thread::sleep(cfg.reply_delay);
         }
@@ -799,6 +867,23 @@ fn pin(cpus: &[usize]) -> Result<()> {
     Ok(())
 }
 
+/// Serves `conn` on its own thread, unless [`MAX_CONNECTIONS`] are served.
+fn spawn_connection<S: Read + Write + Send + 'static>(
+    stats: &Arc<WorkerStats>,
+    cfg: &WorkerConfig,
+    conn: S,
+) {
+    if stats.connections.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS as u64 {
+        stats.connections.fetch_sub(1, Ordering::AcqRel);
+        return;
+    }
+    let (stats, cfg) = (stats.clone(), cfg.clone());
+    std::thread::spawn(move || {
+        serve_connection(&stats, &cfg, conn);
+        stats.connections.fetch_sub(1, Ordering::AcqRel);
+    });
+}
+
 /// Runs a compaction worker on `addr` (`unix:PATH` or `HOST:PORT`) until
 /// the process ends: one thread per connection. `ready` is called once
 /// the socket listens.
@@ -808,23 +893,40 @@ pub fn serve(addr: &str, cfg: &WorkerConfig, ready: impl FnOnce()) -> Result<()>
     let io = |e| Error::io("compaction worker", e);
     match addr.strip_prefix("unix:") {
         Some(path) => {
-            let _ = std::fs::remove_file(path);
+            // A stale socket of an earlier worker goes; anything else stays.
+            if std::fs::symlink_metadata(path)
+                .is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()))
+            {
+                let _ = std::fs::remove_file(path);
+            }
             let l = std::os::unix::net::UnixListener::bind(path).map_err(io)?;
             ready();
             for conn in l.incoming() {
                 let Ok(conn) = conn else { continue };
-                let (stats, cfg) = (stats.clone(), cfg.clone());
-                std::thread::spawn(move || serve_connection(&stats, &cfg, conn));
+                if conn.set_read_timeout(Some(IDLE)).is_ok() {
+                    spawn_connection(&stats, cfg, conn);
+                }
             }
         }
         None => {
+            // A request names a directory to write tables into: only this
+            // machine may send one.
+            let loopback = std::net::ToSocketAddrs::to_socket_addrs(addr)
+                .map_err(io)?
+                .all(|a| a.ip().is_loopback());
+            if !loopback {
+                return Err(Error::InvalidArgument(format!(
+                    "compaction worker: {addr} is not a loopback address (use unix:PATH or 127.0.0.1:PORT)"
+                )));
+            }
             let l = std::net::TcpListener::bind(addr).map_err(io)?;
             ready();
             for conn in l.incoming() {
                 let Ok(conn) = conn else { continue };
                 let _ = conn.set_nodelay(true);
-                let (stats, cfg) = (stats.clone(), cfg.clone());
-                std::thread::spawn(move || serve_connection(&stats, &cfg, conn));
+                if conn.set_read_timeout(Some(IDLE)).is_ok() {
+                    spawn_connection(&stats, cfg, conn);
+                }
             }
         }
     }
@@ -840,10 +942,15 @@ mod tests {
         let f = Frame {
             op: Op::Compact,
             origin: Origin::Host,
-            flags: 3,
+            flags: 0,
             request_id: 77,
             payload: b"plan bytes".to_vec(),
         };
+        let flagged = Frame {
+            flags: 3,
+            ..f.clone()
+        };
+        assert!(Frame::decode(&flagged.encode()).is_err(), "flags are reserved");
         let enc = f.encode();
         assert_eq!(Frame::decode(&enc).ok(), Some(f.clone()));
         assert_eq!(Frame::read_from(&mut &enc[..]).ok(), Some(f));
