@@ -950,7 +950,10 @@ mod tests {
             flags: 3,
             ..f.clone()
         };
-        assert!(Frame::decode(&flagged.encode()).is_err(), "flags are reserved");
+        assert!(
+            Frame::decode(&flagged.encode()).is_err(),
+            "flags are reserved"
+        );
         let enc = f.encode();
         assert_eq!(Frame::decode(&enc).ok(), Some(f.clone()));
         assert_eq!(Frame::read_from(&mut &enc[..]).ok(), Some(f));
