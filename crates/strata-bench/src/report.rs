@@ -265,9 +265,9 @@ fn u_series_rows(r: &Report) -> Option<Vec<Vec<String>>> {
 
 /// Compaction figures of every strata run (seed 001, CoPro): bandwidth =
 /// compaction input + output bytes over compaction wall time, CPU seconds
-/// of the compaction threads, busy seconds of the read / merge / write
+/// of the compaction threads (and per compaction wall second), busy seconds of the read / merge / write
 /// stages, sub-tasks (pipelined of them, offloaded of them, fallbacks).
-/// `None` unless some run cut a compaction into sub-tasks.
+/// `None` unless some run cut a compaction into sub-tasks or pipelined one.
 fn compaction_rows(r: &Report) -> Option<Vec<Vec<String>>> {
     let mut rows = vec![[
         "workload",
@@ -275,6 +275,7 @@ fn compaction_rows(r: &Report) -> Option<Vec<Vec<String>>> {
         "compactions",
         "bandwidth MB/s",
         "CPU s",
+        "CPU/wall",
         "busy read/merge/write s",
         "sub-tasks (pipelined, offloaded, fallbacks)",
     ]
@@ -293,7 +294,8 @@ fn compaction_rows(r: &Report) -> Option<Vec<Vec<String>>> {
             let g = |k: &str| st.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
             let micros = g("compaction_micros");
             let bytes = g("compaction_bytes_read") + g("compaction_bytes_written");
-            split |= g("compaction_subtasks") > g("compaction_count");
+            split |= g("compaction_subtasks") > g("compaction_count")
+                || g("compaction_pipelined_subtasks") > 0;
             let bw = if micros == 0 {
                 "-".to_string()
             } else {
@@ -306,6 +308,11 @@ fn compaction_rows(r: &Report) -> Option<Vec<Vec<String>>> {
                 g("compaction_count").to_string(),
                 bw,
                 s("compaction_cpu_micros"),
+                if micros == 0 {
+                    "-".to_string()
+                } else {
+                    format!("{:.2}", g("compaction_cpu_micros") as f64 / micros as f64)
+                },
                 format!(
                     "{} / {} / {}",
                     s("compaction_read_busy_micros"),

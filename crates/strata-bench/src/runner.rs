@@ -59,7 +59,7 @@ pub const PRESETS: &[(&str, &str)] = &[
     ),
     (
         "copro",
-        "seed 001: fillrandom + YCSB A/B, 1 KiB values (rerun with --value-size 100 and 65536 for the \
+        "seed 001: fillrandom + YCSB A/B/C, 1 KiB values (rerun with --value-size 100 and 65536 for the \
          paper's other sizes), 150k records, 4 MiB memtables, 2 MiB tables, every executor, 3 repeats; ~15 min",
     ),
     (
@@ -159,7 +159,7 @@ pub fn preset(name: &str, out: PathBuf) -> Result<Config, BenchError> {
             }
             Ok(Config {
                 engines,
-                workloads: ["fillrandom", "ycsb-a", "ycsb-b"]
+                workloads: ["fillrandom", "ycsb-a", "ycsb-b", "ycsb-c"]
                     .map(String::from)
                     .to_vec(),
                 params: Params {
