@@ -661,6 +661,13 @@ pub fn run(cli: &Cli, args: &StressArgs) -> Result<ExitCode, CliError> {
     };
     if !args.child {
         println!("stress: seed {seed} (rerun with --seed {seed})");
+        // The expected state lives beside the database: its parent must
+        // exist before the first child opens (the engine creates only the
+        // database directory itself).
+        if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| io_err(parent, e))?;
+        }
     }
     if args.crash {
         run_crash(cli, &dir, args, seed)?;
