@@ -665,8 +665,7 @@ pub fn run(cli: &Cli, args: &StressArgs) -> Result<ExitCode, CliError> {
         // exist before the first child opens (the engine creates only the
         // database directory itself).
         if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| io_err(parent, e))?;
+            std::fs::create_dir_all(parent).map_err(|e| io_err(parent, e))?;
         }
     }
     if args.crash {

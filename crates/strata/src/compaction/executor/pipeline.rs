@@ -12,7 +12,7 @@
 //! sub-task instead of passing for the end of the data.
 
 use super::job::{thread_cpu, Job, Piece};
-use super::run::{open_runs, outputs, position, Env, Range, Sieve, Verdict};
+use super::run::{open_runs, outputs, position, settle, Env, Range, Sieve, Verdict};
 use crate::compaction::output::SendNumberSource;
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
@@ -405,19 +405,7 @@ fn write_stage(
             Err(_) => return Err(Fail::Abort),
         }
     })();
-    let descs = match result {
-        Ok(d) => d,
-        Err(e) => {
-            out.abandon();
-            return Err(e);
-        }
-    };
-    let mut piece = Piece {
-        descs,
-        keys: std::mem::take(&mut out.keys),
-        bytes_written: out.bytes_written,
-        ..Piece::default()
-    };
+    let mut piece = settle(out, result)?;
     piece.change.repointed = repointed;
     piece.busy[2] = started.elapsed().saturating_sub(waited);
     piece.cpu = thread_cpu().saturating_sub(cpu);

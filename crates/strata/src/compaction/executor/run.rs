@@ -199,6 +199,27 @@ pub fn outputs<'o>(
     .align_to(grandparents)
 }
 
+/// The piece of a sub-task whose outputs `out` finished with `result`
+/// (tables, their keys, bytes written); on an error every output of `out`
+/// is removed first.
+pub fn settle<E>(
+    mut out: Outputs<'_>,
+    result: std::result::Result<Vec<crate::version::FileDesc>, E>,
+) -> std::result::Result<Piece, E> {
+    match result {
+        Ok(descs) => Ok(Piece {
+            descs,
+            keys: std::mem::take(&mut out.keys),
+            bytes_written: out.bytes_written,
+            ..Piece::default()
+        }),
+        Err(e) => {
+            out.abandon();
+            Err(e)
+        }
+    }
+}
+
 /// Runs one sub-task in the calling thread.
 pub fn run_linear(
     job: &Job<'_>,
@@ -239,21 +260,9 @@ pub fn run_linear(
         merged.status()?;
         out.finish()
     })();
-    let descs = match result {
-        Ok(d) => d,
-        Err(e) => {
-            out.abandon();
-            return Err(e);
-        }
-    };
-    let mut piece = Piece {
-        descs,
-        keys: std::mem::take(&mut out.keys),
-        bytes_written: out.bytes_written,
-        dropped: sieve.dropped(),
-        stale_dropped: sieve.stale_dropped,
-        ..Piece::default()
-    };
+    let mut piece = settle(out, result)?;
+    piece.dropped = sieve.dropped();
+    piece.stale_dropped = sieve.stale_dropped;
     piece.change.repointed = repointed;
     piece.change.erased = std::mem::take(&mut sieve.erased);
     piece.busy[1] = started.elapsed();
