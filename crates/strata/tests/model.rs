@@ -406,6 +406,23 @@ fn metamorphic_every_design_answers_alike() {
     designs.push(format!(
         "{STALE},stale_threshold=0.05,executor=copro+:2,copro_large_value=200"
     ));
+    // The offload executor, with a compaction worker served from a thread
+    // of this process over a real socket (the worker as a separate process
+    // is in strata-cli's tests).
+    let worker_dir = tempfile::tempdir().expect("tempdir");
+    let addr = format!("unix:{}", worker_dir.path().join("w.sock").display());
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let serve_addr = addr.clone();
+    std::thread::spawn(move || {
+        let cfg = strata::compaction::executor::offload::WorkerConfig::default();
+        let _ = strata::compaction::executor::offload::serve(&serve_addr, &cfg, || {
+            let _ = ready_tx.send(());
+        });
+    });
+    ready_rx
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("worker listening");
+    designs.push(format!("executor=offload:{addr}"));
     let dirs: Vec<tempfile::TempDir> = designs
         .iter()
         .map(|_| tempfile::tempdir().expect("tempdir"))
@@ -500,6 +517,11 @@ fn metamorphic_every_design_answers_alike() {
     for (db, d) in dbs.iter().zip(&designs) {
         assert!(db.stats().compaction_count > 0, "[{d}] compacted");
     }
+    let offload = dbs.last().expect("dbs").stats();
+    assert!(
+        offload.compaction_offloaded_subtasks > 0 && offload.compaction_offload_fallbacks == 0,
+        "the worker ran sub-tasks: {offload}"
+    );
 }
 
 /// Many snapshots taken, read and released while the stale picker drops
