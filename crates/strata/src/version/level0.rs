@@ -4,7 +4,7 @@
 //! newest first. Today it is a list of tables (`Options::l0 = Tables`); the
 //! MatrixKV container (DESIGN §2.2) will implement the same trait with rows,
 //! cross-row hints and segment bloom filters, and replace the flush sink
-//! (`db::background::write_l0_table`) and the L0→L1 plan (column compaction).
+//! (`db::flush::write_l0_table`) and the L0→L1 plan (column compaction).
 
 use super::FileMeta;
 use crate::error::Result;
