@@ -35,7 +35,6 @@ use crate::io::{FileSystem, PosixFs};
 use crate::options::Options;
 use crate::table::{BlockCache, TableOptions};
 use crate::version::{FileDesc, FileMeta, TableCache, Version};
-use parking_lot::Mutex;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -510,8 +509,6 @@ pub struct Offload {
     timeout: Duration,
     mode: Mode,
     next_request: AtomicU64,
-    /// The worker's last failure, for `strata stats`-style reporting.
-    pub last_failure: Mutex<Option<String>>,
 }
 
 impl Offload {
@@ -521,7 +518,6 @@ impl Offload {
             timeout,
             mode,
             next_request: AtomicU64::new(1),
-            last_failure: Mutex::new(None),
         }
     }
 
@@ -678,8 +674,7 @@ impl Executor for Offload {
             }
             match self.offload(&job, &env, i) {
                 Ok(p) => Ok(p),
-                Err(e) => {
-                    *self.last_failure.lock() = Some(e.to_string());
+                Err(_) => {
                     remove_range(env.dir, ctx.fs.as_ref(), own);
                     // The worker may still be writing under its numbers:
                     // fresh ones only.
