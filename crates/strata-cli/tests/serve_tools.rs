@@ -41,6 +41,19 @@ fn free_port() -> u16 {
         .expect("a free port")
 }
 
+/// Whether something listens on `port`. The ports come from the ephemeral range, so a
+/// connect to a port nobody listens on yet can pick that same port as its source and connect
+/// to itself (TCP simultaneous open): such a connection is not a listener.
+fn listening(port: u16) -> bool {
+    match std::net::TcpStream::connect(("127.0.0.1", port)) {
+        Ok(s) => match (s.local_addr(), s.peer_addr()) {
+            (Ok(local), Ok(peer)) => local != peer,
+            _ => false,
+        },
+        Err(_) => false,
+    }
+}
+
 /// A child process killed (SIGKILL) on drop unless it already exited.
 struct Proc(Child);
 
@@ -63,7 +76,7 @@ fn serve(dir: &Path, port: u16) -> Proc {
         .expect("spawn strata serve");
     let mut p = Proc(child);
     let start = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+    while !listening(port) {
         if let Ok(Some(status)) = p.0.try_wait() {
             panic!(
                 "strata serve exited with {status}: {}",
@@ -81,7 +94,7 @@ fn serve(dir: &Path, port: u16) -> Proc {
 
 fn wait_port(port: u16) {
     let start = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+    while !listening(port) {
         assert!(
             start.elapsed() < Duration::from_secs(20),
             "port {port} never opened"
