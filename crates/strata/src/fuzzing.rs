@@ -268,7 +268,7 @@ pub fn worker(data: &[u8]) -> usize {
 pub type Harness = fn(&[u8]) -> usize;
 
 /// Every harness by name (the fuzz target names).
-pub const TARGETS: [(&str, Harness); 7] = [
+pub const TARGETS: [(&str, Harness); 8] = [
     ("wal", wal),
     ("batch", batch),
     ("table", table),
@@ -276,4 +276,44 @@ pub const TARGETS: [(&str, Harness); 7] = [
     ("edit", edit),
     ("plan", plan),
     ("worker", worker),
+    ("row", row),
 ];
+
+/// `matrix::row::Row` (a matrix container row file): a row that opens is
+/// walked forward and backward, and each key is found by the searches.
+pub fn row(data: &[u8]) -> usize {
+    use crate::iter::InternalIterator;
+    use crate::matrix::row::{Row, RowIter};
+    let Ok(r) = Row::from_vec(data.to_vec()) else {
+        return 0;
+    };
+    let mut cmps = 0;
+    for i in 0..r.len() {
+        let uk = r.user_key(i).to_vec();
+        let at = r.lower_bound(&uk, 0, r.len(), &mut cmps);
+        assert!(
+            at <= i && r.user_key(at) == uk.as_slice(),
+            "lower bound of cell {i}"
+        );
+        assert!(
+            r.upper_bound(&uk, 0, r.len()) > i,
+            "upper bound of cell {i}"
+        );
+        let _ = r.hint(i);
+    }
+    let mut it = RowIter::new(&r, 0, r.len());
+    let mut n = 0;
+    it.seek_to_first();
+    while it.valid() {
+        n += 1;
+        it.next();
+    }
+    assert_eq!(n, r.len() as usize, "forward walk");
+    it.seek_to_last();
+    while it.valid() {
+        n -= 1;
+        it.prev();
+    }
+    assert_eq!(n, 0, "backward walk");
+    r.len() as usize + 1
+}

@@ -39,6 +39,8 @@ pub mod filename;
 pub mod fuzzing;
 pub mod io;
 pub mod iter;
+pub(crate) mod l0;
+pub mod matrix;
 pub mod memtable;
 pub mod options;
 pub mod stale;

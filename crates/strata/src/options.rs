@@ -72,12 +72,24 @@ impl WalRecovery {
     }
 }
 
-/// How level 0 is stored (DESIGN §3). Only `Tables` exists so far; the
-/// matrix container plugs in here.
+/// How level 0 is stored (DESIGN §3; `l0::design` picks the container).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum L0Kind {
     /// Overlapping sorted tables, as LevelDB/RocksDB.
     Tables,
+    /// MatrixKV's matrix container (seed 000): one row per flush on the
+    /// fast tier (`fast_dir`), cross-row hints, segment bloom filters, and
+    /// column compaction into L1.
+    Matrix,
+}
+
+impl L0Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            L0Kind::Tables => "tables",
+            L0Kind::Matrix => "matrix",
+        }
+    }
 }
 
 /// How a compaction plan is executed (CoPro, seed 001; see
@@ -232,6 +244,22 @@ pub struct Options {
     pub max_open_files: i32,
     /// Storage of level 0. Default `Tables`.
     pub l0: L0Kind,
+    /// The fast tier holding the matrix container's rows (`l0=matrix`):
+    /// tmpfs (`/dev/shm/...`) stands in for persistent memory. `None`: the
+    /// database directory. Default `None`.
+    pub fast_dir: Option<std::path::PathBuf>,
+    /// Bytes the matrix container may hold. Column compaction starts at
+    /// 2/3 of it; flushes wait while it is full; L1's target is raised to
+    /// at least this (the thesis: L1 ≈ the container). Default 1 GiB.
+    pub matrix_capacity: u64,
+    /// Target bytes of one column compaction (rows' part plus the L1
+    /// tables it meets). Default 64 MiB.
+    pub matrix_column_bytes: u64,
+    /// Rows per segment bloom filter. Default 50 (the thesis').
+    pub matrix_segment_rows: usize,
+    /// Narrow each next row's search with the cross-row hints (off: a full
+    /// binary search per row, to measure what the hints save). Default true.
+    pub matrix_hints: bool,
     /// Compaction executor. Default `Linear`.
     pub executor: ExecutorKind,
     /// Compaction picker. Default `Leveled`.
@@ -293,6 +321,11 @@ impl Default for Options {
             mmap_reads: true,
             max_open_files: 1000,
             l0: L0Kind::Tables,
+            fast_dir: None,
+            matrix_capacity: 1 << 30,
+            matrix_column_bytes: 64 * MIB as u64,
+            matrix_segment_rows: 50,
+            matrix_hints: true,
             executor: ExecutorKind::Linear,
             compaction_picker: PickerKind::Leveled,
             update_table_size: 64 * MIB,
@@ -368,6 +401,18 @@ setters! {
     mmap_reads: bool,
     /// Sets `max_open_files` (−1 = no limit).
     max_open_files: i32,
+    /// Sets `l0`.
+    l0: L0Kind,
+    /// Sets `fast_dir`.
+    fast_dir: Option<std::path::PathBuf>,
+    /// Sets `matrix_capacity`.
+    matrix_capacity: u64,
+    /// Sets `matrix_column_bytes`.
+    matrix_column_bytes: u64,
+    /// Sets `matrix_segment_rows`.
+    matrix_segment_rows: usize,
+    /// Sets `matrix_hints`.
+    matrix_hints: bool,
     /// Sets `compaction_picker`.
     compaction_picker: PickerKind,
     /// Sets `update_table_size`.
@@ -450,6 +495,12 @@ impl Options {
         }
         if self.offload_timeout_ms == 0 {
             return bad("offload_timeout_ms must be at least 1");
+        }
+        if self.matrix_capacity < 64 * KIB as u64 || self.matrix_column_bytes == 0 {
+            return bad("matrix_capacity must be at least 64 KiB and matrix_column_bytes > 0");
+        }
+        if self.matrix_segment_rows == 0 {
+            return bad("matrix_segment_rows must be at least 1");
         }
         Ok(())
     }
@@ -535,6 +586,18 @@ impl Options {
                 }
             }
             "l0" if value == "tables" => self.l0 = L0Kind::Tables,
+            "l0" if value == "matrix" => self.l0 = L0Kind::Matrix,
+            "fast_dir" => {
+                self.fast_dir = (!value.is_empty()).then(|| std::path::PathBuf::from(value))
+            }
+            "matrix_capacity" => self.matrix_capacity = num(name, value)?,
+            "matrix_column_bytes" => self.matrix_column_bytes = num(name, value)?,
+            "matrix_segment_rows" => self.matrix_segment_rows = num(name, value)?,
+            "matrix_hints" => {
+                self.matrix_hints = value.parse().map_err(|_| {
+                    Error::InvalidArgument(format!("matrix_hints: expected true|false, got {value:?}"))
+                })?
+            }
             "executor" => {
                 self.executor = ExecutorKind::parse(value).ok_or_else(|| {
                     Error::InvalidArgument(format!(
@@ -610,7 +673,8 @@ impl fmt::Display for Options {
              max_bytes_for_level_multiplier={},num_levels={},target_file_size={},block_size={},\
              block_restart_interval={},bloom_bits_per_key={},block_cache_size={},compression={},\
              background_threads={},wal_recovery={},verify_checksums={},flush_on_close={},mmap_reads={},max_open_files={},\
-             l0=tables,executor={},compaction_picker={},update_table_size={},stale_threshold={},\
+             l0={},fast_dir={},matrix_capacity={},matrix_column_bytes={},matrix_segment_rows={},\
+             matrix_hints={},executor={},compaction_picker={},update_table_size={},stale_threshold={},\
              copro_large_value={},copro_threshold={},copro_alpha={},copro_beta={},offload_timeout_ms={}",
             self.write_buffer_size,
             self.max_write_buffer_number,
@@ -632,6 +696,15 @@ impl fmt::Display for Options {
             self.flush_on_close,
             self.mmap_reads,
             self.max_open_files,
+            self.l0.name(),
+            self.fast_dir
+                .as_deref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+            self.matrix_capacity,
+            self.matrix_column_bytes,
+            self.matrix_segment_rows,
+            self.matrix_hints,
             self.executor.name(),
             self.compaction_picker.name(),
             self.update_table_size,

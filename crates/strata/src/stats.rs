@@ -58,6 +58,9 @@ pub struct Stats {
     pub compaction_offload_fallbacks: AtomicU64,
     /// Most compactions that ran at the same time.
     pub compactions_running_max: AtomicU64,
+    /// Column compactions of the matrix container and the row bytes they read.
+    pub matrix_column_compactions: AtomicU64,
+    pub matrix_column_bytes: AtomicU64,
 }
 
 impl Stats {
@@ -119,6 +122,8 @@ pub struct StatsSnapshot {
     pub compaction_offload_fallbacks: u64,
     /// Most compactions that ran at the same time.
     pub compactions_running_max: u64,
+    /// The matrix container (`l0=matrix`; zeros otherwise).
+    pub matrix: MatrixStats,
     /// Entries and bytes of the update table (0 without stale tracking).
     pub update_table_entries: u64,
     pub update_table_bytes: u64,
@@ -184,6 +189,11 @@ impl StatsSnapshot {
             compaction_offloaded_subtasks: g(&s.compaction_offloaded_subtasks),
             compaction_offload_fallbacks: g(&s.compaction_offload_fallbacks),
             compactions_running_max: g(&s.compactions_running_max),
+            matrix: MatrixStats {
+                column_compactions: g(&s.matrix_column_compactions),
+                column_bytes: g(&s.matrix_column_bytes),
+                ..MatrixStats::default()
+            },
             ..StatsSnapshot::default()
         }
     }
@@ -236,7 +246,7 @@ impl StatsSnapshot {
              \"table_bytes_read\":{},\"block_cache_hits\":{},\"block_cache_misses\":{},\"block_cache_usage\":{},\
              \"open_tables\":{},\"mapped_table_bytes\":{},\"pinned_index_filter_bytes\":{},\"table_cache_hits\":{},\
              \"table_cache_misses\":{},\"table_cache_evictions\":{},\"memtable_bytes\":{},\"immutable_memtables\":{},\"last_sequence\":{},\
-             \"engine_bytes_written\":{},\"write_amplification\":{:.4},\"cache_hit_rate\":{:.4},\"levels\":[{}]}}",
+             \"engine_bytes_written\":{},\"write_amplification\":{:.4},\"cache_hit_rate\":{:.4},\"matrix\":{},\"levels\":[{}]}}",
             self.user_bytes_written,
             self.user_writes,
             self.user_reads,
@@ -287,7 +297,56 @@ impl StatsSnapshot {
             self.engine_bytes_written(),
             self.write_amplification(),
             self.cache_hit_rate(),
+            self.matrix.to_json(),
             levels.join(",")
+        )
+    }
+}
+
+/// The matrix container's figures.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MatrixStats {
+    pub rows: usize,
+    /// Bytes of the row files, and of their cells not compacted yet.
+    pub bytes: u64,
+    pub remaining_bytes: u64,
+    pub segments: usize,
+    pub column_compactions: u64,
+    /// Row bytes the column compactions took.
+    pub column_bytes: u64,
+    /// Lookups that reached the container, the key comparisons their row
+    /// searches made, the rows they searched and the segments their bloom
+    /// filters skipped.
+    pub lookups: u64,
+    pub comparisons: u64,
+    pub rows_searched: u64,
+    pub segments_skipped: u64,
+}
+
+impl MatrixStats {
+    /// Key comparisons per row searched (the hints shrink it).
+    pub fn comparisons_per_row(&self) -> f64 {
+        if self.rows_searched == 0 {
+            0.0
+        } else {
+            self.comparisons as f64 / self.rows_searched as f64
+        }
+    }
+
+    pub fn to_json(&self) -> String {
+        format!(
+            "{{\"rows\":{},\"bytes\":{},\"remaining_bytes\":{},\"segments\":{},\"column_compactions\":{},\
+             \"column_bytes\":{},\"lookups\":{},\"comparisons\":{},\"rows_searched\":{},\"segments_skipped\":{}}}",
+            self.rows,
+            self.bytes,
+            self.remaining_bytes,
+            self.segments,
+            self.column_compactions,
+            self.column_bytes,
+            self.lookups,
+            self.comparisons,
+            self.rows_searched,
+            self.segments_skipped
         )
     }
 }

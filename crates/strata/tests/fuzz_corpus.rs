@@ -167,6 +167,40 @@ fn generate_fuzz_corpus() {
     write("block", "one", bb.finish());
 
     // Edits and plans.
+    // A matrix container on MemFs: rows, and edits naming rows and cursors.
+    let fs = MemFs::new();
+    let opts = common::tiny_with(common::MATRIX)
+        .write_buffer_size(4096)
+        .fs(Arc::new(fs.clone()));
+    let db = Db::open(dir, opts).expect("open matrix");
+    for op in common::history(3, 400, 60, 0.2) {
+        op.write(&db).expect("write");
+    }
+    db.flush().expect("flush");
+    let files = fs.list_dir(dir).expect("list");
+    let crashed = fs.crash_clone(strata::io::CrashKind::Process);
+    drop(db);
+    let mut rows = 0;
+    for name in files {
+        let data = crashed.read_file(&dir.join(&name)).expect("read");
+        if name.ends_with(".row") && rows < 3 && data.len() < 16 * 1024 {
+            write("row", &name, &data);
+            rows += 1;
+        } else if name.starts_with("MANIFEST-") {
+            let f = crashed.open_sequential(&dir.join(&name)).expect("open");
+            let mut r =
+                strata::wal::Reader::new(f, name.clone().into(), WalRecovery::AbsoluteConsistency);
+            let mut i = 0;
+            while let Ok(Some(rec)) = r.read_record() {
+                if i > 0 && i < 6 {
+                    write("edit", &format!("matrix-{name}-{i}"), &rec);
+                }
+                i += 1;
+            }
+        }
+    }
+    assert!(rows > 0, "the matrix history wrote rows");
+
     let e = Edit {
         log_number: Some(9),
         next_file_number: Some(12),
@@ -185,6 +219,17 @@ fn generate_fuzz_corpus() {
                 max_seq: 999,
             },
         )],
+        rows_added: vec![FileDesc {
+            id: 13,
+            size: 2048,
+            smallest: b"c\x01\0\0\0\0\0\0\0".to_vec(),
+            largest: b"x\x01\0\0\0\0\0\0\0".to_vec(),
+            entries: 5,
+            deletions: 0,
+            max_seq: 1000,
+        }],
+        row_cursors: vec![(10, 3)],
+        rows_deleted: vec![8],
     };
     write("edit", "synthetic", &e.encode());
     let p = Plan {
@@ -197,6 +242,7 @@ fn generate_fuzz_corpus() {
         bottommost: true,
         compact_pointer: b"k\x01\0\0\0\0\0\0\0".to_vec(),
         trigger: Trigger::Size,
+        rows: Vec::new(),
         assigned: Assignment {
             snapshots: vec![17, 40],
             splits: vec![b"k".to_vec()],
@@ -280,6 +326,7 @@ fn generate_fuzz_corpus() {
         bottommost: false,
         compact_pointer: Vec::new(),
         trigger: Trigger::Manual,
+        rows: Vec::new(),
         assigned: Assignment::default(),
     };
     write("plan", "move", &p.encode());
@@ -293,7 +340,33 @@ fn generate_fuzz_corpus() {
         bottommost: true,
         compact_pointer: Vec::new(),
         trigger: Trigger::Stale,
+        rows: Vec::new(),
         assigned: Assignment::default(),
     };
     write("plan", "rewrite", &p.encode());
+    let p = Plan {
+        kind: PlanKind::Merge,
+        level: 0,
+        output_level: 1,
+        inputs: vec![],
+        next_inputs: vec![21, 22],
+        target_file_size: 4096,
+        bottommost: true,
+        compact_pointer: Vec::new(),
+        trigger: Trigger::Size,
+        rows: vec![
+            strata::compaction::RowSlice {
+                id: 30,
+                from: 0,
+                to: 17,
+            },
+            strata::compaction::RowSlice {
+                id: 29,
+                from: 5,
+                to: 40,
+            },
+        ],
+        assigned: Assignment::default(),
+    };
+    write("plan", "column", &p.encode());
 }

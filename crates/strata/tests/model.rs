@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{open, tiny_options, tiny_with, EXECUTORS, STALE};
+use common::{open, tiny_options, tiny_with, EXECUTORS, MATRIX, STALE};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
@@ -145,6 +145,11 @@ struct SnapReads {
     merges: u64,
     subtasks: u64,
     pipelined: u64,
+    /// Matrix container work: column compactions, lookups that reached
+    /// the rows, segments their filters skipped.
+    columns: u64,
+    row_lookups: u64,
+    segments_skipped: u64,
 }
 
 impl SnapReads {
@@ -156,6 +161,9 @@ impl SnapReads {
         self.merges += s.compaction_count;
         self.subtasks += s.compaction_subtasks;
         self.pipelined += s.compaction_pipelined_subtasks;
+        self.columns += s.matrix.column_compactions;
+        self.row_lookups += s.matrix.lookups;
+        self.segments_skipped += s.matrix.segments_skipped;
     }
 }
 
@@ -166,6 +174,8 @@ impl SnapReads {
 fn run_case(seed: u64, ops: usize, design: &str, snapshot_heavy: bool) -> SnapReads {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut rng = StdRng::seed_from_u64(seed);
+    // `@DIR` in a design: this case's directory (a fast tier beside it).
+    let design = &design.replace("@DIR", &dir.path().display().to_string());
     let opts = || -> Options {
         let o = tiny_with(design);
         match seed % 3 {
@@ -377,6 +387,34 @@ fn model_random_operations_every_executor() {
     }
 }
 
+/// The same histories with level 0 as MatrixKV's matrix container: rows
+/// with cross-row hints (and without, and on a separate fast directory),
+/// segment filters, column compactions; and with the other designs on top.
+#[test]
+fn model_random_operations_matrix() {
+    let designs = [
+        MATRIX.to_string(),
+        format!("{MATRIX},fast_dir=@DIR/fast,matrix_hints=false,executor=copro:2"),
+        format!("{MATRIX},{STALE},stale_threshold=0.05"),
+    ];
+    for (i, design) in designs.iter().enumerate() {
+        let mut total = SnapReads::default();
+        let seeds = if i == 0 { 0..6 } else { 30..33 };
+        for seed in seeds {
+            let r = run_counted(seed, 1500, design);
+            total.columns += r.columns;
+            total.row_lookups += r.row_lookups;
+            total.segments_skipped += r.segments_skipped;
+            total.merges += r.merges;
+        }
+        eprintln!("[{design}] {total:?}");
+        assert!(
+            total.columns > 10 && total.row_lookups > 100 && total.segments_skipped > 0,
+            "[{design}] the container's paths ran: {total:?}"
+        );
+    }
+}
+
 /// The same with the stale picker and sub-tasks together: stale dropping
 /// and the tracker's repointing run in every sub-task and stage.
 #[test]
@@ -403,6 +441,8 @@ fn model_stale_picker_with_copro() {
 fn metamorphic_every_design_answers_alike() {
     let mut designs: Vec<String> = vec![String::new(), format!("{STALE},stale_threshold=0.05")];
     designs.extend(EXECUTORS.iter().map(|d| d.to_string()));
+    designs.push(MATRIX.to_string());
+    designs.push(format!("{MATRIX},{STALE},executor=copro:2"));
     designs.push(format!(
         "{STALE},stale_threshold=0.05,executor=copro+:2,copro_large_value=200"
     ));

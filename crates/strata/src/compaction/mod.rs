@@ -19,4 +19,4 @@ mod plan;
 pub mod scheduler;
 pub mod split;
 
-pub use plan::{Assignment, Plan, PlanKind, Trigger};
+pub use plan::{Assignment, Plan, PlanKind, RowSlice, Trigger};

@@ -1,15 +1,18 @@
 //! The compaction plan: what to compact, as plain data.
 //!
 //! ```text
-//! plan := u8 version(3) u8 kind varint(level) varint(output_level)
+//! plan := u8 version(4) u8 kind varint(level) varint(output_level)
 //!         varint(n) varint(id)*n   varint(m) varint(id)*m
 //!         varint(target_file_size) u8 bottommost bytes(compact_pointer)
 //!         u8 trigger
 //!         varint(s) varint(snapshot)*s  varint(k) bytes(split)*k
 //!         varint(first_file_number) varint(file_numbers)
+//!         varint(r) (varint(row) varint(from) varint(to))*r
 //! ```
 //!
 //! Kinds: 0 move, 1 merge, 2 rewrite. Triggers: 0 size, 1 stale, 2 manual.
+//! The row slices are a column compaction's part of the matrix container
+//! (`l0=matrix`): cells `[from, to)` of each row.
 //! The last three groups are the [`Assignment`] the scheduler adds before
 //! the plan runs: with them a plan is everything an executor in another
 //! process needs besides the table files.
@@ -61,8 +64,19 @@ pub struct Plan {
     /// Largest internal key of the inputs: the level's next round-robin start.
     pub compact_pointer: Vec<u8>,
     pub trigger: Trigger,
+    /// A column compaction's cells of the matrix container's rows (level
+    /// 0 only; empty otherwise).
+    pub rows: Vec<RowSlice>,
     /// Filled in by the scheduler when the plan starts.
     pub assigned: Assignment,
+}
+
+/// Cells `[from, to)` of matrix row `id`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RowSlice {
+    pub id: u64,
+    pub from: u32,
+    pub to: u32,
 }
 
 /// What the scheduler adds to a picked plan before it runs.
@@ -102,13 +116,13 @@ impl Assignment {
     }
 }
 
-const PLAN_VERSION: u8 = 3;
+const PLAN_VERSION: u8 = 4;
 
 impl Plan {
     /// Checks the plan's shape: a rewrite takes one table of a sorted level
     /// (≥ 1) and stays there; other kinds go one level down.
     pub fn is_well_formed(&self) -> bool {
-        match self.kind {
+        let shape = match self.kind {
             PlanKind::Rewrite => {
                 self.level >= 1
                     && self.level == self.output_level
@@ -116,9 +130,13 @@ impl Plan {
                     && self.next_inputs.is_empty()
             }
             PlanKind::Move | PlanKind::Merge => {
-                self.output_level == self.level + 1 && !self.inputs.is_empty()
+                self.output_level == self.level + 1
+                    && !(self.inputs.is_empty() && self.rows.is_empty())
+                    && (self.rows.is_empty() || (self.level == 0 && self.kind == PlanKind::Merge))
+                    && self.rows.iter().all(|r| r.from <= r.to)
             }
-        }
+        };
+        shape && (self.kind != PlanKind::Rewrite || self.rows.is_empty())
     }
 
     /// All input file ids with their levels.
@@ -154,6 +172,12 @@ impl Plan {
         }
         put_varint(&mut b, a.first_file_number);
         put_varint(&mut b, a.file_numbers);
+        put_varint(&mut b, self.rows.len() as u64);
+        for r in &self.rows {
+            put_varint(&mut b, r.id);
+            put_varint(&mut b, u64::from(r.from));
+            put_varint(&mut b, u64::from(r.to));
+        }
         b
     }
 
@@ -223,6 +247,18 @@ impl Plan {
         if !assigned.splits.windows(2).all(|w| w[0] < w[1]) {
             return Err(bad(&r, "splits out of order"));
         }
+        let n = r
+            .varint()
+            .filter(|n| *n <= 1 << 20)
+            .ok_or_else(|| bad(&r, "bad row count"))?;
+        let mut rows = Vec::new();
+        for _ in 0..n {
+            let id = r.varint().ok_or_else(|| bad(&r, "truncated row"))?;
+            let cell = |r: &mut Reader<'_>| r.varint().and_then(|v| u32::try_from(v).ok());
+            let from = cell(&mut r).ok_or_else(|| bad(&r, "bad row cell"))?;
+            let to = cell(&mut r).ok_or_else(|| bad(&r, "bad row cell"))?;
+            rows.push(RowSlice { id, from, to });
+        }
         if !r.is_empty() {
             return Err(bad(&r, "trailing bytes"));
         }
@@ -236,6 +272,7 @@ impl Plan {
             bottommost,
             compact_pointer,
             trigger,
+            rows,
             assigned,
         };
         if !plan.is_well_formed() {
@@ -261,6 +298,7 @@ mod tests {
             bottommost: true,
             compact_pointer: b"abc".to_vec(),
             trigger: Trigger::Stale,
+            rows: Vec::new(),
             assigned: Assignment {
                 snapshots: vec![3, 9],
                 splits: vec![b"k".to_vec(), b"p".to_vec()],
@@ -273,7 +311,30 @@ mod tests {
         assert_eq!(p.assigned.range(2), (Some(&b"p"[..]), None));
         assert_eq!(p.assigned.numbers(1), 52..64);
         let enc = p.encode();
-        assert_eq!(Plan::decode(&enc).ok(), Some(p));
+        assert_eq!(Plan::decode(&enc).ok(), Some(p.clone()));
+        for cut in 0..enc.len() {
+            assert!(Plan::decode(&enc[..cut]).is_err());
+        }
+        let column = Plan {
+            level: 0,
+            output_level: 1,
+            inputs: Vec::new(),
+            rows: vec![
+                RowSlice {
+                    id: 30,
+                    from: 4,
+                    to: 90,
+                },
+                RowSlice {
+                    id: 31,
+                    from: 0,
+                    to: 0,
+                },
+            ],
+            ..p
+        };
+        let enc = column.encode();
+        assert_eq!(Plan::decode(&enc).ok(), Some(column));
         for cut in 0..enc.len() {
             assert!(Plan::decode(&enc[..cut]).is_err());
         }

@@ -48,8 +48,17 @@ pub fn plan_range(plan: &Plan, v: &Version) -> Option<(Vec<u8>, Vec<u8>)> {
         .all_inputs()
         .filter_map(|(level, id)| v.levels.get(level)?.iter().find(|f| f.id() == id))
         .collect();
-    let lo = files.iter().map(|f| f.smallest_user_key()).min()?;
-    let hi = files.iter().map(|f| f.largest_user_key()).max()?;
+    let rows = crate::matrix::slices_range(v, &plan.rows);
+    let lo = files
+        .iter()
+        .map(|f| f.smallest_user_key())
+        .chain(rows.as_ref().map(|r| r.0.as_slice()))
+        .min()?;
+    let hi = files
+        .iter()
+        .map(|f| f.largest_user_key())
+        .chain(rows.as_ref().map(|r| r.1.as_slice()))
+        .max()?;
     Some((lo.to_vec(), hi.to_vec()))
 }
 

@@ -26,13 +26,14 @@ pub(super) fn pick(inner: &Inner, st: &State, in_flight: &InFlight) -> Option<Pl
     let pointers = st.compact_pointers(inner.opts.num_levels);
     let version = st.versions.current();
     let stale = inner.tracker.scores();
-    inner.picker.pick(&PickEnv {
+    let env = PickEnv {
         version: &version,
         opts: &inner.opts,
         in_flight,
         pointers: &pointers,
         stale: &stale,
-    })
+    };
+    inner.l0.pick(&env, &*inner.picker)
 }
 
 /// Runs one compaction plan. Called and returns with the state locked.
@@ -120,6 +121,10 @@ fn account(inner: &Inner, plan: &Plan, outcome: &Outcome, started: Instant) {
         return;
     }
     Stats::add(&s.compaction_count, 1);
+    if !plan.rows.is_empty() {
+        Stats::add(&s.matrix_column_compactions, 1);
+        Stats::add(&s.matrix_column_bytes, outcome.row_bytes_read);
+    }
     Stats::add(&s.compaction_bytes_read, outcome.bytes_read);
     Stats::add(&s.compaction_bytes_written, outcome.bytes_written);
     if let Some(c) = s.compaction_written_by_level.get(plan.output_level) {
@@ -157,7 +162,12 @@ fn assign(inner: &Inner, st: &mut State, plan: &mut Plan, v: &Version, snapshots
         .all_inputs()
         .filter_map(|(l, id)| v.levels.get(l)?.iter().find(|f| f.id() == id))
         .map(|f| f.size())
-        .sum();
+        .sum::<u64>()
+        + plan
+            .rows
+            .iter()
+            .filter_map(|s| Some(v.matrix.row(s.id)?.meta.row.bytes_between(s.from, s.to)))
+            .sum::<u64>();
     let (lo, hi) = scheduler::plan_range(plan, v).unwrap_or_default();
     let grandparents = v
         .overlapping(plan.output_level + 1, Some(&lo), Some(&hi))
@@ -247,6 +257,25 @@ impl Db {
             }
             st.check_usable()?;
             let version = st.versions.current();
+            if level == 0 {
+                // All of level 0 (its pieces overlap), until it is empty.
+                drop(st);
+                // Tables first, then the compacting group, then the rest:
+                // at most three plans (later flushes are not chased).
+                for _ in 0..3 {
+                    let mut st = inner.state.lock();
+                    while st.in_flight.l0_busy() || st.in_flight.touches_level(1) {
+                        st.check_usable()?;
+                        inner.done_cv.wait_for(&mut st, Duration::from_millis(50));
+                    }
+                    let version = st.versions.current();
+                    let Some(plan) = inner.l0.pick_all(&version, &inner.opts) else {
+                        break;
+                    };
+                    compact(inner, st, plan, version).check_usable()?;
+                }
+                continue;
+            }
             // One plan takes every overlapping table of the level.
             if let Some(plan) =
                 picker::pick_range(&version, &inner.opts, level, lo.as_deref(), hi.as_deref())

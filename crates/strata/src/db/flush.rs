@@ -31,15 +31,18 @@ pub(super) fn flush_one<'a>(
     let version = st.versions.current();
     let snapshots = inner.snapshot_list();
     let started = Instant::now();
-    let written =
-        MutexGuard::unlocked(&mut st, || write_l0_table(inner, &mem, &version, snapshots));
+    let written = MutexGuard::unlocked(&mut st, || write_l0(inner, &mem, &version, snapshots));
     let result = match written {
-        Ok(Written { descs, keys, seqs }) => {
-            let bytes: u64 = descs.iter().map(|d| d.size).sum();
+        Ok(written) => {
+            let bytes: u64 = written
+                .descs
+                .iter()
+                .chain(&written.rows)
+                .map(|d| d.size)
+                .sum();
             let mut edit = Edit::default();
-            for d in descs {
-                edit.added.push((0, d));
-            }
+            inner.l0.record(&written, &mut edit);
+            let Written { keys, seqs, .. } = written;
             // WALs older than the next memtable's are no longer needed. (Only
             // a flush removes memtables, and one runs at a time: `imm[1]` stays
             // the next one while the edit is written.)
@@ -52,8 +55,10 @@ pub(super) fn flush_one<'a>(
                 // Durable now; readers still see the memtable until the
                 // super-version below replaces it.
                 MutexGuard::unlocked(&mut st, || {
-                    for ((_, d), (k, s)) in edit.added.iter().zip(keys.iter().zip(&seqs)) {
-                        inner.tracker.on_flush(d.id, k, s);
+                    let ids = edit.added.iter().map(|(_, d)| d.id);
+                    let ids = ids.chain(edit.rows_added.iter().map(|d| d.id));
+                    for (id, (k, s)) in ids.zip(keys.iter().zip(&seqs)) {
+                        inner.tracker.on_flush(id, k, s);
                     }
                 });
             }
@@ -102,16 +107,20 @@ pub(super) fn flush_one<'a>(
     st
 }
 
-/// What a flush wrote: the tables, and with key collection on, each
-/// table's distinct user keys and their newest sequence numbers.
+/// What a flush wrote: the L0 tables or matrix rows, and with key
+/// collection on, each piece's distinct user keys and their newest
+/// sequence numbers (tables first, then rows).
+#[derive(Default)]
 pub(crate) struct Written {
     pub descs: Vec<FileDesc>,
+    pub rows: Vec<FileDesc>,
     pub keys: Vec<TableKeys>,
     pub seqs: Vec<Vec<SeqNo>>,
 }
 
-/// Writes a memtable as one L0 table (none if everything was dropped).
-pub(crate) fn write_l0_table(
+/// Writes a memtable into level 0 through its container (`Options::l0`):
+/// one table or one matrix row (none if everything was dropped).
+pub(crate) fn write_l0(
     inner: &Inner,
     mem: &MemTable,
     version: &Version,
@@ -125,7 +134,14 @@ pub(crate) fn write_l0_table(
         collect_keys: inner.tracker.tracks() || inner.opts.listeners.iter().any(|l| l.wants_keys()),
         drop_tombstones: true,
     };
-    write_memtable_to(&sink, mem, version, &[], snapshots, &mut next_number)
+    inner.l0.write(
+        &sink,
+        mem,
+        version,
+        &Edit::default(),
+        snapshots,
+        &mut next_number,
+    )
 }
 
 /// The user keys of one table.
@@ -182,6 +198,7 @@ pub(crate) fn write_memtable_to(
     match result {
         Ok(descs) => Ok(Written {
             descs,
+            rows: Vec::new(),
             keys: std::mem::take(&mut out.keys),
             seqs: std::mem::take(&mut out.seqs),
         }),

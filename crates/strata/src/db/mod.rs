@@ -9,7 +9,7 @@
 
 mod background;
 mod compact;
-mod flush;
+pub(crate) mod flush;
 mod read;
 mod recovery;
 mod snapshot;
@@ -123,6 +123,8 @@ pub(crate) struct Inner {
     pub tracker: Arc<dyn crate::stale::Tracker>,
     /// Carries out plans (`Options::executor`).
     pub executor: Box<dyn crate::compaction::executor::Executor>,
+    /// Level 0's container (`Options::l0`): flush sink, plans, stalls.
+    pub l0: Box<dyn crate::l0::L0Container>,
     pub stats: Stats,
     pub closed: AtomicBool,
     _lock: Box<dyn FileLock>,
@@ -317,6 +319,16 @@ impl Db {
         s.table_cache_misses = tables.misses;
         s.table_cache_evictions = tables.evictions;
         s.table_bytes_read = read;
+        let m = &sv.version.matrix;
+        s.matrix.rows = m.rows.len();
+        s.matrix.bytes = m.bytes();
+        s.matrix.remaining_bytes = m.remaining_bytes();
+        s.matrix.segments = m.segments();
+        let c = &m.counters;
+        s.matrix.lookups = c.lookups.load(Ordering::Relaxed);
+        s.matrix.comparisons = c.comparisons.load(Ordering::Relaxed);
+        s.matrix.rows_searched = c.rows_searched.load(Ordering::Relaxed);
+        s.matrix.segments_skipped = c.segments_skipped.load(Ordering::Relaxed);
         s
     }
 
@@ -378,8 +390,18 @@ impl Inner {
                 }
             }
         }
+        let mut rows = Vec::new();
+        if !edit.rows_added.is_empty() {
+            let dir = self.state.lock().versions.matrix_dir().to_path_buf();
+            for d in &edit.rows_added {
+                match crate::matrix::RowMeta::open(d.clone(), &self.opts.fs, &dir) {
+                    Ok(r) => rows.push(r),
+                    Err(e) => return (self.state.lock(), Err(e)),
+                }
+            }
+        }
         let mut st = self.state.lock();
-        let mut pending = match st.versions.prepare(edit, opened) {
+        let mut pending = match st.versions.prepare(edit, opened, rows) {
             Ok(p) => p,
             Err(e) => return (st, Err(e)),
         };

@@ -153,6 +153,8 @@ fn iter_at(sv: Arc<SuperVersion>, seq: SeqNo) -> DbIter {
     for m in &sv.imm {
         children.push(Box::new(MemIter::new(m.clone())));
     }
+    // Rows of the matrix container (newer), then L0 tables.
+    sv.version.matrix.add_iterators(&mut children);
     sv.version.level0().add_iterators(&mut children);
     for files in sv.version.levels.iter().skip(1) {
         if !files.is_empty() {

@@ -2,7 +2,7 @@
 //! they held to L0 tables, start a fresh WAL and manifest, and remove files
 //! no version needs.
 
-use super::flush::{write_memtable_to, TableSink};
+use super::flush::TableSink;
 use super::{Inner, LogState, State};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
@@ -21,7 +21,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
-pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
+pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
+    let l0 = crate::l0::design(&mut opts);
     let fs = opts.fs.clone();
     if !fs.exists(dir) {
         if !opts.create_if_missing {
@@ -38,6 +39,16 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
     let table_opts = TableOptions::from_options(&opts);
     let mut versions = VersionSet::new(dir, &opts, cache.clone());
     let names = fs.list_dir(dir)?;
+    let fast_dir = versions.matrix_dir().to_path_buf();
+    if opts.l0 == crate::options::L0Kind::Matrix {
+        fs.create_dir_all(&fast_dir)?;
+    }
+    // Row files on the fast tier (when it is another directory).
+    let row_names: Vec<String> = if fast_dir != dir && fs.exists(&fast_dir) {
+        fs.list_dir(&fast_dir)?
+    } else {
+        Vec::new()
+    };
     if fs.exists(&dir.join(CURRENT)) {
         if opts.error_if_exists {
             return Err(Error::AlreadyExists(dir.to_path_buf()));
@@ -72,6 +83,12 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
             versions.mark_file_number_used(n);
         }
     }
+    for name in names.iter().chain(&row_names) {
+        if let Some(n) = crate::matrix::row::parse_row_name(name) {
+            versions.mark_file_number_used(n);
+        }
+    }
+    l0.check_open(&versions.current())?;
 
     // Replay every WAL the manifest does not cover, oldest first.
     let mut wals: Vec<u64> = names
@@ -93,13 +110,13 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         collect_keys: false,
         drop_tombstones: false,
     };
-    // Recovered data goes straight to L0 tables. A tombstone must stay while
-    // a table written earlier in this replay may hold an older version.
+    // Recovered data goes straight to level 0 (tables or rows). A
+    // tombstone must stay while a piece written earlier in this replay may
+    // hold an older version.
     let write_out = |mem: &MemTable, versions: &mut VersionSet, edit: &mut Edit| -> Result<()> {
         let mut next = || Ok(versions.new_file_number());
-        let earlier: Vec<_> = edit.added.iter().map(|(_, d)| d.clone()).collect();
-        let descs = write_memtable_to(&sink, mem, &version, &earlier, Vec::new(), &mut next)?.descs;
-        edit.added.extend(descs.into_iter().map(|d| (0, d)));
+        let written = l0.write(&sink, mem, &version, edit, Vec::new(), &mut next)?;
+        l0.record(&written, edit);
         Ok(())
     };
     // The history has no holes: each record starts at or before the
@@ -221,6 +238,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         picker: designs.picker,
         tracker: designs.tracker,
         executor: designs.executor,
+        l0,
         stats: Stats::default(),
         closed: AtomicBool::new(false),
         opts,
@@ -252,6 +270,20 @@ fn remove_obsolete_files(inner: &Inner, st: &State) -> Result<()> {
             let path = inner.dir.join(&name);
             debug_assert!(path != table_path(&inner.dir, u64::MAX));
             fs.remove_file(&path)?;
+        }
+    }
+    // Matrix rows no version names (a flush or recovery that failed before
+    // its edit, or a row deleted while a reader held it).
+    let rows: std::collections::HashSet<u64> =
+        version.matrix.rows.iter().map(|r| r.meta.id()).collect();
+    let fast_dir = st.versions.matrix_dir();
+    if fs.exists(fast_dir) {
+        for name in fs.list_dir(fast_dir)? {
+            if let Some(n) = crate::matrix::row::parse_row_name(&name) {
+                if !rows.contains(&n) {
+                    fs.remove_file(&fast_dir.join(&name))?;
+                }
+            }
         }
     }
     Ok(())

@@ -196,10 +196,9 @@ impl Inner {
         let mut st = self.state.lock();
         loop {
             st.check_usable()?;
-            let l0 = st.versions.current().level_files(0);
+            let l0 = self.l0.pressure(&st.versions.current(), &self.opts);
             if allow_delay
-                && (l0 >= self.opts.level0_slowdown_writes_trigger
-                    || st.compaction_debt >= self.opts.soft_pending_compaction_bytes_limit)
+                && (l0.slow || st.compaction_debt >= self.opts.soft_pending_compaction_bytes_limit)
             {
                 // Delay this write once, giving compaction a moment of CPU.
                 drop(st);
@@ -219,7 +218,7 @@ impl Inner {
                 return Ok(());
             }
             let stalled = st.imm.len() + 1 >= self.opts.max_write_buffer_number
-                || l0 >= self.opts.level0_stop_writes_trigger
+                || l0.stop
                 || st.compaction_debt >= self.opts.hard_pending_compaction_bytes_limit;
             if stalled && !force_switch {
                 let t = Instant::now();

@@ -13,6 +13,11 @@
 //!         | 5 varint(level) varint(id)     table removed
 //!         | 6 varint(level) varint(id) varint(size) bytes(smallest) bytes(largest)
 //!             varint(entries) varint(deletions) varint(max_seq)   table added
+//!         | 7 varint(id) varint(size) bytes(smallest) bytes(largest)
+//!             varint(entries) varint(deletions) varint(max_seq)   matrix row added
+//!         | 8 varint(id) varint(cursor)    matrix row compacted up to cell `cursor`
+//!                                           (and in the compacting group)
+//!         | 9 varint(id)                   matrix row removed
 //! bytes  := varint(len) byte*len
 //! ```
 
@@ -26,6 +31,9 @@ const TAG_LAST_SEQ: u64 = 3;
 const TAG_COMPACT_POINTER: u64 = 4;
 const TAG_DELETED_FILE: u64 = 5;
 const TAG_NEW_FILE: u64 = 6;
+const TAG_NEW_ROW: u64 = 7;
+const TAG_ROW_CURSOR: u64 = 8;
+const TAG_DELETED_ROW: u64 = 9;
 
 /// Everything the manifest knows about a table file.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -50,6 +58,22 @@ pub struct Edit {
     pub compact_pointers: Vec<(usize, Vec<u8>)>,
     pub deleted: Vec<(usize, u64)>,
     pub added: Vec<(usize, FileDesc)>,
+    /// Matrix container rows added (one per flush, `l0=matrix`).
+    pub rows_added: Vec<FileDesc>,
+    /// Matrix rows whose first `cursor` cells went to L1: (row, cursor).
+    pub row_cursors: Vec<(u64, u32)>,
+    /// Matrix rows removed (every cell went to L1).
+    pub rows_deleted: Vec<u64>,
+}
+
+fn put_desc(b: &mut Vec<u8>, f: &FileDesc) {
+    put_varint(b, f.id);
+    put_varint(b, f.size);
+    put_bytes(b, &f.smallest);
+    put_bytes(b, &f.largest);
+    put_varint(b, f.entries);
+    put_varint(b, f.deletions);
+    put_varint(b, f.max_seq);
 }
 
 impl Edit {
@@ -80,13 +104,20 @@ impl Edit {
         for (level, f) in &self.added {
             put_varint(&mut b, TAG_NEW_FILE);
             put_varint(&mut b, *level as u64);
-            put_varint(&mut b, f.id);
-            put_varint(&mut b, f.size);
-            put_bytes(&mut b, &f.smallest);
-            put_bytes(&mut b, &f.largest);
-            put_varint(&mut b, f.entries);
-            put_varint(&mut b, f.deletions);
-            put_varint(&mut b, f.max_seq);
+            put_desc(&mut b, f);
+        }
+        for f in &self.rows_added {
+            put_varint(&mut b, TAG_NEW_ROW);
+            put_desc(&mut b, f);
+        }
+        for (id, cursor) in &self.row_cursors {
+            put_varint(&mut b, TAG_ROW_CURSOR);
+            put_varint(&mut b, *id);
+            put_varint(&mut b, u64::from(*cursor));
+        }
+        for id in &self.rows_deleted {
+            put_varint(&mut b, TAG_DELETED_ROW);
+            put_varint(&mut b, *id);
         }
         b
     }
@@ -133,8 +164,12 @@ impl Edit {
                     let id = r.varint().ok_or_else(|| bad("truncated file id"))?;
                     e.deleted.push((l, id));
                 }
-                TAG_NEW_FILE => {
-                    let l = level(&mut r)?;
+                TAG_NEW_FILE | TAG_NEW_ROW => {
+                    let l = if tag == TAG_NEW_FILE {
+                        level(&mut r)?
+                    } else {
+                        0
+                    };
                     let mut f = FileDesc {
                         id: r.varint().ok_or_else(|| bad("truncated file id"))?,
                         size: r.varint().ok_or_else(|| bad("truncated size"))?,
@@ -151,7 +186,23 @@ impl Edit {
                     f.entries = r.varint().ok_or_else(|| bad("truncated count"))?;
                     f.deletions = r.varint().ok_or_else(|| bad("truncated count"))?;
                     f.max_seq = r.varint().ok_or_else(|| bad("truncated sequence"))?;
-                    e.added.push((l, f));
+                    if tag == TAG_NEW_FILE {
+                        e.added.push((l, f));
+                    } else {
+                        e.rows_added.push(f);
+                    }
+                }
+                TAG_ROW_CURSOR => {
+                    let id = r.varint().ok_or_else(|| bad("truncated row id"))?;
+                    let cursor = r
+                        .varint()
+                        .and_then(|c| u32::try_from(c).ok())
+                        .ok_or_else(|| bad("bad row cursor"))?;
+                    e.row_cursors.push((id, cursor));
+                }
+                TAG_DELETED_ROW => {
+                    e.rows_deleted
+                        .push(r.varint().ok_or_else(|| bad("truncated row id"))?);
                 }
                 _ => return Err(bad("unknown tag")),
             }
@@ -185,6 +236,17 @@ mod tests {
                     max_seq: 77,
                 },
             )],
+            rows_added: vec![FileDesc {
+                id: 11,
+                size: 900,
+                smallest: b"b\0\0\0\0\0\0\0\x01".to_vec(),
+                largest: b"y\0\0\0\0\0\0\0\x01".to_vec(),
+                entries: 3,
+                deletions: 0,
+                max_seq: 80,
+            }],
+            row_cursors: vec![(10, 7)],
+            rows_deleted: vec![6],
         };
         assert_eq!(Edit::decode(&e.encode()).ok(), Some(e));
     }

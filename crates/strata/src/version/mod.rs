@@ -139,6 +139,9 @@ impl std::fmt::Debug for FileMeta {
 #[derive(Debug, Clone)]
 pub struct Version {
     pub levels: Vec<Vec<Arc<FileMeta>>>,
+    /// The matrix container's rows (`l0=matrix`; empty otherwise). They
+    /// are newer than every table of level 0.
+    pub matrix: crate::matrix::Matrix,
     /// Every table by id, built on the first [`Version::table_by_id`]
     /// (only the stale picker asks), reset by [`Version::seal`].
     by_id: OnceLock<HashMap<u64, Arc<FileMeta>>>,
@@ -148,6 +151,7 @@ impl Version {
     pub fn new(num_levels: usize) -> Self {
         Version {
             levels: vec![Vec::new(); num_levels],
+            matrix: crate::matrix::Matrix::default(),
             by_id: OnceLock::new(),
         }
     }
@@ -224,6 +228,9 @@ impl Version {
     /// The newest version of `user_key` visible at `seq` stored in tables.
     /// `seek` is `types::seek_key(user_key, seq)`.
     pub fn get(&self, user_key: &[u8], seek: &[u8]) -> Result<Option<(SeqNo, ValueKind, Vec<u8>)>> {
+        if let Some(hit) = self.matrix.lookup(user_key, types::trailer(seek) >> 8) {
+            return Ok(Some(hit));
+        }
         if let Some(hit) = self.level0().lookup(user_key, seek)? {
             return Ok(Some(hit));
         }
@@ -248,26 +255,28 @@ impl Version {
     /// binary search each; level 0 is scanned. Decides whether a tombstone
     /// may still hide an older version below.
     pub fn covers_at_or_below(&self, level: usize, user_key: &[u8]) -> bool {
-        self.levels
-            .iter()
-            .enumerate()
-            .skip(level)
-            .any(|(l, files)| {
-                if l == 0 {
-                    files
-                        .iter()
-                        .any(|f| f.overlaps(Some(user_key), Some(user_key)))
-                } else {
-                    let i = files.partition_point(|f| {
-                        #[cfg(test)]
-                        probes::count();
-                        f.largest_user_key() < user_key
-                    });
-                    files
-                        .get(i)
-                        .is_some_and(|f| f.smallest_user_key() <= user_key)
-                }
-            })
+        (level == 0 && self.matrix.covers(user_key))
+            || self
+                .levels
+                .iter()
+                .enumerate()
+                .skip(level)
+                .any(|(l, files)| {
+                    if l == 0 {
+                        files
+                            .iter()
+                            .any(|f| f.overlaps(Some(user_key), Some(user_key)))
+                    } else {
+                        let i = files.partition_point(|f| {
+                            #[cfg(test)]
+                            probes::count();
+                            f.largest_user_key() < user_key
+                        });
+                        files
+                            .get(i)
+                            .is_some_and(|f| f.smallest_user_key() <= user_key)
+                    }
+                })
     }
 
     /// Total bytes in all levels.

@@ -42,18 +42,24 @@ pub struct VersionSet {
     /// Bytes written to manifests since open (for write amplification).
     pub manifest_bytes_written: u64,
     compact_pointers: Vec<Vec<u8>>,
+    /// The matrix container's settings (rows live in `matrix.dir`).
+    matrix: Arc<crate::matrix::Config>,
 }
 
 impl VersionSet {
     /// An empty set for a directory without a database; `recover` or
     /// `create` fills it.
     pub fn new(dir: &Path, opts: &Options, cache: Arc<BlockCache>) -> Self {
+        let matrix = Arc::new(crate::matrix::Config::from_options(dir, opts));
+        let mut v = Version::new(opts.num_levels);
+        v.matrix = crate::matrix::Matrix::new(matrix.clone(), Arc::default());
         VersionSet {
+            matrix,
             dir: dir.to_path_buf(),
             fs: opts.fs.clone(),
             tables: Arc::new(TableCache::new(dir, opts, cache)),
             num_levels: opts.num_levels,
-            current: Arc::new(Version::new(opts.num_levels)),
+            current: Arc::new(v),
             manifest: None,
             manifest_number: 0,
             next_file_number: 2,
@@ -110,6 +116,7 @@ impl VersionSet {
             .ok_or_else(|| Error::corruption(&manifest_path, 0, "empty manifest"))?;
         check_header(&header).map_err(|e| e.in_file(&manifest_path, 0))?;
         let mut files: Vec<HashMap<u64, FileDesc>> = vec![HashMap::new(); self.num_levels];
+        let mut rows: HashMap<u64, (FileDesc, Option<u32>)> = HashMap::new();
         let mut next_file = None;
         let mut last_seq = None;
         let mut log_number = None;
@@ -137,6 +144,17 @@ impl VersionSet {
             for (level, k) in &edit.compact_pointers {
                 if let Some(p) = self.compact_pointers.get_mut(*level) {
                     *p = k.clone();
+                }
+            }
+            for id in &edit.rows_deleted {
+                rows.remove(id);
+            }
+            for d in &edit.rows_added {
+                rows.insert(d.id, (d.clone(), None));
+            }
+            for (id, cursor) in &edit.row_cursors {
+                if let Some(r) = rows.get_mut(id) {
+                    r.1 = Some(*cursor);
                 }
             }
             next_file = edit.next_file_number.or(next_file);
@@ -193,6 +211,40 @@ impl VersionSet {
                 }
             }
         }
+        let mut ids: Vec<u64> = rows.keys().copied().collect();
+        ids.sort_unstable();
+        let mut opened = Vec::new();
+        let mut cursors = Vec::new();
+        for id in ids {
+            let Some((d, cursor)) = rows.remove(&id) else {
+                continue;
+            };
+            if id >= self.next_file_number {
+                return Err(Error::corruption(
+                    &manifest_path,
+                    0,
+                    "row number beyond counter",
+                ));
+            }
+            let meta =
+                crate::matrix::RowMeta::open(d, &self.fs, &self.matrix.dir).map_err(|e| {
+                    if e.io_kind() == Some(std::io::ErrorKind::NotFound) {
+                        Error::corruption(
+                            &manifest_path,
+                            0,
+                            format!("matrix row {id:06} named by the manifest is missing"),
+                        )
+                    } else {
+                        e
+                    }
+                })?;
+            opened.push(meta);
+            if let Some(c) = cursor {
+                cursors.push((id, c));
+            }
+        }
+        v.matrix = self.current.matrix.clone();
+        v.matrix.apply(opened, &cursors, &[]);
         v.seal();
         self.current = Arc::new(v);
         // A fresh manifest on every open keeps its size bounded and drops a torn tail.
@@ -217,7 +269,7 @@ impl VersionSet {
     /// the database splits it (`prepare`, `PendingEdit::write`, `install`)
     /// so that the manifest I/O runs without its state mutex.
     pub fn log_and_apply(&mut self, edit: &mut Edit) -> Result<Arc<Version>> {
-        let mut pending = self.prepare(edit, Vec::new())?;
+        let mut pending = self.prepare(edit, Vec::new(), Vec::new())?;
         let written = pending.write();
         self.install(pending, written)
     }
@@ -225,7 +277,12 @@ impl VersionSet {
     /// Builds the version `edit` leads to and what the manifest must get;
     /// no I/O unless an added table is not in `opened` (it is opened then).
     /// Until [`install`](Self::install), no other edit may be prepared.
-    pub fn prepare(&mut self, edit: &mut Edit, opened: Vec<Arc<FileMeta>>) -> Result<PendingEdit> {
+    pub fn prepare(
+        &mut self,
+        edit: &mut Edit,
+        opened: Vec<Arc<FileMeta>>,
+        opened_rows: Vec<Arc<crate::matrix::RowMeta>>,
+    ) -> Result<PendingEdit> {
         if let Some(n) = edit.log_number {
             debug_assert!(n >= self.log_number);
         }
@@ -257,6 +314,14 @@ impl VersionSet {
                 .ok_or_else(|| Error::InvalidArgument(format!("level {level} out of range")))?
                 .push(meta);
         }
+        let mut rows = Vec::new();
+        for d in &edit.rows_added {
+            rows.push(match opened_rows.iter().find(|r| r.id() == d.id) {
+                Some(r) => r.clone(),
+                None => crate::matrix::RowMeta::open(d.clone(), &self.fs, &self.matrix.dir)?,
+            });
+        }
+        let removed_rows = v.matrix.apply(rows, &edit.row_cursors, &edit.rows_deleted);
         v.seal();
 
         let new_manifest = match &self.manifest {
@@ -285,6 +350,7 @@ impl VersionSet {
         Ok(PendingEdit {
             version: v,
             removed,
+            removed_rows,
             added: edit.added.iter().map(|(_, d)| d.id).collect(),
             compact_pointers: edit.compact_pointers.clone(),
             log_number,
@@ -332,6 +398,9 @@ impl VersionSet {
                 f.mark_obsolete();
             }
         }
+        for r in &pending.removed_rows {
+            r.mark_obsolete();
+        }
         self.log_number = pending.log_number;
         self.last_sequence = pending.last_sequence;
         self.current = Arc::new(pending.version);
@@ -352,6 +421,12 @@ impl VersionSet {
                 snap.added.push((level, f.desc.clone()));
             }
         }
+        for r in v.matrix.rows.iter().rev() {
+            snap.rows_added.push(r.meta.desc.clone());
+            if r.compacting {
+                snap.row_cursors.push((r.meta.id(), r.cursor));
+            }
+        }
         for (level, k) in self.compact_pointers.iter().enumerate() {
             if !k.is_empty() {
                 snap.compact_pointers.push((level, k.clone()));
@@ -360,6 +435,11 @@ impl VersionSet {
         snap.compact_pointers
             .extend(edit.compact_pointers.iter().cloned());
         snap.encode()
+    }
+
+    /// Where the matrix container's rows live.
+    pub fn matrix_dir(&self) -> &Path {
+        &self.matrix.dir
     }
 
     pub fn num_levels(&self) -> usize {
@@ -410,6 +490,7 @@ pub(crate) fn check_header(rec: &[u8]) -> Result<()> {
 pub struct PendingEdit {
     version: Version,
     removed: Vec<Arc<FileMeta>>,
+    removed_rows: Vec<Arc<crate::matrix::RowMeta>>,
     added: Vec<u64>,
     compact_pointers: Vec<(usize, Vec<u8>)>,
     log_number: u64,

@@ -81,6 +81,12 @@ pub const EXECUTORS: [&str; 4] = [
     "executor=copro+:3,copro_large_value=200,copro_threshold=0.5",
 ];
 
+/// The matrix container (MatrixKV, seed 000) set to act on tiny data: a
+/// 64 KiB container (column compaction from ~43 KiB, about five 8 KiB
+/// rows), 12 KiB columns, three rows per segment filter.
+pub const MATRIX: &str =
+    "l0=matrix,matrix_capacity=64K,matrix_column_bytes=12K,matrix_segment_rows=3";
+
 /// `tiny_options()` with the option list `spec` (`name=value,...`) applied.
 pub fn tiny_with(spec: &str) -> Options {
     let mut o = tiny_options();

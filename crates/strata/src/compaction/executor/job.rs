@@ -7,6 +7,7 @@ use crate::compaction::{Plan, PlanKind};
 use crate::error::{Error, Result};
 use crate::filename::table_path;
 use crate::io::FileSystem;
+use crate::matrix::RowMeta;
 use crate::stale::CompactionChange;
 use crate::version::{Edit, FileDesc, FileMeta, Version};
 use std::path::Path;
@@ -20,6 +21,8 @@ pub struct Job<'p> {
     pub inputs: Vec<Arc<FileMeta>>,
     /// The plan's `next_inputs`, in key order.
     pub next: Vec<Arc<FileMeta>>,
+    /// A column compaction's matrix rows and their cells `[from, to)`.
+    pub rows: Vec<(Arc<RowMeta>, u32, u32)>,
     /// User-key ranges of the tables below the output level that meet the
     /// plan's range, one list per level (sorted, disjoint): a tombstone
     /// whose key one of them covers must stay.
@@ -61,13 +64,29 @@ impl<'p> Job<'p> {
             .iter()
             .map(|id| find(v, plan.output_level, *id))
             .collect::<Result<_>>()?;
+        let rows: Vec<(Arc<RowMeta>, u32, u32)> = plan
+            .rows
+            .iter()
+            .map(|s| match v.matrix.row(s.id) {
+                Some(r) if s.from >= r.cursor && s.to <= r.meta.row.len() => {
+                    Ok((r.meta.clone(), s.from, s.to))
+                }
+                _ => Err(Error::InvalidArgument(format!(
+                    "plan names matrix row {} cells {}..{} not in the container",
+                    s.id, s.from, s.to
+                ))),
+            })
+            .collect::<Result<_>>()?;
+        let rows_range = crate::matrix::slices_range(v, &plan.rows);
         let all = || inputs.iter().chain(&next);
         let lo = all()
             .map(|f| f.smallest_user_key())
+            .chain(rows_range.as_ref().map(|r| r.0.as_slice()))
             .min()
             .map(<[u8]>::to_vec);
         let hi = all()
             .map(|f| f.largest_user_key())
+            .chain(rows_range.as_ref().map(|r| r.1.as_slice()))
             .max()
             .map(<[u8]>::to_vec);
         let span = |f: &Arc<FileMeta>| {
@@ -95,6 +114,7 @@ impl<'p> Job<'p> {
             plan,
             inputs,
             next,
+            rows,
             deeper,
             grandparents,
         })
@@ -114,7 +134,16 @@ impl<'p> Job<'p> {
 
     /// Input bytes of the plan.
     pub fn bytes_read(&self) -> u64 {
-        self.inputs.iter().chain(&self.next).map(|f| f.size()).sum()
+        self.inputs
+            .iter()
+            .chain(&self.next)
+            .map(|f| f.size())
+            .sum::<u64>()
+            + self
+                .rows
+                .iter()
+                .map(|(r, from, to)| r.row.bytes_between(*from, *to))
+                .sum::<u64>()
     }
 
     /// The edit of a move: inputs re-linked one level down.
@@ -142,10 +171,24 @@ impl<'p> Job<'p> {
         let mut edit = self.base_edit();
         let mut outcome = Outcome {
             bytes_read: self.bytes_read(),
+            row_bytes_read: self
+                .rows
+                .iter()
+                .map(|(r, from, to)| r.row.bytes_between(*from, *to))
+                .sum(),
             ..Outcome::default()
         };
         for (level, id) in self.plan.all_inputs() {
             edit.deleted.push((level, id));
+        }
+        // A row whose last cell went down goes; the others keep a cursor
+        // (which also puts them in the compacting group).
+        for (r, _, to) in &self.rows {
+            if *to >= r.row.len() {
+                edit.rows_deleted.push(r.id());
+            } else {
+                edit.row_cursors.push((r.id(), *to));
+            }
         }
         for p in pieces {
             edit.added

@@ -94,6 +94,8 @@ impl Context<'_> {
 #[derive(Debug, Default, Clone)]
 pub struct Outcome {
     pub bytes_read: u64,
+    /// Of `bytes_read`, the matrix rows' cells a column compaction took.
+    pub row_bytes_read: u64,
     pub bytes_written: u64,
     pub entries_dropped: u64,
     /// Versions dropped because the tracker names a newer one.

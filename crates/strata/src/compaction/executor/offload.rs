@@ -692,7 +692,8 @@ impl Executor for Offload {
     }
 
     fn offloads(&self, plan: &Plan, tracking: bool) -> bool {
-        plan.assigned.subtasks() > 1 && !tracking
+        // A worker reads tables, not the matrix container's rows.
+        plan.assigned.subtasks() > 1 && !tracking && plan.rows.is_empty()
     }
 }
 
@@ -728,10 +729,16 @@ fn serve_request(req: Request, cfg: &WorkerConfig) -> Result<Reply> {
             .collect()
     };
     let (inputs, next) = (metas(&req.inputs), metas(&req.next));
+    if !req.plan.rows.is_empty() {
+        return Err(Error::InvalidArgument(
+            "a compaction worker does not read matrix rows".into(),
+        ));
+    }
     let job = Job {
         plan: &req.plan,
         inputs,
         next,
+        rows: Vec::new(),
         deeper: req.deeper,
         grandparents: req.grandparents,
     };

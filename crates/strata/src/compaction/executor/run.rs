@@ -75,6 +75,13 @@ pub fn open_runs(job: &Job<'_>, range: Range<'_>) -> Result<Vec<Box<dyn Internal
         files.iter().filter(|f| range.meets(f)).cloned().collect()
     };
     let mut runs: Vec<Box<dyn InternalIterator>> = Vec::new();
+    for (row, from, to) in &job.rows {
+        runs.push(Box::new(crate::matrix::row::RowIter::new(
+            row.clone(),
+            *from,
+            *to,
+        )));
+    }
     if job.plan.level == 0 {
         for f in clip(&job.inputs) {
             runs.push(Box::new(TableIter::sequential(f.table()?)));

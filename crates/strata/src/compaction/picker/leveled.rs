@@ -307,6 +307,7 @@ pub(super) fn plan_for(
         bottommost,
         compact_pointer,
         trigger,
+        rows: Vec::new(),
         assigned: Default::default(),
     })
 }

@@ -89,6 +89,7 @@ fn plan_early(env: &PickEnv<'_>, level: usize, f: &Arc<FileMeta>) -> Option<Plan
         bottommost,
         compact_pointer: Vec::new(),
         trigger: Trigger::Stale,
+        rows: Vec::new(),
         assigned: Default::default(),
     })
 }

@@ -1,0 +1,614 @@
+//! MatrixKV's matrix container (seed 000, DESIGN §2.2): level 0 as rows on
+//! a fast tier instead of overlapping tables.
+//!
+//! - A flush writes one **row** ([`row`]): the memtable's entries in order,
+//!   each cell with a hint into the next older row (built by a two-cursor
+//!   merge with the top row). The row is synced, then named by a manifest
+//!   edit, then its WAL goes.
+//! - A lookup searches the rows newest first; after a miss in row `i` the
+//!   hints of the cells around the key bound the search in row `i+1`.
+//!   Consecutive rows form **segments** (`matrix_segment_rows`) with one
+//!   bloom filter each, kept in memory: a segment whose filter rejects the
+//!   key is skipped whole.
+//! - **Column compaction**: once the rows hold 2/3 of `matrix_capacity`,
+//!   they become the compacting group (rows flushed later form the
+//!   receiving group). Columns are cut along L1 table boundaries to about
+//!   `matrix_column_bytes`; each is merged with the L1 tables it meets, in
+//!   key order. The per-row cursors (cells compacted) are saved in the same
+//!   edit as the L1 tables; a row is deleted once its last cell went down.
+//!   Cells before a row's cursor are invisible: every compacting row has
+//!   the same boundary (the columns so far), so a key at or before a
+//!   compacting row's last compacted cell is in L1 for every older row too.
+
+pub mod row;
+
+use crate::compaction::scheduler::InFlight;
+use crate::compaction::{Plan, PlanKind, RowSlice, Trigger};
+use crate::error::Result;
+use crate::io::FileSystem;
+use crate::iter::InternalIterator;
+use crate::options::Options;
+use crate::types::{self, SeqNo, ValueKind};
+use crate::version::{FileDesc, Version};
+use row::{row_name, Row, RowIter, RowSource};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use xxhash_rust::xxh3::xxh3_64;
+
+/// A live row file: its descriptor and the open row.
+pub struct RowMeta {
+    pub desc: FileDesc,
+    pub row: Row,
+    path: PathBuf,
+    fs: Arc<dyn FileSystem>,
+    obsolete: AtomicBool,
+}
+
+impl RowMeta {
+    /// Opens and checks row `desc.id` in `dir`.
+    pub fn open(desc: FileDesc, fs: &Arc<dyn FileSystem>, dir: &Path) -> Result<Arc<RowMeta>> {
+        let path = dir.join(row_name(desc.id));
+        let row = Row::open(&**fs, &path)?;
+        if row.id != desc.id {
+            return Err(crate::error::Error::corruption(
+                &path,
+                16,
+                format!("row file names row {}, expected {}", row.id, desc.id),
+            ));
+        }
+        Ok(Arc::new(RowMeta {
+            desc,
+            row,
+            path,
+            fs: fs.clone(),
+            obsolete: AtomicBool::new(false),
+        }))
+    }
+
+    pub fn id(&self) -> u64 {
+        self.desc.id
+    }
+
+    /// Deletes the file once nothing references the row.
+    pub(crate) fn mark_obsolete(&self) {
+        self.obsolete.store(true, Ordering::Release);
+    }
+}
+
+impl Drop for RowMeta {
+    fn drop(&mut self) {
+        if self.obsolete.load(Ordering::Acquire) {
+            // A failure leaves an orphan that the next open removes.
+            let _ = self.fs.remove_file(&self.path);
+        }
+    }
+}
+
+impl std::fmt::Debug for RowMeta {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RowMeta({}, {} B)", self.desc.id, self.desc.size)
+    }
+}
+
+impl RowSource for Arc<RowMeta> {
+    fn row(&self) -> &Row {
+        &self.row
+    }
+}
+
+/// A row within one version: how far column compaction got.
+#[derive(Debug, Clone)]
+pub struct RowRef {
+    pub meta: Arc<RowMeta>,
+    /// Cells `[0, cursor)` are in L1.
+    pub cursor: u32,
+    /// In the compacting group (a column compaction took part of it).
+    pub compacting: bool,
+}
+
+impl RowRef {
+    /// Bytes of the cells not compacted yet.
+    pub fn remaining_bytes(&self) -> u64 {
+        let r = &self.meta.row;
+        r.bytes_between(self.cursor, r.len())
+    }
+}
+
+/// A bloom filter over the keys of consecutive rows, built in memory.
+#[derive(Debug, Clone)]
+struct SegmentBloom {
+    words: Vec<u64>,
+    bits: u64,
+    k: u32,
+}
+
+impl SegmentBloom {
+    fn new(keys: u64, bits_per_key: usize) -> Self {
+        let bits = keys
+            .saturating_mul(bits_per_key.max(1) as u64)
+            .clamp(64, 1 << 31)
+            .div_ceil(64)
+            * 64;
+        SegmentBloom {
+            words: vec![0; (bits / 64) as usize],
+            bits,
+            k: u32::from(crate::table::filter::num_probes(bits_per_key.max(1))),
+        }
+    }
+
+    fn probes(&self, uk: &[u8]) -> impl Iterator<Item = u64> + '_ {
+        let h = xxh3_64(uk);
+        let (h1, h2) = (h, h.rotate_left(32) | 1);
+        (0..u64::from(self.k)).map(move |i| h1.wrapping_add(i.wrapping_mul(h2)) % self.bits)
+    }
+
+    fn add(&mut self, uk: &[u8]) {
+        let bits: Vec<u64> = self.probes(uk).collect();
+        for b in bits {
+            if let Some(w) = self.words.get_mut((b / 64) as usize) {
+                *w |= 1 << (b % 64);
+            }
+        }
+    }
+
+    fn may_contain(&self, uk: &[u8]) -> bool {
+        self.probes(uk).all(|b| {
+            self.words
+                .get((b / 64) as usize)
+                .is_some_and(|w| w & (1 << (b % 64)) != 0)
+        })
+    }
+
+    fn add_row(&mut self, row: &Row) {
+        let mut last: Option<&[u8]> = None;
+        for i in 0..row.len() {
+            let uk = row.user_key(i);
+            if last != Some(uk) {
+                self.add(uk);
+                last = Some(uk);
+            }
+        }
+    }
+}
+
+/// Consecutive rows sharing one bloom filter.
+#[derive(Debug, Clone)]
+pub struct Segment {
+    /// Row ids, newest first.
+    ids: Vec<u64>,
+    bloom: SegmentBloom,
+}
+
+/// What the container counts (shared by every version of one database).
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub lookups: AtomicU64,
+    pub comparisons: AtomicU64,
+    pub rows_searched: AtomicU64,
+    pub segments_skipped: AtomicU64,
+}
+
+/// Settings the container takes from the options at open.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub dir: PathBuf,
+    pub segment_rows: usize,
+    pub hints: bool,
+    pub bits_per_key: usize,
+}
+
+/// The matrix container as one version sees it.
+#[derive(Debug, Clone)]
+pub struct Matrix {
+    /// Newest first (descending id: one flush at a time takes the numbers).
+    pub rows: Vec<RowRef>,
+    /// Newest first; their ids, in order, are the rows' ids.
+    segments: Vec<Arc<Segment>>,
+    pub cfg: Arc<Config>,
+    pub counters: Arc<Counters>,
+}
+
+impl Default for Matrix {
+    fn default() -> Self {
+        Matrix::new(
+            Arc::new(Config {
+                dir: PathBuf::new(),
+                segment_rows: 50,
+                hints: true,
+                bits_per_key: 10,
+            }),
+            Arc::default(),
+        )
+    }
+}
+
+impl Config {
+    /// The container's settings in `opts` for the database in `dir`.
+    pub fn from_options(dir: &Path, opts: &Options) -> Self {
+        Config {
+            dir: opts.fast_dir.clone().unwrap_or_else(|| dir.to_path_buf()),
+            segment_rows: opts.matrix_segment_rows.max(1),
+            hints: opts.matrix_hints,
+            bits_per_key: if opts.bloom_bits_per_key == 0 {
+                10
+            } else {
+                opts.bloom_bits_per_key
+            },
+        }
+    }
+}
+
+impl Matrix {
+    pub fn new(cfg: Arc<Config>, counters: Arc<Counters>) -> Self {
+        Matrix {
+            rows: Vec::new(),
+            segments: Vec::new(),
+            cfg,
+            counters,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// Bytes of the row files.
+    pub fn bytes(&self) -> u64 {
+        self.rows.iter().map(|r| r.meta.desc.size).sum()
+    }
+
+    /// Bytes not compacted yet: what fills the container.
+    pub fn remaining_bytes(&self) -> u64 {
+        self.rows.iter().map(RowRef::remaining_bytes).sum()
+    }
+
+    pub fn segments(&self) -> usize {
+        self.segments.len()
+    }
+
+    pub fn row(&self, id: u64) -> Option<&RowRef> {
+        self.rows.iter().find(|r| r.meta.id() == id)
+    }
+
+    /// Applies one edit's row changes: `deleted` go (returned, to be
+    /// marked obsolete once installed), `cursors` move (and put their rows
+    /// in the compacting group), `added` (opened rows) join on top.
+    pub fn apply(
+        &mut self,
+        added: Vec<Arc<RowMeta>>,
+        cursors: &[(u64, u32)],
+        deleted: &[u64],
+    ) -> Vec<Arc<RowMeta>> {
+        let mut removed = Vec::new();
+        if !deleted.is_empty() {
+            self.rows.retain(|r| {
+                let gone = deleted.contains(&r.meta.id());
+                if gone {
+                    removed.push(r.meta.clone());
+                }
+                !gone
+            });
+            // A segment keeps its filter (a superset) until it is empty.
+            self.segments = self
+                .segments
+                .iter()
+                .filter_map(|s| {
+                    if s.ids.iter().any(|id| deleted.contains(id)) {
+                        let mut s = (**s).clone();
+                        s.ids.retain(|id| !deleted.contains(id));
+                        (!s.ids.is_empty()).then(|| Arc::new(s))
+                    } else {
+                        Some(s.clone())
+                    }
+                })
+                .collect();
+        }
+        for (id, cursor) in cursors {
+            if let Some(r) = self.rows.iter_mut().find(|r| r.meta.id() == *id) {
+                r.cursor = (*cursor).min(r.meta.row.len());
+                r.compacting = true;
+            }
+        }
+        let mut added = added;
+        added.sort_by_key(|m| m.id());
+        for meta in added {
+            let full = self
+                .segments
+                .first()
+                .is_none_or(|s| s.ids.len() >= self.cfg.segment_rows);
+            let seg = if full {
+                let keys = u64::from(meta.row.len()) * self.cfg.segment_rows as u64;
+                let mut bloom = SegmentBloom::new(keys, self.cfg.bits_per_key);
+                bloom.add_row(&meta.row);
+                Arc::new(Segment {
+                    ids: vec![meta.id()],
+                    bloom,
+                })
+            } else {
+                let mut s = (*self.segments.remove(0)).clone();
+                s.bloom.add_row(&meta.row);
+                s.ids.insert(0, meta.id());
+                Arc::new(s)
+            };
+            self.segments.insert(0, seg);
+            self.rows.insert(
+                0,
+                RowRef {
+                    meta,
+                    cursor: 0,
+                    compacting: false,
+                },
+            );
+        }
+        self.rows.sort_by_key(|r| std::cmp::Reverse(r.meta.id()));
+        removed
+    }
+
+    /// The newest version of `uk` visible at `seq` in the rows, or `None`
+    /// (not here, or compacted into L1).
+    pub fn lookup(&self, uk: &[u8], seq: SeqNo) -> Option<(SeqNo, ValueKind, Vec<u8>)> {
+        if self.rows.is_empty() {
+            return None;
+        }
+        let mut cmps = 0u64;
+        let mut searched = 0u64;
+        let mut skipped = 0u64;
+        let hit = self.search(uk, seq, &mut cmps, &mut searched, &mut skipped);
+        let c = &self.counters;
+        c.lookups.fetch_add(1, Ordering::Relaxed);
+        c.comparisons.fetch_add(cmps, Ordering::Relaxed);
+        c.rows_searched.fetch_add(searched, Ordering::Relaxed);
+        c.segments_skipped.fetch_add(skipped, Ordering::Relaxed);
+        hit
+    }
+
+    fn search(
+        &self,
+        uk: &[u8],
+        seq: SeqNo,
+        cmps: &mut u64,
+        searched: &mut u64,
+        skipped: &mut u64,
+    ) -> Option<(SeqNo, ValueKind, Vec<u8>)> {
+        // The search range the previous row's hints allow in row `.0`.
+        let mut narrowed: Option<(u64, u32, u32)> = None;
+        let mut at = 0;
+        for seg in &self.segments {
+            let rows = self.rows.get(at..at + seg.ids.len()).unwrap_or_default();
+            at += seg.ids.len();
+            if !seg.bloom.may_contain(uk) {
+                *skipped += 1;
+                narrowed = None;
+                continue;
+            }
+            for r in rows {
+                let row = &r.meta.row;
+                let n = row.len();
+                let (mut lo, mut hi) = (0, n);
+                if let Some((id, a, b)) = narrowed.take() {
+                    if id == row.id && self.cfg.hints {
+                        lo = a.min(n);
+                        hi = b.saturating_add(1).min(n);
+                    }
+                }
+                if r.cursor > 0 {
+                    if uk <= row.user_key(r.cursor - 1) {
+                        // Compacted: L1 has it for this row and every older one.
+                        return None;
+                    }
+                    lo = lo.max(r.cursor);
+                    hi = hi.max(lo);
+                }
+                *searched += 1;
+                let p = row.lower_bound(uk, lo, hi, cmps);
+                let mut q = p;
+                while q < n && row.user_key(q) == uk {
+                    let (ikey, value) = row.entry(q);
+                    if let Some(k) = types::parse_internal_key(ikey) {
+                        if k.seq <= seq {
+                            return Some((k.seq, k.kind, value.to_vec()));
+                        }
+                    }
+                    q += 1;
+                }
+                if row.hint_row != 0 {
+                    let a = if p < n && q > p {
+                        row.hint(p)
+                    } else if p > 0 {
+                        row.hint(p - 1)
+                    } else {
+                        0
+                    };
+                    let b = if q < n { row.hint(q) } else { u32::MAX };
+                    narrowed = Some((row.hint_row, a, b));
+                }
+            }
+        }
+        None
+    }
+
+    /// Adds one iterator per row over its cells not compacted yet.
+    pub fn add_iterators(&self, out: &mut Vec<Box<dyn InternalIterator>>) {
+        for r in &self.rows {
+            out.push(Box::new(RowIter::new(
+                r.meta.clone(),
+                r.cursor,
+                r.meta.row.len(),
+            )));
+        }
+    }
+
+    /// True if a row's not-yet-compacted cells may hold `uk` (its key
+    /// range covers it): a tombstone flushed above must stay.
+    pub fn covers(&self, uk: &[u8]) -> bool {
+        self.rows.iter().any(|r| {
+            let row = &r.meta.row;
+            r.cursor < row.len()
+                && row.user_key(r.cursor) <= uk
+                && types::user_key(&r.meta.desc.largest) >= uk
+        })
+    }
+}
+
+/// The next column compaction of `v`'s container, if it is due: L0 must
+/// hold no tables (rows are newer than any table there), no other L0
+/// compaction may run, and the container must have a compacting group or
+/// be at 2/3 of `matrix_capacity`.
+pub fn pick_column(v: &Version, opts: &Options, in_flight: &InFlight) -> Option<Plan> {
+    let m = &v.matrix;
+    if m.is_empty() || v.level_files(0) > 0 || in_flight.l0_busy() {
+        return None;
+    }
+    let group: Vec<&RowRef> = if m.rows.iter().any(|r| r.compacting) {
+        m.rows.iter().filter(|r| r.compacting).collect()
+    } else if m.remaining_bytes() * 3 >= opts.matrix_capacity * 2 {
+        m.rows.iter().collect()
+    } else {
+        return None;
+    };
+    column_of(v, opts, &group, Trigger::Size)
+}
+
+/// A column compaction of every row of the container at once (manual
+/// compaction), or `None` when it is empty.
+pub fn pick_all(v: &Version, opts: &Options) -> Option<Plan> {
+    let group: Vec<&RowRef> = if v.matrix.rows.iter().any(|r| r.compacting) {
+        v.matrix.rows.iter().filter(|r| r.compacting).collect()
+    } else {
+        v.matrix.rows.iter().collect()
+    };
+    let mut opts = opts.clone();
+    opts.matrix_column_bytes = u64::MAX;
+    column_of(v, &opts, &group, Trigger::Manual)
+}
+
+/// The next column of `group`: from the rows' cursors up to the first L1
+/// table boundary where the column's bytes (row cells plus L1 tables)
+/// reach `matrix_column_bytes`; with L1 empty, cut where the largest row
+/// reaches its share of the target.
+fn column_of(v: &Version, opts: &Options, group: &[&RowRef], trigger: Trigger) -> Option<Plan> {
+    let live: Vec<&RowRef> = group
+        .iter()
+        .copied()
+        .filter(|r| r.cursor < r.meta.row.len())
+        .collect();
+    let start = live
+        .iter()
+        .map(|r| r.meta.row.user_key(r.cursor))
+        .min()?
+        .to_vec();
+    let target = opts.matrix_column_bytes;
+    let row_bytes_upto = |b: &[u8]| -> u64 {
+        live.iter()
+            .map(|r| {
+                let row = &r.meta.row;
+                let to = row.upper_bound(b, r.cursor, row.len());
+                row.bytes_between(r.cursor, to)
+            })
+            .sum()
+    };
+    let l1 = v.levels.get(1).map_or(&[][..], Vec::as_slice);
+    // L1 tables at or after the start, in key order.
+    let first = l1.partition_point(|f| f.largest_user_key() < start.as_slice());
+    let mut boundary: Option<Vec<u8>> = None;
+    let mut table_bytes = 0;
+    for f in l1.get(first..).unwrap_or_default() {
+        table_bytes += f.size();
+        let b = f.largest_user_key();
+        if row_bytes_upto(b) + table_bytes >= target {
+            boundary = Some(b.to_vec());
+            break;
+        }
+    }
+    if boundary.is_none() && l1.len() <= first {
+        // Nothing in L1 from here on: cut on the largest row's quantile.
+        let big = live.iter().max_by_key(|r| r.remaining_bytes())?;
+        let total: u64 = live.iter().map(|r| r.remaining_bytes()).sum();
+        if total > target {
+            let row = &big.meta.row;
+            let share = (u128::from(big.remaining_bytes()) * u128::from(target)
+                / u128::from(total.max(1))) as u64;
+            let want = row.data_offset(big.cursor).saturating_add(share);
+            let (mut lo, mut hi) = (big.cursor, row.len());
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                if row.data_offset(mid) < want {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            if lo < row.len() {
+                boundary = Some(row.user_key(lo).to_vec());
+            }
+        }
+    }
+    // Cells with user keys ≤ boundary (all of them without one).
+    let rows: Vec<RowSlice> = group
+        .iter()
+        .map(|r| {
+            let row = &r.meta.row;
+            let to = match &boundary {
+                Some(b) => row.upper_bound(b, r.cursor, row.len()),
+                None => row.len(),
+            };
+            RowSlice {
+                id: r.meta.id(),
+                from: r.cursor,
+                to: to.max(r.cursor),
+            }
+        })
+        .collect();
+    let (lo, hi) = slices_range(v, &rows)?;
+    let next = v.overlapping(1, Some(&lo), Some(&hi));
+    let all_lo = next
+        .iter()
+        .map(|f| f.smallest_user_key())
+        .chain(std::iter::once(lo.as_slice()))
+        .min()?
+        .to_vec();
+    let all_hi = next
+        .iter()
+        .map(|f| f.largest_user_key())
+        .chain(std::iter::once(hi.as_slice()))
+        .max()?
+        .to_vec();
+    let bottommost =
+        (2..v.levels.len()).all(|l| v.overlapping(l, Some(&all_lo), Some(&all_hi)).is_empty());
+    Some(Plan {
+        kind: PlanKind::Merge,
+        level: 0,
+        output_level: 1,
+        inputs: Vec::new(),
+        next_inputs: next.iter().map(|f| f.id()).collect(),
+        target_file_size: opts.target_file_size,
+        bottommost,
+        compact_pointer: Vec::new(),
+        trigger,
+        rows,
+        assigned: Default::default(),
+    })
+}
+
+/// Smallest and largest user key over the non-empty slices of `rows`.
+pub fn slices_range(v: &Version, rows: &[RowSlice]) -> Option<(Vec<u8>, Vec<u8>)> {
+    let mut lo: Option<&[u8]> = None;
+    let mut hi: Option<&[u8]> = None;
+    for s in rows {
+        let Some(r) = v.matrix.row(s.id) else {
+            continue;
+        };
+        let row = &r.meta.row;
+        if s.from >= s.to || s.to > row.len() {
+            continue;
+        }
+        let (a, b) = (row.user_key(s.from), row.user_key(s.to - 1));
+        lo = Some(lo.map_or(a, |x| x.min(a)));
+        hi = Some(hi.map_or(b, |x| x.max(b)));
+    }
+    Some((lo?.to_vec(), hi?.to_vec()))
+}
+
+#[cfg(test)]
+mod tests;
