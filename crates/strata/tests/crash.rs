@@ -391,6 +391,11 @@ fn crash_recovery_with_the_stale_picker() {
 /// The same under every compaction executor (kills land inside
 /// sub-tasks and pipeline stages too).
 #[test]
+fn crash_recovery_with_the_matrix_container() {
+    run(6, common::MATRIX);
+}
+
+#[test]
 fn crash_recovery_with_every_executor() {
     for spec in common::EXECUTORS {
         run(3, spec);

@@ -271,45 +271,17 @@ impl Matrix {
         self.rows.iter().find(|r| r.meta.id() == id)
     }
 
-    /// Applies one edit's row changes: `deleted` go (returned, to be
-    /// marked obsolete once installed), `cursors` move (and put their rows
-    /// in the compacting group), `added` (opened rows) join on top.
+    /// Applies one edit's row changes: `added` (opened rows) join on top,
+    /// `cursors` move (and put their rows in the compacting group),
+    /// `deleted` go (returned, to be marked obsolete once installed).
     pub fn apply(
         &mut self,
         added: Vec<Arc<RowMeta>>,
         cursors: &[(u64, u32)],
         deleted: &[u64],
     ) -> Vec<Arc<RowMeta>> {
-        let mut removed = Vec::new();
-        if !deleted.is_empty() {
-            self.rows.retain(|r| {
-                let gone = deleted.contains(&r.meta.id());
-                if gone {
-                    removed.push(r.meta.clone());
-                }
-                !gone
-            });
-            // A segment keeps its filter (a superset) until it is empty.
-            self.segments = self
-                .segments
-                .iter()
-                .filter_map(|s| {
-                    if s.ids.iter().any(|id| deleted.contains(id)) {
-                        let mut s = (**s).clone();
-                        s.ids.retain(|id| !deleted.contains(id));
-                        (!s.ids.is_empty()).then(|| Arc::new(s))
-                    } else {
-                        Some(s.clone())
-                    }
-                })
-                .collect();
-        }
-        for (id, cursor) in cursors {
-            if let Some(r) = self.rows.iter_mut().find(|r| r.meta.id() == *id) {
-                r.cursor = (*cursor).min(r.meta.row.len());
-                r.compacting = true;
-            }
-        }
+        // Added rows first: a manifest's first edit names every row and
+        // then the cursors of the compacting ones.
         let mut added = added;
         added.sort_by_key(|m| m.id());
         for meta in added {
@@ -342,6 +314,36 @@ impl Matrix {
             );
         }
         self.rows.sort_by_key(|r| std::cmp::Reverse(r.meta.id()));
+        for (id, cursor) in cursors {
+            if let Some(r) = self.rows.iter_mut().find(|r| r.meta.id() == *id) {
+                r.cursor = (*cursor).min(r.meta.row.len());
+                r.compacting = true;
+            }
+        }
+        let mut removed = Vec::new();
+        if !deleted.is_empty() {
+            self.rows.retain(|r| {
+                let gone = deleted.contains(&r.meta.id());
+                if gone {
+                    removed.push(r.meta.clone());
+                }
+                !gone
+            });
+            // A segment keeps its filter (a superset) until it is empty.
+            self.segments = self
+                .segments
+                .iter()
+                .filter_map(|s| {
+                    if s.ids.iter().any(|id| deleted.contains(id)) {
+                        let mut s = (**s).clone();
+                        s.ids.retain(|id| !deleted.contains(id));
+                        (!s.ids.is_empty()).then(|| Arc::new(s))
+                    } else {
+                        Some(s.clone())
+                    }
+                })
+                .collect();
+        }
         removed
     }
 
