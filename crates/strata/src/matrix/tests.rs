@@ -4,6 +4,9 @@ use crate::types::{internal_key, ValueKind};
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 
+/// Every key's newest sequence number and value.
+type Newest = BTreeMap<Vec<u8>, (u64, Vec<u8>)>;
+
 /// Rows of random keys (newest last in `keys`), each with hints into the
 /// previous one, as a container; plus the newest value of every key.
 fn container(
@@ -11,7 +14,7 @@ fn container(
     per_row: usize,
     hints: bool,
     segment_rows: usize,
-) -> (Matrix, BTreeMap<Vec<u8>, (u64, Vec<u8>)>) {
+) -> (Matrix, Newest) {
     let fs: Arc<dyn FileSystem> = Arc::new(MemFs::new());
     let dir = Path::new("/fast");
     fs.create_dir_all(dir).expect("dir");
