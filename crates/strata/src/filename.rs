@@ -2,7 +2,7 @@
 //!
 //! `NNNNNN.wal` write-ahead logs, `NNNNNN.table` sorted tables,
 //! `MANIFEST-NNNNNN` version-edit logs, `CURRENT` (name of the live
-//! manifest), `LOCK`. All numbers come from one counter, so they never clash.
+//! manifest), `LOCK`; `NNNNNN.row` matrix rows (in the fast directory). All numbers come from one counter, so they never clash.
 
 use std::path::{Path, PathBuf};
 
@@ -15,6 +15,8 @@ pub enum FileKind {
     Current,
     Lock,
     Temp,
+    /// A matrix container row (`l0=matrix`), in the fast directory.
+    Row,
 }
 
 pub fn wal_path(dir: &Path, n: u64) -> PathBuf {
@@ -51,6 +53,7 @@ pub fn parse(name: &str) -> Option<(FileKind, u64)> {
     match ext {
         "wal" => Some((FileKind::Wal, n)),
         "table" => Some((FileKind::Table, n)),
+        "row" => Some((FileKind::Row, n)),
         _ => None,
     }
 }

@@ -72,6 +72,7 @@ pub fn kind_name(kind: FileKind) -> &'static str {
         FileKind::Current => "current",
         FileKind::Lock => "lock",
         FileKind::Temp => "temp",
+        FileKind::Row => "row",
     }
 }
 
@@ -176,14 +177,18 @@ pub fn verify_dir(dir: &Path, opts: &Options) -> Result<VerifyReport> {
 
     // Tables the live manifest names, with their sizes.
     let mut live_tables: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut live_rows: BTreeMap<u64, u64> = BTreeMap::new();
     for (kind, name) in found.values() {
         let path = dir.join(name);
         let bytes = size(name);
         let live = live_manifest.as_deref() == Some(name.as_str());
         let result = match kind {
-            FileKind::Manifest => {
-                verify_manifest(fs, &path, opts.num_levels, live.then_some(&mut live_tables))
-            }
+            FileKind::Manifest => verify_manifest(
+                fs,
+                &path,
+                opts.num_levels,
+                live.then_some((&mut live_tables, &mut live_rows)),
+            ),
             FileKind::Table => {
                 let id = filename::parse(name).map_or(0, |(_, n)| n);
                 verify_table(fs, &path, id, live_tables.get(&id).copied())
@@ -201,6 +206,68 @@ pub fn verify_dir(dir: &Path, opts: &Options) -> Result<VerifyReport> {
             bytes,
             error,
         });
+    }
+
+    // Matrix rows (`l0=matrix`), in the fast directory: every one there is
+    // decoded and checked (magic, version, checksum, cell bounds, order);
+    // one the manifest names must be there with its size.
+    let fast = opts.fast_dir.as_deref().unwrap_or(dir);
+    let mut row_files: Vec<(u64, String)> = if fs.exists(fast) {
+        fs.list_dir(fast)?
+            .into_iter()
+            .filter_map(|n| Some((crate::matrix::row::parse_row_name(&n)?, n)))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    row_files.sort();
+    for (id, name) in &row_files {
+        let path = fast.join(name);
+        let bytes = fs.file_size(&path).unwrap_or(0);
+        let checked =
+            crate::matrix::row::Row::open(fs, &path).and_then(|r| match live_rows.get(id) {
+                Some(want) if *want != bytes => Err(Error::corruption(
+                    &path,
+                    0,
+                    format!("row is {bytes} bytes, the manifest says {want}"),
+                )),
+                _ if r.id != *id => Err(Error::corruption(
+                    &path,
+                    16,
+                    format!("row file names row {}", r.id),
+                )),
+                _ => Ok(u64::from(r.len())),
+            });
+        let (entries, error) = match checked {
+            Ok(n) => (n, None),
+            Err(e) => (0, Some(e)),
+        };
+        report.files.push(FileReport {
+            kind: FileKind::Row,
+            name: name.clone(),
+            entries,
+            bytes,
+            error,
+        });
+    }
+    for id in live_rows.keys() {
+        if !row_files.iter().any(|(r, _)| r == id) {
+            let name = crate::matrix::row::row_name(*id);
+            report.files.push(FileReport {
+                kind: FileKind::Row,
+                error: Some(Error::corruption(
+                    fast.join(&name),
+                    0,
+                    format!(
+                        "matrix row named by {} is missing",
+                        live_manifest.as_deref().unwrap_or("the manifest")
+                    ),
+                )),
+                name,
+                entries: 0,
+                bytes: 0,
+            });
+        }
     }
 
     // Tables the manifest names but the directory lacks.
@@ -234,16 +301,17 @@ pub fn verify_dir(dir: &Path, opts: &Options) -> Result<VerifyReport> {
 /// A check's outcome: the count so far, and the error that stopped it.
 type Checked = std::result::Result<u64, (u64, Error)>;
 
-/// Decodes every edit; fills `live` with the tables the manifest leaves in
-/// place (id → size) when given.
+/// Decodes every edit; fills `live` with the tables and the matrix rows
+/// the manifest leaves in place (id → size) when given.
 fn verify_manifest(
     fs: &dyn FileSystem,
     path: &Path,
     num_levels: usize,
-    live: Option<&mut BTreeMap<u64, u64>>,
+    live: Option<(&mut BTreeMap<u64, u64>, &mut BTreeMap<u64, u64>)>,
 ) -> Checked {
     let mut n = 0u64;
     let mut tables: BTreeMap<u64, (usize, u64)> = BTreeMap::new();
+    let mut rows: BTreeMap<u64, u64> = BTreeMap::new();
     let mut run = || -> Result<()> {
         let file = fs.open_sequential(path)?;
         let mut reader =
@@ -270,13 +338,20 @@ fn verify_manifest(
                 }
                 tables.insert(d.id, (*level, d.size));
             }
+            for d in &edit.rows_added {
+                rows.insert(d.id, d.size);
+            }
+            for id in &edit.rows_deleted {
+                rows.remove(id);
+            }
             n += 1;
         }
         Ok(())
     };
     let result = run();
-    if let Some(live) = live {
+    if let Some((live, live_rows)) = live {
         live.extend(tables.iter().map(|(id, (_, size))| (*id, *size)));
+        live_rows.extend(rows);
     }
     result.map(|()| n).map_err(|e| (n, e))
 }
@@ -458,6 +533,41 @@ mod tests {
         assert!(r
             .damaged()
             .any(|f| f.kind == FileKind::Current && f.error.is_some()));
+    }
+
+    #[test]
+    fn matrix_rows_are_verified_and_a_damaged_or_missing_one_is_reported() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fast = dir.path().join("fast");
+        let mut opts = Options::default().write_buffer_size(4096);
+        opts.apply(&format!("l0=matrix,fast_dir={}", fast.display()))
+            .expect("options");
+        {
+            let db = crate::Db::open(dir.path(), opts.clone()).expect("open");
+            for i in 0..300 {
+                db.put(format!("k{i:04}"), vec![b'v'; 40]).expect("put");
+            }
+            db.flush().expect("flush");
+        }
+        let report = verify_dir(dir.path(), &opts).expect("verify");
+        let rows: Vec<&FileReport> = report
+            .files
+            .iter()
+            .filter(|f| f.kind == FileKind::Row)
+            .collect();
+        assert!(report.is_ok() && rows.len() >= 2, "{report}");
+        let first = fast.join(&rows[0].name);
+        let mut data = std::fs::read(&first).expect("read");
+        data[40] ^= 1;
+        std::fs::write(&first, data).expect("write");
+        std::fs::remove_file(fast.join(&rows[1].name)).expect("rm");
+        let report = verify_dir(dir.path(), &opts).expect("verify");
+        let bad: Vec<String> = report.damaged().map(|f| f.name.clone()).collect();
+        assert_eq!(
+            bad,
+            [rows[0].name.clone(), rows[1].name.clone()],
+            "{report}"
+        );
     }
 
     #[test]

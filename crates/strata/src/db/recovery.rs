@@ -58,7 +58,10 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
         let ours = names.iter().any(|n| {
             matches!(
                 filename::parse(n),
-                Some((FileKind::Table | FileKind::Wal | FileKind::Manifest, _))
+                Some((
+                    FileKind::Table | FileKind::Wal | FileKind::Manifest | FileKind::Row,
+                    _
+                ))
             )
         });
         if ours && !interrupted_creation(&*fs, dir, &names)? {
@@ -301,7 +304,7 @@ fn interrupted_creation(
 ) -> Result<bool> {
     for name in names {
         match filename::parse(name) {
-            Some((FileKind::Table, _)) => return Ok(false),
+            Some((FileKind::Table | FileKind::Row, _)) => return Ok(false),
             Some((FileKind::Wal, _)) => {
                 let path = dir.join(name);
                 let mut r = wal::Reader::new(

@@ -9,12 +9,7 @@ type Newest = BTreeMap<Vec<u8>, (u64, Vec<u8>)>;
 
 /// Rows of random keys (newest last in `keys`), each with hints into the
 /// previous one, as a container; plus the newest value of every key.
-fn container(
-    rows: usize,
-    per_row: usize,
-    hints: bool,
-    segment_rows: usize,
-) -> (Matrix, Newest) {
+fn container(rows: usize, per_row: usize, hints: bool, segment_rows: usize) -> (Matrix, Newest) {
     let fs: Arc<dyn FileSystem> = Arc::new(MemFs::new());
     let dir = Path::new("/fast");
     fs.create_dir_all(dir).expect("dir");
