@@ -301,13 +301,16 @@ pub fn verify_dir(dir: &Path, opts: &Options) -> Result<VerifyReport> {
 /// A check's outcome: the count so far, and the error that stopped it.
 type Checked = std::result::Result<u64, (u64, Error)>;
 
+/// File id → size.
+type Sizes = BTreeMap<u64, u64>;
+
 /// Decodes every edit; fills `live` with the tables and the matrix rows
 /// the manifest leaves in place (id → size) when given.
 fn verify_manifest(
     fs: &dyn FileSystem,
     path: &Path,
     num_levels: usize,
-    live: Option<(&mut BTreeMap<u64, u64>, &mut BTreeMap<u64, u64>)>,
+    live: Option<(&mut Sizes, &mut Sizes)>,
 ) -> Checked {
     let mut n = 0u64;
     let mut tables: BTreeMap<u64, (usize, u64)> = BTreeMap::new();
