@@ -494,17 +494,50 @@ fn ratio(a: u64, b: u64) -> Option<f64> {
     (b > 0).then(|| a as f64 / b as f64)
 }
 
+/// The run's directory on tmpfs (`@shm` in an engine spec), removed when
+/// the run ends: tmpfs holds its bytes in memory.
+struct Shm(PathBuf);
+
+impl Drop for Shm {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Where run `spec` keeps its files: the engine with `@shm` resolved to
+/// the run's tmpfs directory, the database directory (`db_dir=` or the
+/// run's directory) and the tmpfs directory.
+fn placement(spec: &RunSpec) -> Result<(EngineKind, PathBuf, Shm), BenchError> {
+    let run = spec
+        .dir
+        .file_name()
+        .map_or_else(|| "run".into(), |n| n.to_string_lossy().to_string());
+    let shm = PathBuf::from(format!(
+        "/dev/shm/strata-bench/{run}-{}",
+        std::process::id()
+    ));
+    let engine = spec.engine.replace(engine::SHM, &shm.display().to_string());
+    let kind = EngineKind::parse(&engine)?;
+    let db_dir = match &kind {
+        EngineKind::Strata(opts) => engine::split_placement(opts).0.map(PathBuf::from),
+        _ => None,
+    };
+    Ok((kind, db_dir.unwrap_or_else(|| spec.dir.clone()), Shm(shm)))
+}
+
 /// Runs `spec` in this process and returns its result.
 pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
-    let kind = EngineKind::parse(&spec.engine)?;
+    let (kind, dir, shm) = placement(spec)?;
     let w = Workload::parse(&spec.workload)?;
     let p = &spec.params;
     p.validate()?;
-    if spec.dir.exists() {
-        std::fs::remove_dir_all(&spec.dir).map_err(|e| BenchError::Io(spec.dir.clone(), e))?;
+    for d in [&spec.dir, &dir, &shm.0] {
+        if d.exists() {
+            std::fs::remove_dir_all(d).map_err(|e| BenchError::Io(d.clone(), e))?;
+        }
     }
-    std::fs::create_dir_all(&spec.dir).map_err(|e| BenchError::Io(spec.dir.clone(), e))?;
-    let opened = engine::open(&kind, &spec.settings, &spec.dir)?;
+    std::fs::create_dir_all(&dir).map_err(|e| BenchError::Io(dir.clone(), e))?;
+    let opened = engine::open(&kind, &spec.settings, &dir)?;
     let store: &dyn KvStore = opened.store.as_ref();
     let inserts = w
         .mix(p)
@@ -529,7 +562,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
                 store.wait_for_compactions()?;
             }
             if spec.cold {
-                sys::drop_cache(&spec.dir);
+                sys::drop_cache(&dir);
             }
         }
     }
@@ -623,7 +656,8 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
     drop(opened);
     let io1 = sys::proc_io();
     let cpu1 = sys::usage();
-    let dir_bytes = sys::dir_size(&spec.dir);
+    // Every tier: the run's directory, and its tmpfs part.
+    let dir_bytes = sys::dir_size(&spec.dir) + sys::dir_size(&shm.0);
 
     let secs = elapsed.as_secs_f64().max(1e-9);
     let latency = Latency::of(&meter.hist);

@@ -28,6 +28,14 @@ pub struct EngineSettings {
     /// in the CoPro preset; strata's executor is part of its engine spec).
     #[serde(default = "one")]
     pub subcompactions: u32,
+    /// L1's target size (strata's `max_bytes_for_level_base`, RocksDB's
+    /// option of that name; LevelDB's is fixed at 10 MiB).
+    #[serde(default = "level_base")]
+    pub level_base: u64,
+}
+
+fn level_base() -> u64 {
+    256 << 20
 }
 
 fn one() -> u32 {
@@ -46,6 +54,7 @@ impl Default for EngineSettings {
             sync: false,
             background_threads: 2,
             subcompactions: 1,
+            level_base: level_base(),
         }
     }
 }
@@ -54,7 +63,7 @@ impl EngineSettings {
     /// One line for reports.
     pub fn summary(&self) -> String {
         format!(
-            "WAL on, sync={}, compression={}, write_buffer={} MiB, block_cache={} MiB, bloom={} bits/key, block={} KiB, target_file={} MiB, background_threads={}, RocksDB max_subcompactions={}",
+            "WAL on, sync={}, compression={}, write_buffer={} MiB, block_cache={} MiB, bloom={} bits/key, block={} KiB, target_file={} MiB, L1 target={} MiB, background_threads={}, RocksDB max_subcompactions={}",
             self.sync,
             self.compression,
             self.write_buffer_size >> 20,
@@ -62,6 +71,7 @@ impl EngineSettings {
             self.bloom_bits_per_key,
             self.block_size >> 10,
             self.target_file_size >> 20,
+            self.level_base >> 20,
             self.background_threads,
             self.subcompactions
         )
@@ -86,8 +96,9 @@ impl EngineKind {
         }
         if let Some(opts) = spec.strip_prefix("strata:") {
             // Validate now so that a typo fails before any run starts.
+            let (_, engine_opts) = split_placement(opts);
             let mut o = Options::default();
-            o.apply(opts)
+            o.apply(&engine_opts.replace(SHM, "/dev/shm"))
                 .map_err(|e| BenchError::Usage(format!("{spec}: {e}")))?;
             return Ok(EngineKind::Strata(opts.to_string()));
         }
@@ -118,6 +129,28 @@ pub struct OpenEngine {
 }
 
 /// The strata options for `settings` plus `extra` (`name=value,...`).
+/// In a strata engine spec, the run's own directory on tmpfs
+/// (`/dev/shm/strata-bench/<run>`): `fast_dir=@shm/fast` puts the matrix
+/// container there, `db_dir=@shm/db` the whole database.
+pub const SHM: &str = "@shm";
+
+/// Splits `db_dir=PATH` (where the database lives, instead of the run's
+/// directory) off a strata option list; returns it and the other options.
+pub fn split_placement(opts: &str) -> (Option<String>, String) {
+    let mut db_dir = None;
+    let rest: Vec<&str> = opts
+        .split(',')
+        .filter(|item| match item.trim().strip_prefix("db_dir=") {
+            Some(d) => {
+                db_dir = Some(d.to_string());
+                false
+            }
+            None => true,
+        })
+        .collect();
+    (db_dir, rest.join(","))
+}
+
 pub fn strata_options(settings: &EngineSettings, extra: &str) -> Result<Options, BenchError> {
     let mut o = Options::default()
         .write_buffer_size(settings.write_buffer_size)
@@ -125,6 +158,7 @@ pub fn strata_options(settings: &EngineSettings, extra: &str) -> Result<Options,
         .bloom_bits_per_key(settings.bloom_bits_per_key)
         .block_size(settings.block_size)
         .target_file_size(settings.target_file_size)
+        .max_bytes_for_level_base(settings.level_base)
         .background_threads(settings.background_threads);
     o.apply(&format!("compression={}", settings.compression))
         .map_err(|e| BenchError::Usage(e.to_string()))?;
@@ -142,7 +176,8 @@ pub fn open(
 ) -> Result<OpenEngine, BenchError> {
     match kind {
         EngineKind::Strata(extra) => {
-            let o = strata_options(settings, extra)?;
+            let (_, extra) = split_placement(extra);
+            let o = strata_options(settings, &extra)?;
             let shown = o.to_string();
             let db = strata::Db::open(dir, o)?;
             Ok(OpenEngine {

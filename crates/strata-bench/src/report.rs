@@ -332,6 +332,105 @@ fn compaction_rows(r: &Report) -> Option<Vec<Vec<String>>> {
     (split && rows.len() > 1).then_some(rows)
 }
 
+/// The matrix container's figures (seed 000), for every run when some
+/// engine runs `l0=matrix`: throughput, write amplification (strata's own
+/// count: tmpfs writes do not show in `/proc/self/io`; the device's for
+/// the others), the deepest non-empty level, stall seconds, the
+/// per-second timeline's minimum, mean and seconds below half the mean,
+/// and the container's rows, column compactions and their mean size, key
+/// comparisons per row searched, rows searched per lookup, segments skipped.
+fn matrix_rows(r: &Report) -> Option<Vec<Vec<String>>> {
+    if !r.engines.iter().any(|e| e.name.contains("l0=matrix")) {
+        return None;
+    }
+    let mut rows = vec![[
+        "workload",
+        "engine",
+        "ops/s",
+        "WA",
+        "deepest",
+        "stall s",
+        "timeline min/mean",
+        "s < mean/2",
+        "rows",
+        "columns (mean MiB)",
+        "cmp/row",
+        "rows/lookup",
+        "segments skipped",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect::<Vec<_>>()];
+    for w in r.workloads() {
+        for e in &r.engines {
+            let Some(c) = r.cell(&e.name, &w) else {
+                continue;
+            };
+            let m = c.median;
+            let deepest = m
+                .levels
+                .iter()
+                .rposition(|l| l.files > 0)
+                .map_or("-".to_string(), |l| format!("L{l}"));
+            let mx = m.engine_stats.as_ref().and_then(|s| s.get("matrix"));
+            let g = |k: &str| {
+                mx.and_then(|x| x.get(k))
+                    .and_then(serde_json::Value::as_u64)
+                    .unwrap_or(0)
+            };
+            let per = |a: u64, b: u64| {
+                if b == 0 {
+                    "-".to_string()
+                } else {
+                    format!("{:.1}", a as f64 / b as f64)
+                }
+            };
+            let matrix = mx.is_some() && e.name.contains("l0=matrix");
+            let wa = m.wa_engine.or(m.wa_device);
+            rows.push(vec![
+                w.clone(),
+                e.name.clone(),
+                kops(m.ops_per_sec),
+                opt(wa, 2),
+                deepest,
+                opt(m.stall_secs, 1),
+                format!("{} / {}", kops(m.timeline_min), kops(m.timeline_mean)),
+                m.seconds_below_half_mean.to_string(),
+                if matrix {
+                    g("rows").to_string()
+                } else {
+                    "-".into()
+                },
+                if matrix {
+                    format!(
+                        "{} ({})",
+                        g("column_compactions"),
+                        per(g("column_bytes") >> 20, g("column_compactions"))
+                    )
+                } else {
+                    "-".into()
+                },
+                if matrix {
+                    per(g("comparisons"), g("rows_searched"))
+                } else {
+                    "-".into()
+                },
+                if matrix {
+                    per(g("rows_searched"), g("lookups"))
+                } else {
+                    "-".into()
+                },
+                if matrix {
+                    g("segments_skipped").to_string()
+                } else {
+                    "-".into()
+                },
+            ]);
+        }
+    }
+    Some(rows)
+}
+
 /// Ratio table: one row per workload, one column per engine.
 fn ratio_rows(r: &Report) -> Vec<Vec<String>> {
     let mut head = vec!["workload".to_string()];
@@ -449,6 +548,10 @@ pub fn summary(r: &Report) -> String {
         let _ = writeln!(s, "\ncompaction (median repeat; strata engines):");
         s.push_str(&text_table(&rows));
     }
+    if let Some(rows) = matrix_rows(r) {
+        let _ = writeln!(s, "\nmatrix container (seed 000; median repeat):");
+        s.push_str(&text_table(&rows));
+    }
     let _ = writeln!(s, "\nthroughput ratio to {}:", r.baseline);
     s.push_str(&text_table(&ratio_rows(r)));
     for e in r.errors() {
@@ -510,6 +613,20 @@ pub fn markdown(r: &Report, charts: &[String]) -> String {
             "\n## Compaction (seed 001)\n\nBandwidth: compaction input + output bytes ÷ compaction wall time. \
              CPU: seconds of every compaction thread. Busy: seconds each pipeline stage worked (a linear \
              sub-task counts as merge).\n"
+        );
+        s.push_str(&md_table(&rows));
+    }
+    if let Some(rows) = matrix_rows(r) {
+        let _ = writeln!(
+            s,
+            "\n## Matrix container (seed 000)\n\nWA: strata's own count of bytes written (WAL, flushes \
+             into rows or tables, compactions, manifest) ÷ user bytes, since writes to tmpfs do not show in \
+             `/proc/self/io`; the device's count for the other engines. deepest: the last non-empty level at \
+             the end. timeline: operations per full second of the run. rows: rows in the container at the \
+             end; columns: column compactions and the mean row bytes each took; cmp/row: key comparisons \
+             per row searched by a lookup (the hints narrow the search); rows/lookup: rows searched per \
+             lookup that reached the container; segments skipped: by their bloom filters. `@shm`: the \
+             run's directory on tmpfs (`/dev/shm`).\n"
         );
         s.push_str(&md_table(&rows));
     }

@@ -63,6 +63,13 @@ pub const PRESETS: &[(&str, &str)] = &[
          paper's other sizes), 150k records, 4 MiB memtables, 2 MiB tables, every executor, 3 repeats; ~15 min",
     ),
     (
+        "matrixkv",
+        "seed 000: random puts (the fluctuation run), random gets and a sequential load, 4 KiB values, \
+         300k records (1.2 GB, the 128 MiB container filled ~9 times), 4 MiB memtables and tables, \
+         16 MiB L1 target; classic strata on disk and on tmpfs, the matrix container on tmpfs (with and \
+         without hints) and on the disk, RocksDB; 3 repeats; ~45 min",
+    ),
+    (
         "full",
         "every workload, 2M keys (232 MB, 3.6x the 64 MiB cache), 1M ops, 30 s timed runs; about 40 minutes on 2 cores",
     ),
@@ -174,6 +181,42 @@ pub fn preset(name: &str, out: PathBuf) -> Result<Config, BenchError> {
                     write_buffer_size: 4 << 20,
                     target_file_size: 2 << 20,
                     subcompactions: 2,
+                    ..EngineSettings::default()
+                },
+                repeats: 3,
+                ..base
+            })
+        }
+        "matrixkv" => {
+            // The thesis' shape scaled down 16x: 64 MB memtables and
+            // tables, an 8 GB container (128 rows), L1 = the container.
+            let matrix = "l0=matrix,matrix_capacity=128M,matrix_column_bytes=16M";
+            let mut engines = vec![
+                "strata".to_string(),
+                format!("strata:{matrix},fast_dir=@shm/fast"),
+                format!("strata:{matrix},fast_dir=@shm/fast,matrix_hints=false"),
+                format!("strata:{matrix}"),
+                "strata:db_dir=@shm/db".to_string(),
+            ];
+            if COMPARATORS {
+                engines.push("rocksdb".to_string());
+            }
+            Ok(Config {
+                engines,
+                workloads: ["fillrandom", "readrandom", "fillseq"]
+                    .map(String::from)
+                    .to_vec(),
+                params: Params {
+                    num: 300_000,
+                    ops: 300_000,
+                    value_size: 4096,
+                    ..Params::default()
+                },
+                settings: EngineSettings {
+                    block_cache_size: 16 << 20,
+                    write_buffer_size: 4 << 20,
+                    target_file_size: 4 << 20,
+                    level_base: 16 << 20,
                     ..EngineSettings::default()
                 },
                 repeats: 3,

@@ -191,7 +191,7 @@ pub fn open(s: &EngineSettings, dir: &Path) -> Result<OpenEngine, BenchError> {
          table=block_based(block_size={},filter=bloom_full({} bits/key),block_cache=lru({})),\
          wal=on,sync={}",
         s.write_buffer_size,
-        256u64 << 20,
+        s.level_base,
         s.target_file_size,
         s.compression,
         s.background_threads,
@@ -226,7 +226,7 @@ pub fn open(s: &EngineSettings, dir: &Path) -> Result<OpenEngine, BenchError> {
         rocksdb_options_set_level0_file_num_compaction_trigger(o, 4);
         rocksdb_options_set_level0_slowdown_writes_trigger(o, 20);
         rocksdb_options_set_level0_stop_writes_trigger(o, 36);
-        rocksdb_options_set_max_bytes_for_level_base(o, 256 << 20);
+        rocksdb_options_set_max_bytes_for_level_base(o, s.level_base);
         rocksdb_options_set_max_bytes_for_level_multiplier(o, 10.0);
         rocksdb_options_set_target_file_size_base(o, s.target_file_size);
         rocksdb_options_set_num_levels(o, 7);
