@@ -73,6 +73,52 @@ fn stress_runs_and_survives_crash_rounds() {
     assert!(in_flight > 0, "no kill hit a write in flight:\n{out}");
 }
 
+/// Crash rounds with level 0 as the matrix container, its rows on a fast
+/// directory of their own; then `strata verify` checks the rows (the long
+/// run is `docs/DURABILITY.md`'s command with `--opt l0=matrix,...`).
+#[test]
+fn stress_crash_rounds_with_the_matrix_container() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let db = tmp.path().join("db");
+    let db = db.to_str().expect("utf-8 path");
+    let opt = format!(
+        "l0=matrix,matrix_capacity=512K,matrix_column_bytes=128K,fast_dir={}",
+        tmp.path().join("fast").display()
+    );
+    let o = strata(&[
+        "--dir",
+        db,
+        "--opt",
+        &opt,
+        "stress",
+        "--crash",
+        "--rounds",
+        "5",
+        "--max-kill-ms",
+        "800",
+        "--threads",
+        "3",
+        "--keys",
+        "3000",
+        "--seed",
+        "9",
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(out.contains("5 rounds"), "{out}");
+    let o = strata(&["--dir", db, "--opt", &opt, "verify"]);
+    let report = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{report}");
+    assert!(
+        report.lines().any(|l| l.starts_with("row ")),
+        "the rows were checked:\n{report}"
+    );
+}
+
 /// The number just before `marker` in `text`.
 fn number_before(text: &str, marker: &str) -> u64 {
     let end = text

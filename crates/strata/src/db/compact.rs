@@ -256,7 +256,6 @@ impl Db {
                 inner.done_cv.wait_for(&mut st, Duration::from_millis(50));
             }
             st.check_usable()?;
-            let version = st.versions.current();
             if level == 0 {
                 // All of level 0 (its pieces overlap), until it is empty.
                 drop(st);
@@ -268,6 +267,7 @@ impl Db {
                         st.check_usable()?;
                         inner.done_cv.wait_for(&mut st, Duration::from_millis(50));
                     }
+                    st.check_usable()?;
                     let version = st.versions.current();
                     let Some(plan) = inner.l0.pick_all(&version, &inner.opts) else {
                         break;
@@ -276,6 +276,7 @@ impl Db {
                 }
                 continue;
             }
+            let version = st.versions.current();
             // One plan takes every overlapping table of the level.
             if let Some(plan) =
                 picker::pick_range(&version, &inner.opts, level, lo.as_deref(), hi.as_deref())

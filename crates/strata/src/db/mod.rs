@@ -128,6 +128,8 @@ pub(crate) struct Inner {
     pub stats: Stats,
     pub closed: AtomicBool,
     _lock: Box<dyn FileLock>,
+    /// The matrix container's fast directory, when it is another one.
+    _fast_lock: Option<Box<dyn FileLock>>,
 }
 
 /// An open database. See the crate docs and `docs/ARCHITECTURE.md`.
@@ -390,18 +392,25 @@ impl Inner {
                 }
             }
         }
-        let mut rows = Vec::new();
+        // New rows are opened (checksummed) and added to the container's
+        // segment filters here, without the state mutex: the current
+        // version cannot change meanwhile (every edit holds `apply`).
+        let mut with_rows = None;
         if !edit.rows_added.is_empty() {
-            let dir = self.state.lock().versions.matrix_dir().to_path_buf();
+            let current = self.state.lock().versions.current();
+            let mut m = current.matrix.clone();
+            let mut rows = Vec::new();
             for d in &edit.rows_added {
-                match crate::matrix::RowMeta::open(d.clone(), &self.opts.fs, &dir) {
+                match crate::matrix::RowMeta::open(d.clone(), &self.opts.fs, &m.cfg.dir) {
                     Ok(r) => rows.push(r),
                     Err(e) => return (self.state.lock(), Err(e)),
                 }
             }
+            m.apply(rows, &[], &[]);
+            with_rows = Some(m);
         }
         let mut st = self.state.lock();
-        let mut pending = match st.versions.prepare(edit, opened, rows) {
+        let mut pending = match st.versions.prepare(edit, opened, with_rows) {
             Ok(p) => p,
             Err(e) => return (st, Err(e)),
         };

@@ -40,9 +40,11 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
     let mut versions = VersionSet::new(dir, &opts, cache.clone());
     let names = fs.list_dir(dir)?;
     let fast_dir = versions.matrix_dir().to_path_buf();
-    if opts.l0 == crate::options::L0Kind::Matrix {
-        fs.create_dir_all(&fast_dir)?;
-    }
+    let fast_lock = if opts.l0 == crate::options::L0Kind::Matrix && fast_dir != dir {
+        Some(claim_fast_dir(&*fs, dir, &fast_dir)?)
+    } else {
+        None
+    };
     // Row files on the fast tier (when it is another directory).
     let row_names: Vec<String> = if fast_dir != dir && fs.exists(&fast_dir) {
         fs.list_dir(&fast_dir)?
@@ -246,6 +248,7 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
         closed: AtomicBool::new(false),
         opts,
         _lock: lock,
+        _fast_lock: fast_lock,
     };
     {
         let mut st = inner.state.lock();
@@ -253,6 +256,52 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
         remove_obsolete_files(&inner, &st)?;
     }
     Ok(inner)
+}
+
+/// Makes `fast` (the matrix container's own directory) this database's:
+/// creates it (durably), locks it, and records the database directory in
+/// `fast/OWNER`. Refuses a directory another database owns (or holding
+/// rows of unknown origin): opening would delete that database's rows as
+/// orphans, or a flush would overwrite them.
+fn claim_fast_dir(
+    fs: &dyn crate::io::FileSystem,
+    dir: &Path,
+    fast: &Path,
+) -> Result<Box<dyn crate::io::FileLock>> {
+    if !fs.exists(fast) {
+        fs.create_dir_all(fast)?;
+        if let Some(parent) = fast.parent().filter(|p| !p.as_os_str().is_empty()) {
+            fs.sync_dir(parent)?;
+        }
+    }
+    let lock = fs.lock(&fast.join(LOCK))?;
+    let me = dir.display().to_string();
+    let owner_path = fast.join("OWNER");
+    if fs.exists(&owner_path) {
+        let owner = crate::io::read_all(fs, &owner_path)?;
+        let owner = String::from_utf8_lossy(&owner);
+        if owner.trim_end() != me {
+            return Err(Error::InvalidArgument(format!(
+                "fast_dir {} belongs to the database in {} (rows are kept per database: \
+                 give this one a directory of its own)",
+                fast.display(),
+                owner.trim_end()
+            )));
+        }
+    } else {
+        let strangers = fs
+            .list_dir(fast)?
+            .iter()
+            .any(|n| crate::matrix::row::parse_row_name(n).is_some());
+        if strangers {
+            return Err(Error::InvalidArgument(format!(
+                "fast_dir {} holds matrix rows of an unknown database",
+                fast.display()
+            )));
+        }
+        crate::io::write_atomic(fs, fast, "OWNER", format!("{me}\n").as_bytes())?;
+    }
+    Ok(lock)
 }
 
 /// Deletes tables no version names, old WALs and manifests, and temp files.

@@ -116,9 +116,14 @@ impl RowRef {
 }
 
 /// A bloom filter over the keys of consecutive rows, built in memory.
-#[derive(Debug, Clone)]
+/// Bits are only ever set, so every version shares one bit array: a
+/// version whose rows are all in it sees every key of theirs (the bits of
+/// a row are set before the version naming it is installed), and bits of
+/// rows it does not have only add false positives. Nothing is copied when
+/// a row joins.
+#[derive(Debug)]
 struct SegmentBloom {
-    words: Vec<u64>,
+    words: Vec<AtomicU64>,
     bits: u64,
     k: u32,
 }
@@ -127,40 +132,43 @@ impl SegmentBloom {
     fn new(keys: u64, bits_per_key: usize) -> Self {
         let bits = keys
             .saturating_mul(bits_per_key.max(1) as u64)
-            .clamp(64, 1 << 31)
+            .clamp(64, 1 << 32)
             .div_ceil(64)
             * 64;
         SegmentBloom {
-            words: vec![0; (bits / 64) as usize],
+            words: (0..bits / 64).map(|_| AtomicU64::new(0)).collect(),
             bits,
             k: u32::from(crate::table::filter::num_probes(bits_per_key.max(1))),
         }
     }
 
-    fn probes(&self, uk: &[u8]) -> impl Iterator<Item = u64> + '_ {
+    #[inline]
+    fn probe_pair(uk: &[u8]) -> (u64, u64) {
         let h = xxh3_64(uk);
-        let (h1, h2) = (h, h.rotate_left(32) | 1);
-        (0..u64::from(self.k)).map(move |i| h1.wrapping_add(i.wrapping_mul(h2)) % self.bits)
+        (h, h.rotate_left(32) | 1)
     }
 
-    fn add(&mut self, uk: &[u8]) {
-        let bits: Vec<u64> = self.probes(uk).collect();
-        for b in bits {
-            if let Some(w) = self.words.get_mut((b / 64) as usize) {
-                *w |= 1 << (b % 64);
+    fn add(&self, uk: &[u8]) {
+        let (h1, h2) = Self::probe_pair(uk);
+        for i in 0..u64::from(self.k) {
+            let b = h1.wrapping_add(i.wrapping_mul(h2)) % self.bits;
+            if let Some(w) = self.words.get((b / 64) as usize) {
+                w.fetch_or(1 << (b % 64), Ordering::Relaxed);
             }
         }
     }
 
     fn may_contain(&self, uk: &[u8]) -> bool {
-        self.probes(uk).all(|b| {
+        let (h1, h2) = Self::probe_pair(uk);
+        (0..u64::from(self.k)).all(|i| {
+            let b = h1.wrapping_add(i.wrapping_mul(h2)) % self.bits;
             self.words
                 .get((b / 64) as usize)
-                .is_some_and(|w| w & (1 << (b % 64)) != 0)
+                .is_some_and(|w| w.load(Ordering::Relaxed) & (1 << (b % 64)) != 0)
         })
     }
 
-    fn add_row(&mut self, row: &Row) {
+    fn add_row(&self, row: &Row) {
         let mut last: Option<&[u8]> = None;
         for i in 0..row.len() {
             let uk = row.user_key(i);
@@ -175,9 +183,12 @@ impl SegmentBloom {
 /// Consecutive rows sharing one bloom filter.
 #[derive(Debug, Clone)]
 pub struct Segment {
-    /// Row ids, newest first.
+    /// Row ids, newest first (rows compacted away leave; their keys stay
+    /// in the filter).
     ids: Vec<u64>,
-    bloom: SegmentBloom,
+    /// Rows ever added: the segment is sealed at `segment_rows`.
+    added: usize,
+    bloom: Arc<SegmentBloom>,
 }
 
 /// What the container counts (shared by every version of one database).
@@ -194,6 +205,9 @@ pub struct Counters {
 pub struct Config {
     pub dir: PathBuf,
     pub segment_rows: usize,
+    /// A row's size, about: a segment's filter is sized for
+    /// `segment_rows` rows of this many bytes.
+    pub row_bytes: u64,
     pub hints: bool,
     pub bits_per_key: usize,
 }
@@ -215,6 +229,7 @@ impl Default for Matrix {
             Arc::new(Config {
                 dir: PathBuf::new(),
                 segment_rows: 50,
+                row_bytes: 64 << 20,
                 hints: true,
                 bits_per_key: 10,
             }),
@@ -229,6 +244,7 @@ impl Config {
         Config {
             dir: opts.fast_dir.clone().unwrap_or_else(|| dir.to_path_buf()),
             segment_rows: opts.matrix_segment_rows.max(1),
+            row_bytes: opts.write_buffer_size as u64,
             hints: opts.matrix_hints,
             bits_per_key: if opts.bloom_bits_per_key == 0 {
                 10
@@ -285,22 +301,31 @@ impl Matrix {
         let mut added = added;
         added.sort_by_key(|m| m.id());
         for meta in added {
-            let full = self
+            let sealed = self
                 .segments
                 .first()
-                .is_none_or(|s| s.ids.len() >= self.cfg.segment_rows);
-            let seg = if full {
-                let keys = u64::from(meta.row.len()) * self.cfg.segment_rows as u64;
-                let mut bloom = SegmentBloom::new(keys, self.cfg.bits_per_key);
+                .is_none_or(|s| s.added >= self.cfg.segment_rows);
+            let seg = if sealed {
+                // Sized for full rows of entries like this row's (a small
+                // first row, say a recovered WAL tail, must not undersize it).
+                let n = u64::from(meta.row.len()).max(1);
+                let entry = (meta.desc.size / n).max(1);
+                let per_row = n.max(self.cfg.row_bytes / entry);
+                let bloom = SegmentBloom::new(
+                    per_row.saturating_mul(self.cfg.segment_rows as u64),
+                    self.cfg.bits_per_key,
+                );
                 bloom.add_row(&meta.row);
                 Arc::new(Segment {
                     ids: vec![meta.id()],
-                    bloom,
+                    added: 1,
+                    bloom: Arc::new(bloom),
                 })
             } else {
                 let mut s = (*self.segments.remove(0)).clone();
                 s.bloom.add_row(&meta.row);
                 s.ids.insert(0, meta.id());
+                s.added += 1;
                 Arc::new(s)
             };
             self.segments.insert(0, seg);
@@ -464,7 +489,7 @@ pub fn pick_column(v: &Version, opts: &Options, in_flight: &InFlight) -> Option<
     }
     let group: Vec<&RowRef> = if m.rows.iter().any(|r| r.compacting) {
         m.rows.iter().filter(|r| r.compacting).collect()
-    } else if m.remaining_bytes() * 3 >= opts.matrix_capacity * 2 {
+    } else if m.remaining_bytes().saturating_mul(3) >= opts.matrix_capacity.saturating_mul(2) {
         m.rows.iter().collect()
     } else {
         return None;
@@ -523,26 +548,48 @@ fn column_of(v: &Version, opts: &Options, group: &[&RowRef], trigger: Trigger) -
             break;
         }
     }
-    if boundary.is_none() && l1.len() <= first {
-        // Nothing in L1 from here on: cut on the largest row's quantile.
-        let big = live.iter().max_by_key(|r| r.remaining_bytes())?;
-        let total: u64 = live.iter().map(|r| r.remaining_bytes()).sum();
-        if total > target {
-            let row = &big.meta.row;
-            let share = (u128::from(big.remaining_bytes()) * u128::from(target)
-                / u128::from(total.max(1))) as u64;
-            let want = row.data_offset(big.cursor).saturating_add(share);
-            let (mut lo, mut hi) = (big.cursor, row.len());
-            while lo < hi {
-                let mid = lo + (hi - lo) / 2;
-                if row.data_offset(mid) < want {
-                    lo = mid + 1;
-                } else {
-                    hi = mid;
+    if boundary.is_none() {
+        // The L1 tables from here on (if any) did not reach the target:
+        // past the last of them, cut where the row with the most bytes
+        // there reaches its share of what is left of the target (a data
+        // quantile), so one column never takes the whole group.
+        let floor = (first < l1.len())
+            .then(|| l1.last().map(|f| f.largest_user_key()))
+            .flatten();
+        let used = floor.map_or(0, |f| row_bytes_upto(f) + table_bytes);
+        let budget = target.saturating_sub(used);
+        let beyond: Vec<(&RowRef, u32)> = live
+            .iter()
+            .map(|r| {
+                let row = &r.meta.row;
+                let from = floor.map_or(r.cursor, |f| row.upper_bound(f, r.cursor, row.len()));
+                (*r, from)
+            })
+            .collect();
+        let size = |(r, from): &(&RowRef, u32)| r.meta.row.bytes_between(*from, r.meta.row.len());
+        let total: u64 = beyond.iter().map(size).sum();
+        if total > budget {
+            if budget == 0 {
+                boundary = floor.map(<[u8]>::to_vec);
+            } else if let Some(big) = beyond.iter().max_by_key(|x| size(x)) {
+                let (r, from) = *big;
+                let row = &r.meta.row;
+                let share =
+                    (u128::from(size(big)) * u128::from(budget) / u128::from(total.max(1))) as u64;
+                let want = row.data_offset(from).saturating_add(share);
+                let (mut lo, mut hi) = (from, row.len());
+                while lo < hi {
+                    let mid = lo + (hi - lo) / 2;
+                    if row.data_offset(mid) < want {
+                        lo = mid + 1;
+                    } else {
+                        hi = mid;
+                    }
                 }
-            }
-            if lo < row.len() {
-                boundary = Some(row.user_key(lo).to_vec());
+                boundary = row
+                    .user_key(lo.min(row.len().saturating_sub(1)))
+                    .to_vec()
+                    .into();
             }
         }
     }

@@ -7,7 +7,7 @@
 //!           | u64 row id | u64 hint row id (0: none)            32 bytes
 //! entry  := varint(klen) internal_key varint(vlen) value
 //! cell   := u32 entry offset | u32 hint                           8 bytes
-//! footer := u64 cells offset | u32 cells | u32 crc32c(bytes before footer)
+//! footer := u64 cells offset | u32 cells | u32 masked crc32c(bytes before footer)
 //!           | u64 magic                                           24 bytes
 //! ```
 //!
@@ -28,7 +28,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub const ROW_MAGIC: u64 = 0x5354_5241_5441_5257; // "STRATARW"
-pub const ROW_VERSION: u32 = 1;
+/// Version 1 (an unmasked checksum) never left development; it is refused.
+pub const ROW_VERSION: u32 = 2;
 pub const HEADER_LEN: usize = 32;
 pub const FOOTER_LEN: usize = 24;
 const CELL_LEN: usize = 8;
@@ -167,7 +168,7 @@ impl<'a> RowWriter<'a> {
         let mut footer = Vec::with_capacity(FOOTER_LEN);
         put_u64(&mut footer, cells_offset);
         put_u32(&mut footer, cells.len() as u32);
-        put_u32(&mut footer, self.crc);
+        put_u32(&mut footer, crate::coding::mask_crc(self.crc));
         put_u64(&mut footer, ROW_MAGIC);
         self.file.append(&footer)?;
         self.file.sync()?;
@@ -245,7 +246,7 @@ impl Row {
                 path.display()
             )));
         }
-        let crc = get_u32(b, foot + 12).unwrap_or(0);
+        let crc = crate::coding::unmask_crc(get_u32(b, foot + 12).unwrap_or(0));
         if crc32c::crc32c(b.get(..foot).unwrap_or_default()) != crc {
             return Err(bad(foot, "checksum mismatch"));
         }

@@ -16,6 +16,7 @@ fn container(rows: usize, per_row: usize, hints: bool, segment_rows: usize) -> (
     let cfg = Arc::new(Config {
         dir: dir.to_path_buf(),
         segment_rows,
+        row_bytes: 4096,
         hints,
         bits_per_key: 10,
     });

@@ -1,10 +1,9 @@
-//! Level 0 as the read path sees it.
+//! Level 0 tables as the read path sees them.
 //!
 //! Level 0 receives every flush, so its pieces overlap and are searched
-//! newest first. Today it is a list of tables (`Options::l0 = Tables`); the
-//! MatrixKV container (DESIGN §2.2) will implement the same trait with rows,
-//! cross-row hints and segment bloom filters, and replace the flush sink
-//! (`db::flush::write_l0_table`) and the L0→L1 plan (column compaction).
+//! newest first. This is the read interface of L0 *tables*; level 0 as a
+//! whole is a container chosen at open (`crate::l0`), and the matrix
+//! container's rows are read through `Version::matrix`.
 
 use super::FileMeta;
 use crate::error::Result;

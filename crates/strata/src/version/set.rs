@@ -269,7 +269,7 @@ impl VersionSet {
     /// the database splits it (`prepare`, `PendingEdit::write`, `install`)
     /// so that the manifest I/O runs without its state mutex.
     pub fn log_and_apply(&mut self, edit: &mut Edit) -> Result<Arc<Version>> {
-        let mut pending = self.prepare(edit, Vec::new(), Vec::new())?;
+        let mut pending = self.prepare(edit, Vec::new(), None)?;
         let written = pending.write();
         self.install(pending, written)
     }
@@ -281,7 +281,7 @@ impl VersionSet {
         &mut self,
         edit: &mut Edit,
         opened: Vec<Arc<FileMeta>>,
-        opened_rows: Vec<Arc<crate::matrix::RowMeta>>,
+        with_rows: Option<crate::matrix::Matrix>,
     ) -> Result<PendingEdit> {
         if let Some(n) = edit.log_number {
             debug_assert!(n >= self.log_number);
@@ -314,13 +314,20 @@ impl VersionSet {
                 .ok_or_else(|| Error::InvalidArgument(format!("level {level} out of range")))?
                 .push(meta);
         }
-        let mut rows = Vec::new();
-        for d in &edit.rows_added {
-            rows.push(match opened_rows.iter().find(|r| r.id() == d.id) {
-                Some(r) => r.clone(),
-                None => crate::matrix::RowMeta::open(d.clone(), &self.fs, &self.matrix.dir)?,
-            });
-        }
+        // The rows the edit adds: opened, on top, in their segment filters
+        // (`with_rows`, built from the current container by the caller
+        // outside the state mutex), or here.
+        let rows = match with_rows {
+            Some(m) => {
+                v.matrix = m;
+                Vec::new()
+            }
+            None => edit
+                .rows_added
+                .iter()
+                .map(|d| crate::matrix::RowMeta::open(d.clone(), &self.fs, &self.matrix.dir))
+                .collect::<Result<_>>()?,
+        };
         let removed_rows = v.matrix.apply(rows, &edit.row_cursors, &edit.rows_deleted);
         v.seal();
 
