@@ -178,7 +178,7 @@ impl L0Container for Matrix {
                 return Some(p);
             }
         }
-        crate::matrix::pick_column(v, env.opts, env.in_flight)
+        crate::matrix::column::pick_column(v, env.opts, env.in_flight)
             .and_then(|p| env.admit(p))
             .or_else(|| levels.pick(env))
     }
@@ -187,7 +187,7 @@ impl L0Container for Matrix {
         if v.level_files(0) > 0 {
             return picker::pick_range(v, opts, 0, None, None);
         }
-        crate::matrix::pick_all(v, opts)
+        crate::matrix::column::pick_all(v, opts)
     }
 
     fn pressure(&self, v: &Version, opts: &Options) -> Pressure {

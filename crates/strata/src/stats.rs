@@ -415,6 +415,24 @@ impl fmt::Display for StatsSnapshot {
                 self.stale_dropped
             )?;
         }
+        let m = &self.matrix;
+        if m.rows > 0 || m.column_compactions > 0 {
+            writeln!(
+                f,
+                "matrix container:   {} rows in {} segments, {:.2} MiB ({:.2} MiB not compacted); \
+                 {} column compactions ({:.2} MiB of rows); {} lookups, {:.1} comparisons per row \
+                 searched, {} segments skipped",
+                m.rows,
+                m.segments,
+                mib(m.bytes),
+                mib(m.remaining_bytes),
+                m.column_compactions,
+                mib(m.column_bytes),
+                m.lookups,
+                m.comparisons_per_row(),
+                m.segments_skipped
+            )?;
+        }
         writeln!(
             f,
             "stalls:             {} ({:.3} s); slowdowns {} ({:.3} s)",

@@ -373,61 +373,26 @@ fn power_loss_with_the_matrix_container() {
 /// removal).
 #[test]
 fn power_loss_at_every_operation_with_the_matrix_container() {
-    let spec = format!("{},fast_dir=/fast,matrix_column_bytes=6K", common::MATRIX);
     let base = || {
         let mut o = deep_options();
-        o.apply(&spec).expect("options");
+        o.apply(&format!(
+            "{},fast_dir=/fast,matrix_column_bytes=6K",
+            common::MATRIX
+        ))
+        .expect("options");
         o
     };
-    let ops = history(8, 200, 150, 0.5);
-    let total = {
-        let fs = MemFs::new();
-        run_with(
-            &fs,
-            base().fs(Arc::new(fs.clone())),
-            &ops,
-            CrashKind::PowerLoss,
-        );
-        fs.ops()
-    };
-    let mut hits: BTreeMap<Work, usize> = BTreeMap::new();
-    for n in 1..=total {
-        for kind in [CrashKind::PowerLoss, CrashKind::PowerLossDirPrefix(n)] {
-            let fs = MemFs::new();
-            fs.record_ops(true);
-            let work = Arc::new(TableWork::default());
-            check_case_on(
-                &fs,
-                base().listener(work.clone()),
-                &ops,
-                &Case {
-                    seed: 8,
-                    crash_at: n,
-                    kind,
-                },
-            );
-            if kind == CrashKind::PowerLoss {
-                let w = classify(&fs.journal(), &work.0.lock());
-                *hits
-                    .entry(w.get(&n).copied().unwrap_or(Work::Other))
-                    .or_default() += 1;
-            }
-        }
-    }
-    eprintln!("matrix: crash points by work in flight: {hits:?}");
-    let count = |w: Work| hits.get(&w).copied().unwrap_or(0);
-    for (w, min) in [
-        (Work::Flush, 20),
-        (Work::Compaction(1), 20),
-        (Work::Switch, 10),
-        (Work::LogWrite, 50),
-    ] {
-        assert!(
-            count(w) >= min,
-            "only {} crash points during {w:?} (want {min}): {hits:?}",
-            count(w)
-        );
-    }
+    every_crash_point(
+        "matrix",
+        8,
+        &base,
+        &[
+            (Work::Flush, 20),
+            (Work::Compaction(1), 20),
+            (Work::Switch, 10),
+            (Work::LogWrite, 50),
+        ],
+    );
 }
 
 #[test]
@@ -526,12 +491,31 @@ fn deep_options() -> Options {
 /// compactions, memtable switches and log writes.
 #[test]
 fn power_loss_at_every_operation_of_a_short_history() {
-    let ops = history(7, 200, 150, 0.5);
+    every_crash_point(
+        "tables",
+        7,
+        &deep_options,
+        &[
+            (Work::Flush, 20),
+            (Work::Compaction(1), 20),
+            (Work::Compaction(2), 10),
+            (Work::Switch, 10),
+            (Work::LogWrite, 50),
+        ],
+    );
+}
+
+/// Every crash point of the history of `seed` under `base()`, each as a
+/// plain power loss and as one that keeps a prefix of the unsynced
+/// directory changes; the plain ones are counted by the work in flight,
+/// and each kind of work in `mins` must be hit at least that often.
+fn every_crash_point(name: &str, seed: u64, base: &dyn Fn() -> Options, mins: &[(Work, usize)]) {
+    let ops = history(seed, 200, 150, 0.5);
     let total = {
         let fs = MemFs::new();
         run_with(
             &fs,
-            deep_options().fs(Arc::new(fs.clone())),
+            base().fs(Arc::new(fs.clone())),
             &ops,
             CrashKind::PowerLoss,
         );
@@ -546,10 +530,10 @@ fn power_loss_at_every_operation_of_a_short_history() {
             let work = Arc::new(TableWork::default());
             check_case_on(
                 &fs,
-                deep_options().listener(work.clone()),
+                base().listener(work.clone()),
                 &ops,
                 &Case {
-                    seed: 7,
+                    seed,
                     crash_at: n,
                     kind,
                 },
@@ -564,18 +548,12 @@ fn power_loss_at_every_operation_of_a_short_history() {
             }
         }
     }
-    eprintln!("crash points by work in flight: {hits:?}");
+    eprintln!("{name}: crash points by work in flight: {hits:?}");
     let count = |w: Work| hits.get(&w).copied().unwrap_or(0);
-    for (w, min) in [
-        (Work::Flush, 20),
-        (Work::Compaction(1), 20),
-        (Work::Compaction(2), 10),
-        (Work::Switch, 10),
-        (Work::LogWrite, 50),
-    ] {
+    for &(w, min) in mins {
         assert!(
             count(w) >= min,
-            "only {} crash points during {w:?} (want {min}): {hits:?}",
+            "{name}: only {} crash points during {w:?} (want {min}): {hits:?}",
             count(w)
         );
     }

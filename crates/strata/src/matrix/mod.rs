@@ -20,16 +20,15 @@
 //!   the same boundary (the columns so far), so a key at or before a
 //!   compacting row's last compacted cell is in L1 for every older row too.
 
+pub mod column;
 pub mod row;
 
-use crate::compaction::scheduler::InFlight;
-use crate::compaction::{Plan, PlanKind, RowSlice, Trigger};
+use crate::compaction::RowSlice;
 use crate::error::Result;
 use crate::io::FileSystem;
 use crate::iter::InternalIterator;
-use crate::options::Options;
 use crate::types::{self, SeqNo, ValueKind};
-use crate::version::{FileDesc, Version};
+use crate::version::edit::FileDesc;
 use row::{row_name, Row, RowIter, RowSource};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -238,23 +237,6 @@ impl Default for Matrix {
     }
 }
 
-impl Config {
-    /// The container's settings in `opts` for the database in `dir`.
-    pub fn from_options(dir: &Path, opts: &Options) -> Self {
-        Config {
-            dir: opts.fast_dir.clone().unwrap_or_else(|| dir.to_path_buf()),
-            segment_rows: opts.matrix_segment_rows.max(1),
-            row_bytes: opts.write_buffer_size as u64,
-            hints: opts.matrix_hints,
-            bits_per_key: if opts.bloom_bits_per_key == 0 {
-                10
-            } else {
-                opts.bloom_bits_per_key
-            },
-        }
-    }
-}
-
 impl Matrix {
     pub fn new(cfg: Arc<Config>, counters: Arc<Counters>) -> Self {
         Matrix {
@@ -455,6 +437,25 @@ impl Matrix {
         None
     }
 
+    /// Smallest and largest user key over the non-empty slices of `rows`.
+    pub fn slices_range(&self, rows: &[RowSlice]) -> Option<(Vec<u8>, Vec<u8>)> {
+        let mut lo: Option<&[u8]> = None;
+        let mut hi: Option<&[u8]> = None;
+        for s in rows {
+            let Some(r) = self.row(s.id) else {
+                continue;
+            };
+            let row = &r.meta.row;
+            if s.from >= s.to || s.to > row.len() {
+                continue;
+            }
+            let (a, b) = (row.user_key(s.from), row.user_key(s.to - 1));
+            lo = Some(lo.map_or(a, |x| x.min(a)));
+            hi = Some(hi.map_or(b, |x| x.max(b)));
+        }
+        Some((lo?.to_vec(), hi?.to_vec()))
+    }
+
     /// Adds one iterator per row over its cells not compacted yet.
     pub fn add_iterators(&self, out: &mut Vec<Box<dyn InternalIterator>>) {
         for r in &self.rows {
@@ -476,187 +477,6 @@ impl Matrix {
                 && types::user_key(&r.meta.desc.largest) >= uk
         })
     }
-}
-
-/// The next column compaction of `v`'s container, if it is due: L0 must
-/// hold no tables (rows are newer than any table there), no other L0
-/// compaction may run, and the container must have a compacting group or
-/// be at 2/3 of `matrix_capacity`.
-pub fn pick_column(v: &Version, opts: &Options, in_flight: &InFlight) -> Option<Plan> {
-    let m = &v.matrix;
-    if m.is_empty() || v.level_files(0) > 0 || in_flight.l0_busy() {
-        return None;
-    }
-    let group: Vec<&RowRef> = if m.rows.iter().any(|r| r.compacting) {
-        m.rows.iter().filter(|r| r.compacting).collect()
-    } else if m.remaining_bytes().saturating_mul(3) >= opts.matrix_capacity.saturating_mul(2) {
-        m.rows.iter().collect()
-    } else {
-        return None;
-    };
-    column_of(v, opts, &group, Trigger::Size)
-}
-
-/// A column compaction of every row of the container at once (manual
-/// compaction), or `None` when it is empty.
-pub fn pick_all(v: &Version, opts: &Options) -> Option<Plan> {
-    let group: Vec<&RowRef> = if v.matrix.rows.iter().any(|r| r.compacting) {
-        v.matrix.rows.iter().filter(|r| r.compacting).collect()
-    } else {
-        v.matrix.rows.iter().collect()
-    };
-    let mut opts = opts.clone();
-    opts.matrix_column_bytes = u64::MAX;
-    column_of(v, &opts, &group, Trigger::Manual)
-}
-
-/// The next column of `group`: from the rows' cursors up to the first L1
-/// table boundary where the column's bytes (row cells plus L1 tables)
-/// reach `matrix_column_bytes`; with L1 empty, cut where the largest row
-/// reaches its share of the target.
-fn column_of(v: &Version, opts: &Options, group: &[&RowRef], trigger: Trigger) -> Option<Plan> {
-    let live: Vec<&RowRef> = group
-        .iter()
-        .copied()
-        .filter(|r| r.cursor < r.meta.row.len())
-        .collect();
-    let start = live
-        .iter()
-        .map(|r| r.meta.row.user_key(r.cursor))
-        .min()?
-        .to_vec();
-    let target = opts.matrix_column_bytes;
-    let row_bytes_upto = |b: &[u8]| -> u64 {
-        live.iter()
-            .map(|r| {
-                let row = &r.meta.row;
-                let to = row.upper_bound(b, r.cursor, row.len());
-                row.bytes_between(r.cursor, to)
-            })
-            .sum()
-    };
-    let l1 = v.levels.get(1).map_or(&[][..], Vec::as_slice);
-    // L1 tables at or after the start, in key order.
-    let first = l1.partition_point(|f| f.largest_user_key() < start.as_slice());
-    let mut boundary: Option<Vec<u8>> = None;
-    let mut table_bytes = 0;
-    for f in l1.get(first..).unwrap_or_default() {
-        table_bytes += f.size();
-        let b = f.largest_user_key();
-        if row_bytes_upto(b) + table_bytes >= target {
-            boundary = Some(b.to_vec());
-            break;
-        }
-    }
-    if boundary.is_none() {
-        // The L1 tables from here on (if any) did not reach the target:
-        // past the last of them, cut where the row with the most bytes
-        // there reaches its share of what is left of the target (a data
-        // quantile), so one column never takes the whole group.
-        let floor = (first < l1.len())
-            .then(|| l1.last().map(|f| f.largest_user_key()))
-            .flatten();
-        let used = floor.map_or(0, |f| row_bytes_upto(f) + table_bytes);
-        let budget = target.saturating_sub(used);
-        let beyond: Vec<(&RowRef, u32)> = live
-            .iter()
-            .map(|r| {
-                let row = &r.meta.row;
-                let from = floor.map_or(r.cursor, |f| row.upper_bound(f, r.cursor, row.len()));
-                (*r, from)
-            })
-            .collect();
-        let size = |(r, from): &(&RowRef, u32)| r.meta.row.bytes_between(*from, r.meta.row.len());
-        let total: u64 = beyond.iter().map(size).sum();
-        if total > budget {
-            if budget == 0 {
-                boundary = floor.map(<[u8]>::to_vec);
-            } else if let Some(big) = beyond.iter().max_by_key(|x| size(x)) {
-                let (r, from) = *big;
-                let row = &r.meta.row;
-                let share =
-                    (u128::from(size(big)) * u128::from(budget) / u128::from(total.max(1))) as u64;
-                let want = row.data_offset(from).saturating_add(share);
-                let (mut lo, mut hi) = (from, row.len());
-                while lo < hi {
-                    let mid = lo + (hi - lo) / 2;
-                    if row.data_offset(mid) < want {
-                        lo = mid + 1;
-                    } else {
-                        hi = mid;
-                    }
-                }
-                boundary = row
-                    .user_key(lo.min(row.len().saturating_sub(1)))
-                    .to_vec()
-                    .into();
-            }
-        }
-    }
-    // Cells with user keys ≤ boundary (all of them without one).
-    let rows: Vec<RowSlice> = group
-        .iter()
-        .map(|r| {
-            let row = &r.meta.row;
-            let to = match &boundary {
-                Some(b) => row.upper_bound(b, r.cursor, row.len()),
-                None => row.len(),
-            };
-            RowSlice {
-                id: r.meta.id(),
-                from: r.cursor,
-                to: to.max(r.cursor),
-            }
-        })
-        .collect();
-    let (lo, hi) = slices_range(v, &rows)?;
-    let next = v.overlapping(1, Some(&lo), Some(&hi));
-    let all_lo = next
-        .iter()
-        .map(|f| f.smallest_user_key())
-        .chain(std::iter::once(lo.as_slice()))
-        .min()?
-        .to_vec();
-    let all_hi = next
-        .iter()
-        .map(|f| f.largest_user_key())
-        .chain(std::iter::once(hi.as_slice()))
-        .max()?
-        .to_vec();
-    let bottommost =
-        (2..v.levels.len()).all(|l| v.overlapping(l, Some(&all_lo), Some(&all_hi)).is_empty());
-    Some(Plan {
-        kind: PlanKind::Merge,
-        level: 0,
-        output_level: 1,
-        inputs: Vec::new(),
-        next_inputs: next.iter().map(|f| f.id()).collect(),
-        target_file_size: opts.target_file_size,
-        bottommost,
-        compact_pointer: Vec::new(),
-        trigger,
-        rows,
-        assigned: Default::default(),
-    })
-}
-
-/// Smallest and largest user key over the non-empty slices of `rows`.
-pub fn slices_range(v: &Version, rows: &[RowSlice]) -> Option<(Vec<u8>, Vec<u8>)> {
-    let mut lo: Option<&[u8]> = None;
-    let mut hi: Option<&[u8]> = None;
-    for s in rows {
-        let Some(r) = v.matrix.row(s.id) else {
-            continue;
-        };
-        let row = &r.meta.row;
-        if s.from >= s.to || s.to > row.len() {
-            continue;
-        }
-        let (a, b) = (row.user_key(s.from), row.user_key(s.to - 1));
-        lo = Some(lo.map_or(a, |x| x.min(a)));
-        hi = Some(hi.map_or(b, |x| x.max(b)));
-    }
-    Some((lo?.to_vec(), hi?.to_vec()))
 }
 
 #[cfg(test)]

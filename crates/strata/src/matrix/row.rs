@@ -384,6 +384,21 @@ impl Row {
         self.data_offset(to).saturating_sub(self.data_offset(from))
     }
 
+    /// First cell from `from` whose entry starts at or after byte `offset`
+    /// (`len()` if none): where a share of the row's bytes ends.
+    pub fn cell_at_offset(&self, offset: u64, from: u32) -> u32 {
+        let (mut lo, mut hi) = (from.min(self.n), self.n);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.data_offset(mid) < offset {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
     /// First cell in `[lo, hi)` whose user key is ≥ `uk` (`hi` if none);
     /// adds the key comparisons made to `cmps`.
     pub fn lower_bound(&self, uk: &[u8], mut lo: u32, mut hi: u32, cmps: &mut u64) -> u32 {

@@ -7,7 +7,7 @@
 //! `FileMeta` does not keep its table open: the shared [`TableCache`] does,
 //! for at most `max_open_files` tables at a time.
 
-mod edit;
+pub mod edit;
 mod level0;
 mod set;
 mod table_cache;

@@ -50,7 +50,7 @@ impl VersionSet {
     /// An empty set for a directory without a database; `recover` or
     /// `create` fills it.
     pub fn new(dir: &Path, opts: &Options, cache: Arc<BlockCache>) -> Self {
-        let matrix = Arc::new(crate::matrix::Config::from_options(dir, opts));
+        let matrix = Arc::new(matrix_config(dir, opts));
         let mut v = Version::new(opts.num_levels);
         v.matrix = crate::matrix::Matrix::new(matrix.clone(), Arc::default());
         VersionSet {
@@ -451,6 +451,21 @@ impl VersionSet {
 
     pub fn num_levels(&self) -> usize {
         self.num_levels
+    }
+}
+
+/// The matrix container's settings in `opts` for the database in `dir`.
+fn matrix_config(dir: &Path, opts: &Options) -> crate::matrix::Config {
+    crate::matrix::Config {
+        dir: opts.fast_dir.clone().unwrap_or_else(|| dir.to_path_buf()),
+        segment_rows: opts.matrix_segment_rows.max(1),
+        row_bytes: opts.write_buffer_size as u64,
+        hints: opts.matrix_hints,
+        bits_per_key: if opts.bloom_bits_per_key == 0 {
+            10
+        } else {
+            opts.bloom_bits_per_key
+        },
     }
 }
 

@@ -77,7 +77,7 @@ impl<'p> Job<'p> {
                 ))),
             })
             .collect::<Result<_>>()?;
-        let rows_range = crate::matrix::slices_range(v, &plan.rows);
+        let rows_range = v.matrix.slices_range(&plan.rows);
         let all = || inputs.iter().chain(&next);
         let lo = all()
             .map(|f| f.smallest_user_key())
