@@ -67,7 +67,7 @@ pub const PRESETS: &[(&str, &str)] = &[
         "seed 000: random puts (the fluctuation run), random gets and a sequential load, 4 KiB values, \
          300k records (1.2 GB, the 128 MiB container filled ~9 times), 4 MiB memtables and tables, \
          16 MiB L1 target; classic strata on disk and on tmpfs, the matrix container on tmpfs (with and \
-         without hints) and on the disk, RocksDB; 3 repeats; ~12 min",
+         without hints) and on the disk, RocksDB, LevelDB; 3 repeats; ~15 min",
     ),
     (
         "full",
@@ -199,7 +199,7 @@ pub fn preset(name: &str, out: PathBuf) -> Result<Config, BenchError> {
                 "strata:db_dir=@shm/db".to_string(),
             ];
             if COMPARATORS {
-                engines.push("rocksdb".to_string());
+                engines.extend(["rocksdb".to_string(), "leveldb".to_string()]);
             }
             Ok(Config {
                 engines,
