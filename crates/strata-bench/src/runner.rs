@@ -67,7 +67,7 @@ pub const PRESETS: &[(&str, &str)] = &[
         "seed 000: random puts (the fluctuation run), random gets and a sequential load, 4 KiB values, \
          300k records (1.2 GB, the 128 MiB container filled ~9 times), 4 MiB memtables and tables, \
          16 MiB L1 target; classic strata on disk and on tmpfs, the matrix container on tmpfs (with and \
-         without hints) and on the disk, RocksDB, LevelDB; 3 repeats; ~15 min",
+         without hints) and on the disk, RocksDB, LevelDB; 3 repeats; ~17 min",
     ),
     (
         "full",
