@@ -14,7 +14,7 @@
 use crate::compaction::filter::Dropper;
 use crate::compaction::picker::{self, PickEnv, Picker};
 use crate::compaction::Plan;
-use crate::db::flush::{write_memtable_to, TableSink, Written};
+use crate::db::flush::{nothing_below, write_memtable_to, TableSink, Written};
 use crate::error::{Error, Result};
 use crate::matrix::row::{Row, RowWriter};
 use crate::memtable::MemTable;
@@ -148,14 +148,8 @@ impl L0Container for Matrix {
         let top = earlier_top
             .as_ref()
             .or_else(|| version.matrix.rows.first().map(|r| &r.meta.row));
-        let is_bottom_for = |uk: &[u8]| {
-            sink.drop_tombstones
-                && !version.covers_at_or_below(0, uk)
-                && earlier.rows_added.iter().all(|d| {
-                    crate::types::user_key(&d.largest) < uk
-                        || crate::types::user_key(&d.smallest) > uk
-                })
-        };
+        let is_bottom_for =
+            |uk: &[u8]| sink.drop_tombstones && nothing_below(version, &earlier.rows_added, uk);
         write_row(sink, dir, mem, top, snapshots, is_bottom_for, next_number)
     }
 
@@ -252,20 +246,19 @@ fn write_row(
         }))
     });
     match written {
-        Ok(Some(desc)) => Ok(Written {
-            descs: Vec::new(),
-            rows: vec![desc],
-            keys: if sink.collect_keys {
-                vec![keys]
+        Ok(Some(desc)) => {
+            let (keys, seqs) = if sink.collect_keys {
+                (vec![keys], vec![seqs])
             } else {
-                Vec::new()
-            },
-            seqs: if sink.collect_keys {
-                vec![seqs]
-            } else {
-                Vec::new()
-            },
-        }),
+                Default::default()
+            };
+            Ok(Written {
+                descs: Vec::new(),
+                rows: vec![desc],
+                keys,
+                seqs,
+            })
+        }
         Ok(None) => {
             let _ = sink.fs.remove_file(&path);
             Ok(Written::default())

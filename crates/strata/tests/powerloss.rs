@@ -311,6 +311,18 @@ fn run_cases(cases: usize, base: &Options) {
     }
 }
 
+/// The statistics of one run of a case-sized history under `o`, without a
+/// crash (to check that the cases' histories drive a design's paths).
+fn uncrashed_stats(o: &Options) -> strata::StatsSnapshot {
+    let fs = MemFs::new();
+    let db = Db::open(DIR, o.clone().fs(Arc::new(fs.clone()))).expect("open");
+    for op in history(11, 700, 300, 0.3) {
+        op.write(&db).expect("write");
+    }
+    db.wait_for_compactions().expect("wait");
+    db.stats()
+}
+
 #[test]
 fn power_loss_keeps_a_prefix_with_every_synced_write() {
     run_cases(100, &tiny_options());
@@ -322,15 +334,8 @@ fn power_loss_with_the_stale_picker() {
     let o = common::tiny_with(common::STALE);
     // Histories like the cases' do drive the stale paths: one run without a
     // crash must drop stale versions.
-    let fs = MemFs::new();
-    let db = Db::open(DIR, o.clone().fs(Arc::new(fs.clone()))).expect("open");
-    for op in history(11, 700, 300, 0.3) {
-        op.write(&db).expect("write");
-    }
-    db.wait_for_compactions().expect("wait");
-    let s = db.stats();
+    let s = uncrashed_stats(&o);
     assert!(s.stale_dropped > 0, "{s}");
-    drop(db);
     run_cases(100, &o);
 }
 
@@ -350,15 +355,8 @@ fn power_loss_with_the_matrix_container() {
     let o = common::tiny_with(common::MATRIX);
     // These histories do fill the container: one run without a crash
     // must run column compactions.
-    let fs = MemFs::new();
-    let db = Db::open(DIR, o.clone().fs(Arc::new(fs.clone()))).expect("open");
-    for op in history(11, 700, 300, 0.3) {
-        op.write(&db).expect("write");
-    }
-    db.wait_for_compactions().expect("wait");
-    let s = db.stats();
+    let s = uncrashed_stats(&o);
     assert!(s.matrix.column_compactions > 0 && s.matrix.rows > 0, "{s}");
-    drop(db);
     run_cases(60, &o);
     run_cases(
         40,

@@ -159,6 +159,16 @@ pub(crate) struct TableSink<'a> {
     pub drop_tombstones: bool,
 }
 
+/// True if no table or row of `version`, and none of `unlisted` (pieces the
+/// caller wrote that `version` does not hold yet), may hold `uk`: a flushed
+/// tombstone of it hides nothing.
+pub(crate) fn nothing_below(version: &Version, unlisted: &[FileDesc], uk: &[u8]) -> bool {
+    !version.covers_at_or_below(0, uk)
+        && unlisted.iter().all(|d| {
+            crate::types::user_key(&d.largest) < uk || crate::types::user_key(&d.smallest) > uk
+        })
+}
+
 /// Writes `mem` into one table (no size cut: L0 tables are whole memtables).
 /// `unlisted` are tables the caller wrote that `version` does not hold yet
 /// (recovery writes several before installing them).
@@ -171,13 +181,7 @@ pub(crate) fn write_memtable_to(
     next_number: &mut dyn FnMut() -> Result<u64>,
 ) -> Result<Written> {
     // Tombstones stay unless no table holds the key at all.
-    let is_bottom_for = |uk: &[u8]| {
-        sink.drop_tombstones
-            && !version.covers_at_or_below(0, uk)
-            && unlisted.iter().all(|d| {
-                crate::types::user_key(&d.largest) < uk || crate::types::user_key(&d.smallest) > uk
-            })
-    };
+    let is_bottom_for = |uk: &[u8]| sink.drop_tombstones && nothing_below(version, unlisted, uk);
     let mut dropper = Dropper::new(snapshots, is_bottom_for);
     let mut out = Outputs::new(
         sink.dir,

@@ -1,7 +1,7 @@
 //! Column compaction plans (MatrixKV's §3.4): when the container is due,
 //! which rows form the compacting group, and where the next column ends.
 
-use super::RowRef;
+use super::{Matrix, RowRef};
 use crate::compaction::scheduler::InFlight;
 use crate::compaction::{Plan, PlanKind, RowSlice, Trigger};
 use crate::options::Options;
@@ -16,34 +16,41 @@ pub fn pick_column(v: &Version, opts: &Options, in_flight: &InFlight) -> Option<
     if m.is_empty() || v.level_files(0) > 0 || in_flight.l0_busy() {
         return None;
     }
-    let group: Vec<&RowRef> = if m.rows.iter().any(|r| r.compacting) {
-        m.rows.iter().filter(|r| r.compacting).collect()
-    } else if m.remaining_bytes().saturating_mul(3) >= opts.matrix_capacity.saturating_mul(2) {
-        m.rows.iter().collect()
-    } else {
-        return None;
+    let group = match compacting(m) {
+        Some(g) => g,
+        None if m.remaining_bytes().saturating_mul(3) >= opts.matrix_capacity.saturating_mul(2) => {
+            m.rows.iter().collect()
+        }
+        None => return None,
     };
-    column_of(v, opts, &group, Trigger::Size)
+    column_of(v, opts, opts.matrix_column_bytes, &group, Trigger::Size)
+}
+
+/// The compacting group, if there is one.
+fn compacting(m: &Matrix) -> Option<Vec<&RowRef>> {
+    let group: Vec<&RowRef> = m.rows.iter().filter(|r| r.compacting).collect();
+    (!group.is_empty()).then_some(group)
 }
 
 /// A column compaction of every row of the container at once (manual
 /// compaction), or `None` when it is empty.
 pub fn pick_all(v: &Version, opts: &Options) -> Option<Plan> {
-    let group: Vec<&RowRef> = if v.matrix.rows.iter().any(|r| r.compacting) {
-        v.matrix.rows.iter().filter(|r| r.compacting).collect()
-    } else {
-        v.matrix.rows.iter().collect()
-    };
-    let mut opts = opts.clone();
-    opts.matrix_column_bytes = u64::MAX;
-    column_of(v, &opts, &group, Trigger::Manual)
+    let m = &v.matrix;
+    let group = compacting(m).unwrap_or_else(|| m.rows.iter().collect());
+    column_of(v, opts, u64::MAX, &group, Trigger::Manual)
 }
 
 /// The next column of `group`: from the rows' cursors up to the first L1
 /// table boundary where the column's bytes (row cells plus L1 tables)
-/// reach `matrix_column_bytes`; with L1 empty, cut where the largest row
-/// reaches its share of the target.
-fn column_of(v: &Version, opts: &Options, group: &[&RowRef], trigger: Trigger) -> Option<Plan> {
+/// reach `target`; past the last L1 table, cut where the row with the most
+/// bytes there reaches its share of what is left of the target.
+fn column_of(
+    v: &Version,
+    opts: &Options,
+    target: u64,
+    group: &[&RowRef],
+    trigger: Trigger,
+) -> Option<Plan> {
     let live: Vec<&RowRef> = group
         .iter()
         .copied()
@@ -54,7 +61,6 @@ fn column_of(v: &Version, opts: &Options, group: &[&RowRef], trigger: Trigger) -
         .map(|r| r.meta.row.user_key(r.cursor))
         .min()?
         .to_vec();
-    let target = opts.matrix_column_bytes;
     let row_bytes_upto = |b: &[u8]| -> u64 {
         live.iter()
             .map(|r| {
