@@ -386,7 +386,10 @@ fn power_loss_at_every_operation_with_the_matrix_container() {
         &base,
         &[
             (Work::Flush, 20),
-            (Work::Compaction(1), 20),
+            // How many column compactions the history starts depends on
+            // the background thread's timing (18 to 34 points seen), so
+            // the floor only proves they are reached.
+            (Work::Compaction(1), 8),
             (Work::Switch, 10),
             (Work::LogWrite, 50),
         ],
