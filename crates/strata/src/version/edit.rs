@@ -66,14 +66,32 @@ pub struct Edit {
     pub rows_deleted: Vec<u64>,
 }
 
-fn put_desc(b: &mut Vec<u8>, f: &FileDesc) {
-    put_varint(b, f.id);
-    put_varint(b, f.size);
-    put_bytes(b, &f.smallest);
-    put_bytes(b, &f.largest);
-    put_varint(b, f.entries);
-    put_varint(b, f.deletions);
-    put_varint(b, f.max_seq);
+impl FileDesc {
+    /// Appends `varint(id) varint(size) bytes(smallest) bytes(largest)
+    /// varint(entries) varint(deletions) varint(max_seq)`: the descriptor
+    /// in manifest edits and in the compaction worker protocol.
+    pub fn encode_into(&self, b: &mut Vec<u8>) {
+        put_varint(b, self.id);
+        put_varint(b, self.size);
+        put_bytes(b, &self.smallest);
+        put_bytes(b, &self.largest);
+        put_varint(b, self.entries);
+        put_varint(b, self.deletions);
+        put_varint(b, self.max_seq);
+    }
+
+    /// Reads what [`FileDesc::encode_into`] wrote; `None` if truncated.
+    pub fn decode_from(r: &mut Reader<'_>) -> Option<FileDesc> {
+        Some(FileDesc {
+            id: r.varint()?,
+            size: r.varint()?,
+            smallest: r.len_prefixed()?.to_vec(),
+            largest: r.len_prefixed()?.to_vec(),
+            entries: r.varint()?,
+            deletions: r.varint()?,
+            max_seq: r.varint()?,
+        })
+    }
 }
 
 impl Edit {
@@ -104,11 +122,11 @@ impl Edit {
         for (level, f) in &self.added {
             put_varint(&mut b, TAG_NEW_FILE);
             put_varint(&mut b, *level as u64);
-            put_desc(&mut b, f);
+            f.encode_into(&mut b);
         }
         for f in &self.rows_added {
             put_varint(&mut b, TAG_NEW_ROW);
-            put_desc(&mut b, f);
+            f.encode_into(&mut b);
         }
         for (id, cursor) in &self.row_cursors {
             put_varint(&mut b, TAG_ROW_CURSOR);
@@ -170,22 +188,8 @@ impl Edit {
                     } else {
                         0
                     };
-                    let mut f = FileDesc {
-                        id: r.varint().ok_or_else(|| bad("truncated file id"))?,
-                        size: r.varint().ok_or_else(|| bad("truncated size"))?,
-                        ..FileDesc::default()
-                    };
-                    f.smallest = r
-                        .len_prefixed()
-                        .ok_or_else(|| bad("truncated key"))?
-                        .to_vec();
-                    f.largest = r
-                        .len_prefixed()
-                        .ok_or_else(|| bad("truncated key"))?
-                        .to_vec();
-                    f.entries = r.varint().ok_or_else(|| bad("truncated count"))?;
-                    f.deletions = r.varint().ok_or_else(|| bad("truncated count"))?;
-                    f.max_seq = r.varint().ok_or_else(|| bad("truncated sequence"))?;
+                    let f = FileDesc::decode_from(&mut r)
+                        .ok_or_else(|| bad("truncated table or row descriptor"))?;
                     if tag == TAG_NEW_FILE {
                         e.added.push((l, f));
                     } else {

@@ -193,28 +193,6 @@ pub struct Request {
     pub threshold: f64,
 }
 
-fn put_desc(b: &mut Vec<u8>, d: &FileDesc) {
-    put_varint(b, d.id);
-    put_varint(b, d.size);
-    put_bytes(b, &d.smallest);
-    put_bytes(b, &d.largest);
-    put_varint(b, d.entries);
-    put_varint(b, d.deletions);
-    put_varint(b, d.max_seq);
-}
-
-fn get_desc(r: &mut Reader<'_>) -> Option<FileDesc> {
-    Some(FileDesc {
-        id: r.varint()?,
-        size: r.varint()?,
-        smallest: r.len_prefixed()?.to_vec(),
-        largest: r.len_prefixed()?.to_vec(),
-        entries: r.varint()?,
-        deletions: r.varint()?,
-        max_seq: r.varint()?,
-    })
-}
-
 fn count(r: &mut Reader<'_>, max: u64) -> Option<usize> {
     r.varint().filter(|n| *n <= max).map(|n| n as usize)
 }
@@ -232,7 +210,7 @@ impl Request {
         for list in [&self.inputs, &self.next] {
             put_varint(&mut b, list.len() as u64);
             for d in list {
-                put_desc(&mut b, d);
+                d.encode_into(&mut b);
             }
         }
         put_varint(&mut b, self.deeper.len() as u64);
@@ -286,7 +264,7 @@ impl Request {
         for list in &mut lists {
             let n = count(&mut r, 1 << 20).ok_or_else(|| bad(&r, "bad table count"))?;
             for _ in 0..n {
-                list.push(get_desc(&mut r).ok_or_else(|| bad(&r, "truncated table"))?);
+                list.push(FileDesc::decode_from(&mut r).ok_or_else(|| bad(&r, "truncated table"))?);
             }
         }
         let [inputs, next] = lists;
@@ -369,7 +347,7 @@ impl Reply {
         let mut b = Vec::new();
         put_varint(&mut b, self.descs.len() as u64);
         for d in &self.descs {
-            put_desc(&mut b, d);
+            d.encode_into(&mut b);
         }
         put_varint(&mut b, self.bytes_written);
         put_varint(&mut b, self.dropped);
@@ -387,7 +365,9 @@ impl Reply {
         let n = count(&mut r, 1 << 20).ok_or_else(|| bad(&r))?;
         let mut reply = Reply::default();
         for _ in 0..n {
-            reply.descs.push(get_desc(&mut r).ok_or_else(|| bad(&r))?);
+            reply
+                .descs
+                .push(FileDesc::decode_from(&mut r).ok_or_else(|| bad(&r))?);
         }
         reply.bytes_written = r.varint().ok_or_else(|| bad(&r))?;
         reply.dropped = r.varint().ok_or_else(|| bad(&r))?;
