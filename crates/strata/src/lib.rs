@@ -39,6 +39,7 @@ pub mod filename;
 pub mod fuzzing;
 pub mod io;
 pub mod iter;
+pub mod kvell;
 pub(crate) mod l0;
 pub mod matrix;
 pub mod memtable;
@@ -57,6 +58,9 @@ pub use compaction::events::{EventListener, TableCreated, TableReason};
 pub use db::{Db, ReadOptions, Scan, Snapshot};
 pub use error::{Error, Result};
 pub use iter::DbIter;
-pub use options::{Compression, Options, PickerKind, WalRecovery, WriteOptions};
-pub use stats::StatsSnapshot;
-pub use store::KvStore;
+pub use options::{
+    Compression, EngineKind, KvellDurability, KvellIo, Options, PickerKind, WalRecovery,
+    WriteOptions,
+};
+pub use stats::{EngineStats, KvellStats, StatsSnapshot, StoreStats};
+pub use store::{open, Cursor, KvStore, Semantics, StoreSnapshot};

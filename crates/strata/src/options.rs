@@ -72,6 +72,68 @@ impl WalRecovery {
     }
 }
 
+/// Which engine a store runs (`strata::open` picks it once).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineKind {
+    /// The log-structured merge tree (`Db`): WAL, memtables, tables,
+    /// compaction, and the seed designs that plug into it.
+    Lsm,
+    /// KVell (seed 002): shared-nothing workers, unsorted slabs of 4 KiB
+    /// pages, in-memory indexes, no log, batched I/O.
+    Kvell,
+}
+
+impl EngineKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineKind::Lsm => "lsm",
+            EngineKind::Kvell => "kvell",
+        }
+    }
+}
+
+/// When KVell acknowledges a write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KvellDurability {
+    /// The paper's: when the write reached the device (O_DIRECT where the
+    /// file system allows it, else the page cache). Survives a process
+    /// crash; a power loss can lose what a drive's volatile cache held.
+    Written,
+    /// One `fdatasync` per I/O batch before any write of the batch is
+    /// acknowledged. Survives a power loss.
+    Synced,
+}
+
+impl KvellDurability {
+    pub fn name(self) -> &'static str {
+        match self {
+            KvellDurability::Written => "written",
+            KvellDurability::Synced => "synced",
+        }
+    }
+}
+
+/// How KVell's workers submit I/O.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KvellIo {
+    /// io_uring where the kernel allows it, else pread/pwrite.
+    Auto,
+    /// io_uring or fail the open.
+    Uring,
+    /// One pread/pwrite system call per page.
+    Pread,
+}
+
+impl KvellIo {
+    pub fn name(self) -> &'static str {
+        match self {
+            KvellIo::Auto => "auto",
+            KvellIo::Uring => "uring",
+            KvellIo::Pread => "pread",
+        }
+    }
+}
+
 /// How level 0 is stored (DESIGN §3; `l0::design` picks the container).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum L0Kind {
@@ -287,6 +349,22 @@ pub struct Options {
     /// How long the host waits for a compaction worker's answer before it
     /// runs the sub-task itself (`executor=offload`). Default 300 s.
     pub offload_timeout_ms: u64,
+    /// The engine `strata::open` runs (`Db::open` is always the LSM).
+    pub engine: EngineKind,
+    /// KVell's worker threads, each owning a key partition (0 = one per
+    /// core). Fixed when the database is created.
+    pub kvell_workers: usize,
+    /// Bytes of 4 KiB pages all KVell workers together may cache.
+    pub kvell_page_cache: u64,
+    /// When KVell acknowledges a write.
+    pub kvell_durability: KvellDurability,
+    /// How KVell submits I/O.
+    pub kvell_io: KvellIo,
+    /// Open KVell's slab files with O_DIRECT (where the file system
+    /// allows it; tmpfs does not).
+    pub kvell_direct: bool,
+    /// Most I/Os a KVell worker submits at once.
+    pub kvell_batch: usize,
     /// The file layer; tests substitute a fault-injecting one. Default the OS.
     pub fs: Arc<dyn FileSystem>,
     /// Receivers of flush/compaction events. Default none.
@@ -321,6 +399,13 @@ impl Default for Options {
             mmap_reads: true,
             max_open_files: 1000,
             l0: L0Kind::Tables,
+            engine: EngineKind::Lsm,
+            kvell_workers: 0,
+            kvell_page_cache: 64 << 20,
+            kvell_durability: KvellDurability::Written,
+            kvell_io: KvellIo::Auto,
+            kvell_direct: true,
+            kvell_batch: 64,
             fast_dir: None,
             matrix_capacity: 1 << 30,
             matrix_column_bytes: 64 * MIB as u64,
@@ -502,6 +587,9 @@ impl Options {
         if self.matrix_segment_rows == 0 {
             return bad("matrix_segment_rows must be at least 1");
         }
+        if self.kvell_workers > 256 || !(1..=1024).contains(&self.kvell_batch) {
+            return bad("kvell_workers must be at most 256 and kvell_batch in 1..=1024");
+        }
         Ok(())
     }
 
@@ -585,6 +673,21 @@ impl Options {
                     }
                 }
             }
+            "engine" if value == "lsm" => self.engine = EngineKind::Lsm,
+            "engine" if value == "kvell" => self.engine = EngineKind::Kvell,
+            "kvell_workers" => self.kvell_workers = num(name, value)?,
+            "kvell_page_cache" => self.kvell_page_cache = num(name, value)?,
+            "kvell_durability" if value == "written" => {
+                self.kvell_durability = KvellDurability::Written
+            }
+            "kvell_durability" if value == "synced" => {
+                self.kvell_durability = KvellDurability::Synced
+            }
+            "kvell_io" if value == "auto" => self.kvell_io = KvellIo::Auto,
+            "kvell_io" if value == "uring" => self.kvell_io = KvellIo::Uring,
+            "kvell_io" if value == "pread" => self.kvell_io = KvellIo::Pread,
+            "kvell_direct" => self.kvell_direct = flag(name, value)?,
+            "kvell_batch" => self.kvell_batch = num(name, value)?,
             "l0" if value == "tables" => self.l0 = L0Kind::Tables,
             "l0" if value == "matrix" => self.l0 = L0Kind::Matrix,
             "fast_dir" => {
@@ -675,7 +778,8 @@ impl fmt::Display for Options {
              background_threads={},wal_recovery={},verify_checksums={},flush_on_close={},mmap_reads={},max_open_files={},\
              l0={},fast_dir={},matrix_capacity={},matrix_column_bytes={},matrix_segment_rows={},\
              matrix_hints={},executor={},compaction_picker={},update_table_size={},stale_threshold={},\
-             copro_large_value={},copro_threshold={},copro_alpha={},copro_beta={},offload_timeout_ms={}",
+             copro_large_value={},copro_threshold={},copro_alpha={},copro_beta={},offload_timeout_ms={},\
+             engine={},kvell_workers={},kvell_page_cache={},kvell_durability={},kvell_io={},kvell_direct={},kvell_batch={}",
             self.write_buffer_size,
             self.max_write_buffer_number,
             self.level0_file_num_compaction_trigger,
@@ -714,6 +818,13 @@ impl fmt::Display for Options {
             self.copro_alpha,
             self.copro_beta,
             self.offload_timeout_ms,
+            self.engine.name(),
+            self.kvell_workers,
+            self.kvell_page_cache,
+            self.kvell_durability.name(),
+            self.kvell_io.name(),
+            self.kvell_direct,
+            self.kvell_batch,
         )
     }
 }

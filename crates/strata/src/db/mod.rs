@@ -334,7 +334,7 @@ impl Db {
         s
     }
 
-    fn check_open(&self) -> Result<()> {
+    pub(crate) fn check_open(&self) -> Result<()> {
         if self.inner.closed.load(Ordering::Acquire) {
             Err(Error::Closed)
         } else {

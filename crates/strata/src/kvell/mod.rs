@@ -1,0 +1,580 @@
+//! KVell (seed 002; DESIGN §2.4): a second engine behind [`KvStore`].
+//!
+//! W worker threads share nothing: each owns the keys that hash to it, with
+//! one slab file per size class (slots in 4 KiB pages, items unsorted), an
+//! in-memory ordered index, free lists, an LRU page cache bounded in bytes
+//! and its own I/O ring (io_uring, or pread/pwrite where the kernel refuses
+//! it). There is no log: a write is acknowledged when its page write
+//! completed (`kvell_durability=written`, the paper's) or after the batch's
+//! `fdatasync` (`synced`). Open scans every slab and keeps the newest slot
+//! of each key. See `worker` for how a batch runs and why a crash leaves
+//! every item at its old or new value.
+
+pub mod format;
+pub mod io;
+mod worker;
+
+#[cfg(test)]
+mod tests;
+
+use crate::batch::WriteBatch;
+use crate::error::{Error, Result};
+use crate::io::FileLock;
+use crate::options::{KvellDurability, Options, WriteOptions};
+use crate::stats::{EngineStats, KvellStats, StoreStats};
+use crate::store::{Cursor, KvStore, PagedCursor, Semantics};
+use crate::types::ValueKind;
+use crossbeam_channel::{bounded, unbounded, Sender};
+use parking_lot::Mutex;
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use worker::{Msg, Op};
+
+/// Entries a cursor fetches at a time.
+const CURSOR_PAGE: usize = 128;
+
+const WRITTEN: Semantics = Semantics {
+    engine: "kvell",
+    atomic_batches: false,
+    snapshot_scans: false,
+    snapshots: false,
+    unsynced: "a process crash: acknowledged when the page write completed (O_DIRECT where the file system allows it); a power loss may lose what a drive's volatile cache held, and an update torn by a power loss (on a drive without atomic 4 KiB writes) loses that item",
+    synced: "a power loss for the writes of this call: their slab files are fdatasynced before they are acknowledged; a multi-key batch is not atomic (each key is written on its own)",
+};
+
+const SYNCED: Semantics = Semantics {
+    engine: "kvell",
+    atomic_batches: false,
+    snapshot_scans: false,
+    snapshots: false,
+    unsynced: "a power loss: every I/O batch is fdatasynced before its writes are acknowledged (an in-place update torn by a power loss on a drive without atomic 4 KiB writes loses that item, which was not acknowledged)",
+    synced: "nothing more: every write is synced already",
+};
+
+struct WorkerHandle {
+    tx: Sender<Msg>,
+    shared: Arc<worker::Shared>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+struct Inner {
+    dir: PathBuf,
+    workers: Vec<WorkerHandle>,
+    closed: AtomicBool,
+    lock: Mutex<Option<Box<dyn FileLock>>>,
+    durability: KvellDurability,
+    io_backend: &'static str,
+    direct: bool,
+    describe: String,
+    user_writes: AtomicU64,
+    user_reads: AtomicU64,
+    user_bytes: AtomicU64,
+}
+
+/// A KVell store. Cloning is cheap and shares the store.
+#[derive(Clone)]
+pub struct Kvell {
+    inner: Arc<Inner>,
+}
+
+/// Refuses to open `dir` as an LSM when it holds a KVell store.
+pub(crate) fn refuse_kvell_dir(dir: &Path) -> Result<()> {
+    if dir.join(format::META_FILE).exists() {
+        return Err(Error::InvalidArgument(format!(
+            "{} holds a KVell store; open it with engine=kvell",
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
+/// fsyncs a directory so that a created file's name is durable.
+pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| Error::io(dir, e))
+}
+
+impl Kvell {
+    /// Opens (by default creating) the KVell store in `dir`.
+    pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<Kvell> {
+        let dir = dir.as_ref().to_path_buf();
+        opts.validate()?;
+        if dir.join(crate::filename::CURRENT).exists() {
+            return Err(Error::InvalidArgument(format!(
+                "{} holds an LSM database; open it with engine=lsm",
+                dir.display()
+            )));
+        }
+        let meta = dir.join(format::META_FILE);
+        let exists = meta.exists();
+        if exists && opts.error_if_exists {
+            return Err(Error::AlreadyExists(dir));
+        }
+        if !exists && !opts.create_if_missing {
+            return Err(Error::NotFound(dir));
+        }
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        let lock = crate::io::FileSystem::lock(&crate::io::PosixFs, &dir.join(crate::filename::LOCK))?;
+        let workers = if exists {
+            let b = std::fs::read(&meta).map_err(|e| Error::io(&meta, e))?;
+            format::decode_meta(&b, &meta)?
+        } else {
+            let w = match opts.kvell_workers {
+                0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+                n => n,
+            } as u32;
+            // Written whole, synced, then named: a crash leaves no half file.
+            let tmp = dir.join(format!("{}.tmp", format::META_FILE));
+            std::fs::write(&tmp, format::encode_meta(w)).map_err(|e| Error::io(&tmp, e))?;
+            std::fs::File::open(&tmp)
+                .and_then(|f| f.sync_all())
+                .map_err(|e| Error::io(&tmp, e))?;
+            std::fs::rename(&tmp, &meta).map_err(|e| Error::io(&meta, e))?;
+            sync_dir(&dir)?;
+            w
+        };
+        // Every slab file must belong to a worker of this store.
+        for entry in std::fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))? {
+            let entry = entry.map_err(|e| Error::io(&dir, e))?;
+            let name = entry.file_name();
+            if let Some((w, c)) = format::parse_slab_name(&name.to_string_lossy()) {
+                if w >= workers || c as usize >= format::classes() {
+                    return Err(Error::Corruption {
+                        file: entry.path(),
+                        offset: 0,
+                        reason: format!("slab of worker {w}, class {c}: this store has {workers} workers"),
+                    });
+                }
+            }
+        }
+        let per_worker_cache = opts.kvell_page_cache / u64::from(workers);
+        // Open every worker (each scans its own slabs) in parallel.
+        let mut opened = Vec::new();
+        for id in 0..workers {
+            let cfg = worker::Config {
+                dir: dir.clone(),
+                id,
+                workers,
+                durability: opts.kvell_durability,
+                direct: opts.kvell_direct,
+                batch: opts.kvell_batch,
+                cache_bytes: per_worker_cache,
+            };
+            let io = io::backend(opts.kvell_io, opts.kvell_batch)?;
+            let shared = Arc::new(worker::Shared::default());
+            let s2 = shared.clone();
+            opened.push((
+                shared,
+                std::thread::Builder::new()
+                    .name(format!("kvell-open-{id}"))
+                    .spawn(move || worker::Worker::open(cfg, io, s2))
+                    .map_err(|e| Error::io(&dir, e))?,
+            ));
+        }
+        let mut ready = Vec::new();
+        let mut first_err = None;
+        for (shared, h) in opened {
+            match h.join() {
+                Ok(Ok(w)) => ready.push((shared, w)),
+                Ok(Err(e)) => {
+                    first_err.get_or_insert(e);
+                }
+                Err(_) => {
+                    first_err.get_or_insert(Error::InvalidArgument(
+                        "a KVell worker panicked while opening".into(),
+                    ));
+                }
+            }
+        }
+        if let Some(e) = first_err {
+            return Err(e);
+        }
+        let io_backend = ready.first().map_or("pread", |(_, w)| w.io_name());
+        let direct = ready.iter().all(|(_, w)| w.direct());
+        let mut handles = Vec::new();
+        for (id, (shared, w)) in ready.into_iter().enumerate() {
+            let (tx, rx) = unbounded();
+            let thread = std::thread::Builder::new()
+                .name(format!("kvell-{id}"))
+                .spawn(move || w.run(rx))
+                .map_err(|e| Error::io(&dir, e))?;
+            handles.push(WorkerHandle {
+                tx,
+                shared,
+                thread: Mutex::new(Some(thread)),
+            });
+        }
+        let describe = format!(
+            "workers={workers},kvell_page_cache={},kvell_durability={},io={io_backend},direct={direct},kvell_batch={}",
+            opts.kvell_page_cache,
+            opts.kvell_durability.name(),
+            opts.kvell_batch
+        );
+        Ok(Kvell {
+            inner: Arc::new(Inner {
+                dir,
+                workers: handles,
+                closed: AtomicBool::new(false),
+                lock: Mutex::new(Some(lock)),
+                durability: opts.kvell_durability,
+                io_backend,
+                direct,
+                describe,
+                user_writes: AtomicU64::new(0),
+                user_reads: AtomicU64::new(0),
+                user_bytes: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    /// The directory of the store.
+    pub fn path(&self) -> &Path {
+        &self.inner.dir
+    }
+}
+
+impl Inner {
+    fn check_open(&self) -> Result<()> {
+        if self.closed.load(std::sync::atomic::Ordering::Acquire) {
+            Err(Error::Closed)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn worker_of(&self, key: &[u8]) -> usize {
+        (xxhash_rust::xxh3::xxh3_64(key) % self.workers.len() as u64) as usize
+    }
+
+    /// Sends each worker its operations (all before waiting, so the workers
+    /// run in parallel) and returns the answers per worker.
+    fn run(&self, per_worker: Vec<Vec<Op>>, sync: bool) -> Result<Vec<Vec<Option<Vec<u8>>>>> {
+        self.check_open()?;
+        let mut waits = Vec::new();
+        for (w, ops) in per_worker.into_iter().enumerate() {
+            if ops.is_empty() {
+                waits.push(None);
+                continue;
+            }
+            let (tx, rx) = bounded(1);
+            self.workers[w]
+                .tx
+                .send(Msg::Ops {
+                    ops,
+                    sync,
+                    reply: tx,
+                })
+                .map_err(|_| Error::Closed)?;
+            waits.push(Some(rx));
+        }
+        let mut out = Vec::with_capacity(waits.len());
+        let mut first_err = None;
+        for w in waits {
+            match w {
+                None => out.push(Vec::new()),
+                Some(rx) => match rx.recv() {
+                    Ok(Ok(v)) => out.push(v),
+                    Ok(Err(e)) => {
+                        first_err.get_or_insert(e);
+                        out.push(Vec::new());
+                    }
+                    Err(_) => {
+                        first_err.get_or_insert(Error::Closed);
+                        out.push(Vec::new());
+                    }
+                },
+            }
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(out),
+        }
+    }
+
+    /// One operation on its key's worker.
+    fn one(&self, op: Op, sync: bool) -> Result<Option<Vec<u8>>> {
+        let w = self.worker_of(match &op {
+            Op::Get(k) | Op::Delete(k) | Op::Put(k, _) => k,
+        });
+        let mut per: Vec<Vec<Op>> = (0..self.workers.len()).map(|_| Vec::new()).collect();
+        per[w].push(op);
+        let mut out = self.run(per, sync)?;
+        Ok(out[w].pop().flatten())
+    }
+
+    fn multi_get(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+        let n = self.workers.len();
+        let mut per: Vec<Vec<Op>> = (0..n).map(|_| Vec::new()).collect();
+        let mut route = Vec::with_capacity(keys.len());
+        for k in keys {
+            let w = self.worker_of(k);
+            route.push(w);
+            per[w].push(Op::Get(k.to_vec()));
+        }
+        self.user_reads.fetch_add(keys.len() as u64, Relaxed);
+        let answers = self.run(per, false)?;
+        let mut its: Vec<_> = answers.into_iter().map(|v| v.into_iter()).collect();
+        Ok(route
+            .into_iter()
+            .map(|w| its[w].next().flatten())
+            .collect())
+    }
+
+    /// Up to `limit` entries in the range: the workers' indexes are walked
+    /// one after the other (each under its read lock), merged, and the
+    /// items read in one batch per worker. Keys deleted in between are
+    /// skipped and the walk goes on past them.
+    fn scan(
+        &self,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.check_open()?;
+        let mut out = Vec::new();
+        let mut lo = crate::store::own_bound(start);
+        let mut hi = crate::store::own_bound(end);
+        while out.len() < limit {
+            let want = limit - out.len();
+            let mut keys: Vec<Vec<u8>> = Vec::new();
+            for w in &self.workers {
+                let index = w.shared.index.read();
+                let range = index.range::<[u8], _>((as_ref(&lo), as_ref(&hi)));
+                if reverse {
+                    keys.extend(range.rev().take(want).map(|(k, _)| k.to_vec()));
+                } else {
+                    keys.extend(range.take(want).map(|(k, _)| k.to_vec()));
+                }
+            }
+            if keys.is_empty() {
+                break;
+            }
+            keys.sort_unstable();
+            if reverse {
+                keys.reverse();
+            }
+            keys.truncate(want);
+            let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+            let values = self.multi_get(&refs)?;
+            let last = keys.last().cloned();
+            for (k, v) in keys.into_iter().zip(values) {
+                if let Some(v) = v {
+                    out.push((k, v));
+                }
+            }
+            match last {
+                Some(k) if reverse => hi = Bound::Excluded(k),
+                Some(k) => lo = Bound::Excluded(k),
+                None => break,
+            }
+        }
+        Ok(out)
+    }
+
+    fn each_worker(&self, make: impl Fn(Sender<Result<()>>) -> Msg) -> Result<()> {
+        let mut waits = Vec::new();
+        for w in &self.workers {
+            let (tx, rx) = bounded(1);
+            if w.tx.send(make(tx)).is_ok() {
+                waits.push(rx);
+            }
+        }
+        let mut first = Ok(());
+        for rx in waits {
+            if let Ok(Err(e)) = rx.recv() {
+                if first.is_ok() {
+                    first = Err(e);
+                }
+            }
+        }
+        first
+    }
+
+    fn close(&self) -> Result<()> {
+        if self.closed.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            return Ok(());
+        }
+        let r = self.each_worker(Msg::Stop);
+        for w in &self.workers {
+            if let Some(t) = w.thread.lock().take() {
+                let _ = t.join();
+            }
+        }
+        self.lock.lock().take();
+        r
+    }
+}
+
+fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    match b {
+        Bound::Included(k) => Bound::Included(k.as_slice()),
+        Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}
+
+impl KvStore for Kvell {
+    fn name(&self) -> String {
+        format!("strata-kvell({})", self.inner.describe)
+    }
+
+    fn semantics(&self) -> Semantics {
+        match self.inner.durability {
+            KvellDurability::Written => WRITTEN,
+            KvellDurability::Synced => SYNCED,
+        }
+    }
+
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        format::check_sizes(key.len(), value.len())?;
+        self.inner.one(Op::Put(key.to_vec(), value.to_vec()), false)?;
+        self.inner.user_writes.fetch_add(1, Relaxed);
+        self.inner
+            .user_bytes
+            .fetch_add((key.len() + value.len()) as u64, Relaxed);
+        Ok(())
+    }
+
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        format::check_sizes(key.len(), 0)?;
+        self.inner.user_reads.fetch_add(1, Relaxed);
+        self.inner.one(Op::Get(key.to_vec()), false)
+    }
+
+    fn delete(&self, key: &[u8]) -> Result<()> {
+        format::check_sizes(key.len(), 0)?;
+        self.inner.one(Op::Delete(key.to_vec()), false)?;
+        self.inner.user_writes.fetch_add(1, Relaxed);
+        self.inner.user_bytes.fetch_add(key.len() as u64, Relaxed);
+        Ok(())
+    }
+
+    /// Not atomic: each worker applies its keys' entries in order, as one
+    /// I/O batch; a crash can leave some keys of the batch written.
+    fn write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
+        batch.validate()?;
+        let n = self.inner.workers.len();
+        let mut per: Vec<Vec<Op>> = (0..n).map(|_| Vec::new()).collect();
+        let mut count = 0u64;
+        for e in batch.iter() {
+            let e = e?;
+            let w = self.inner.worker_of(e.key);
+            per[w].push(match e.kind {
+                ValueKind::Value => Op::Put(e.key.to_vec(), e.value.to_vec()),
+                ValueKind::Delete => Op::Delete(e.key.to_vec()),
+            });
+            count += 1;
+        }
+        if count == 0 {
+            return self.inner.check_open();
+        }
+        self.inner.run(per, opts.sync)?;
+        self.inner.user_writes.fetch_add(count, Relaxed);
+        self.inner.user_bytes.fetch_add(batch.user_bytes(), Relaxed);
+        Ok(())
+    }
+
+    fn multi_get(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+        for k in keys {
+            format::check_sizes(k.len(), 0)?;
+        }
+        self.inner.multi_get(keys)
+    }
+
+    fn scan(
+        &self,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.inner.scan(start, end, limit, reverse)
+    }
+
+    fn cursor(&self, snap: Option<&crate::store::StoreSnapshot>) -> Result<Box<dyn Cursor>> {
+        self.inner.check_open()?;
+        if snap.is_some() {
+            return Err(Error::NotSupported("the kvell engine has no snapshots".into()));
+        }
+        let inner = self.inner.clone();
+        Ok(Box::new(PagedCursor::new(
+            Box::new(move |s, e, limit, rev| inner.scan(s, e, limit, rev)),
+            CURSOR_PAGE,
+        )))
+    }
+
+    /// Makes every acknowledged write durable: fdatasync of every slab.
+    fn flush(&self) -> Result<()> {
+        self.inner.check_open()?;
+        self.inner.each_worker(Msg::Sync)
+    }
+
+    /// KVell has no background work.
+    fn wait_for_compactions(&self) -> Result<()> {
+        self.inner.check_open()
+    }
+
+    fn stats(&self) -> StoreStats {
+        let i = &self.inner;
+        let mut k = KvellStats {
+            workers: i.workers.len(),
+            io_backend: i.io_backend,
+            direct_io: i.direct,
+            durability: i.durability.name(),
+            ..KvellStats::default()
+        };
+        let mut damaged = 0;
+        for w in &i.workers {
+            let c = &w.shared.counters;
+            let l = |a: &AtomicU64| a.load(Relaxed);
+            k.items_per_worker.push(w.shared.index.read().len() as u64);
+            k.slab_bytes += l(&c.slab_bytes);
+            k.free_slots += l(&c.free_slots);
+            k.page_cache_hits += l(&c.cache_hits);
+            k.page_cache_misses += l(&c.cache_misses);
+            k.page_cache_bytes += l(&c.cache_bytes);
+            k.reads += l(&c.reads);
+            k.writes += l(&c.writes);
+            k.read_bytes += l(&c.read_bytes);
+            k.write_bytes += l(&c.write_bytes);
+            k.syncs += l(&c.syncs);
+            k.batches += l(&c.batches);
+            k.batched_ios += l(&c.batched_ios);
+            k.max_batch = k.max_batch.max(l(&c.max_batch));
+            k.request_batches += l(&c.request_batches);
+            k.requests += l(&c.requests);
+            k.recovery_micros = k.recovery_micros.max(l(&c.recovery_micros));
+            k.recovered_items += l(&c.recovered_items);
+            k.recovery_bytes += l(&c.recovery_bytes);
+            damaged += l(&c.damaged_slots);
+        }
+        k.damaged_slots = damaged;
+        StoreStats {
+            engine: "kvell",
+            user_writes: i.user_writes.load(Relaxed),
+            user_reads: i.user_reads.load(Relaxed),
+            user_bytes_written: i.user_bytes.load(Relaxed),
+            disk_bytes_written: k.write_bytes,
+            disk_bytes_read: k.read_bytes,
+            cache_hits: k.page_cache_hits,
+            cache_misses: k.page_cache_misses,
+            cache_bytes: k.page_cache_bytes,
+            detail: EngineStats::Kvell(Box::new(k)),
+        }
+    }
+
+    fn close(&self) -> Result<()> {
+        self.inner.close()
+    }
+}

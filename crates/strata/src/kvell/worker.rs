@@ -1,0 +1,953 @@
+//! A KVell worker: the thread that owns one key partition — its slab files,
+//! free lists, page cache and I/O ring — and serves requests in batches.
+//!
+//! One wake-up takes up to `kvell_batch` queued operations and runs them as
+//! one batch: plan every operation against the index (allocating slots),
+//! read the pages it needs that the cache lacks (one submission per
+//! `kvell_batch` reads), apply the operations in order to page images,
+//! write the changed pages (one submission per `kvell_batch` writes), sync
+//! when asked, then write the tombstones that retire the old slots of items
+//! that changed size class, publish the index changes and answer.
+//!
+//! Updates within a size class are written in place; an item that changes
+//! class is written to its new slot first and its old slot is tombstoned
+//! only after that write completed (and was synced), so a crash leaves the
+//! old or the new version, never neither. Deletes tombstone the item's slot
+//! in place. Every slot has its own crc32c, and a page write rewrites the
+//! other slots of the page with the bytes they had, so a torn page can only
+//! lose the slot being written.
+
+use super::format::{self, Class, Kind, PAGE};
+use super::io::{AlignedBuf, Io, Req, Submitted};
+use crate::error::{Error, Result};
+use crate::options::KvellDurability;
+use crossbeam_channel::{Receiver, Sender};
+use parking_lot::RwLock;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Where an item lives: its size class and slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Loc {
+    pub class: u8,
+    pub slot: u32,
+}
+
+/// One operation of a request.
+pub enum Op {
+    Get(Vec<u8>),
+    Put(Vec<u8>, Vec<u8>),
+    Delete(Vec<u8>),
+}
+
+/// A request's answer: one value per operation (`None` for writes).
+pub type Answer = Result<Vec<Option<Vec<u8>>>>;
+
+/// What a worker is sent.
+pub enum Msg {
+    Ops {
+        ops: Vec<Op>,
+        sync: bool,
+        reply: Sender<Answer>,
+    },
+    /// fdatasync every slab file.
+    Sync(Sender<Result<()>>),
+    /// Sync and stop.
+    Stop(Sender<Result<()>>),
+}
+
+/// Counters a worker updates and `stats` reads.
+#[derive(Default)]
+pub struct Counters {
+    pub reads: AtomicU64,
+    pub writes: AtomicU64,
+    pub read_bytes: AtomicU64,
+    pub write_bytes: AtomicU64,
+    pub syncs: AtomicU64,
+    pub batches: AtomicU64,
+    pub batched_ios: AtomicU64,
+    pub max_batch: AtomicU64,
+    pub request_batches: AtomicU64,
+    pub requests: AtomicU64,
+    pub cache_hits: AtomicU64,
+    pub cache_misses: AtomicU64,
+    pub cache_bytes: AtomicU64,
+    pub slab_bytes: AtomicU64,
+    pub free_slots: AtomicU64,
+    pub recovery_micros: AtomicU64,
+    pub recovered_items: AtomicU64,
+    pub recovery_bytes: AtomicU64,
+    pub damaged_slots: AtomicU64,
+}
+
+/// The part of a worker other threads read: its index (scans walk it) and
+/// its counters.
+#[derive(Default)]
+pub struct Shared {
+    pub index: RwLock<BTreeMap<Box<[u8]>, Loc>>,
+    pub counters: Counters,
+    /// A write failed: the slabs may hold a partial batch, so the worker
+    /// refuses writes until the store is reopened.
+    pub failed: AtomicBool,
+}
+
+/// A worker's fixed settings.
+#[derive(Clone)]
+pub struct Config {
+    pub dir: PathBuf,
+    pub id: u32,
+    pub workers: u32,
+    pub durability: KvellDurability,
+    pub direct: bool,
+    pub batch: usize,
+    pub cache_bytes: u64,
+}
+
+struct Slab {
+    file: File,
+    path: PathBuf,
+    /// Pages in the file, the header page included.
+    pages: u64,
+    /// Slots ever handed out (the next new slot).
+    next: u32,
+    free: Vec<u32>,
+    written: bool,
+}
+
+/// A unit of I/O: a page of a class sharing pages, or a whole slot of a
+/// class of whole pages. Keyed by the class and its first page.
+type Unit = (u8, u64);
+
+/// The worker's state.
+pub struct Worker {
+    cfg: Config,
+    slabs: Vec<Option<Slab>>,
+    shared: Arc<Shared>,
+    cache: lru::LruCache<Unit, AlignedBuf>,
+    cache_used: u64,
+    io: Box<dyn Io>,
+    ts: u64,
+    direct_ok: bool,
+}
+
+fn unit_of(loc: Loc) -> (Unit, usize, Class) {
+    let class = Class::of(loc.class as usize).unwrap_or(Class {
+        slot: PAGE,
+        per_page: 1,
+        pages: 1,
+    });
+    let (page, off) = class.locate(loc.slot);
+    ((loc.class, page), off, class)
+}
+
+/// What the plan decided for one operation.
+enum Act {
+    Get(Option<Loc>),
+    Put { loc: Loc, op: usize },
+    Tomb { loc: Loc, op: usize },
+    Nothing,
+}
+
+impl Worker {
+    /// Opens the worker's slabs and rebuilds its index from them.
+    pub fn open(cfg: Config, io: Box<dyn Io>, shared: Arc<Shared>) -> Result<Worker> {
+        let mut w = Worker {
+            slabs: (0..format::classes()).map(|_| None).collect(),
+            shared,
+            cache: lru::LruCache::unbounded(),
+            cache_used: 0,
+            io,
+            ts: 1,
+            direct_ok: cfg.direct,
+            cfg,
+        };
+        w.recover()?;
+        Ok(w)
+    }
+
+    /// Whether the slab files are open with O_DIRECT.
+    pub fn direct(&self) -> bool {
+        self.direct_ok
+    }
+
+    pub fn io_name(&self) -> &'static str {
+        self.io.name()
+    }
+
+    fn open_file(&mut self, path: &Path, create: bool) -> Result<File> {
+        let mut o = OpenOptions::new();
+        o.read(true).write(true).create(create);
+        if self.direct_ok {
+            let mut d = o.clone();
+            d.custom_flags(libc::O_DIRECT);
+            match d.open(path) {
+                Ok(f) => return Ok(f),
+                // tmpfs and some others refuse O_DIRECT: use the page cache.
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => self.direct_ok = false,
+                Err(e) => return Err(Error::io(path, e)),
+            }
+        }
+        o.open(path).map_err(|e| Error::io(path, e))
+    }
+
+    /// Scans every slab of this worker: keeps the newest slot per key,
+    /// frees the rest, and erases superseded and damaged slots so that an
+    /// older version can never come back once the newer slot is reused.
+    fn recover(&mut self) -> Result<()> {
+        let start = Instant::now();
+        let mut best: HashMap<Box<[u8]>, (u64, Kind, Loc)> = HashMap::new();
+        let mut erase: Vec<Loc> = Vec::new();
+        let mut scanned = 0u64;
+        let mut damaged = 0u64;
+        for c in 0..format::classes() {
+            let path = self
+                .cfg
+                .dir
+                .join(format::slab_name(self.cfg.id, c as u32));
+            if !path.exists() {
+                continue;
+            }
+            let file = self.open_file(&path, false)?;
+            let len = file.metadata().map_err(|e| Error::io(&path, e))?.len();
+            let class = Class::of(c).ok_or_else(|| Error::InvalidArgument("class".into()))?;
+            let mut header = AlignedBuf::zeroed(PAGE);
+            if len < PAGE as u64 {
+                return Err(Error::Corruption {
+                    file: path,
+                    offset: 0,
+                    reason: "slab shorter than its header page".into(),
+                });
+            }
+            file.read_exact_at(header.as_mut_slice(), 0)
+                .map_err(|e| Error::io(&path, e))?;
+            format::check_header(header.as_slice(), &path, self.cfg.id, self.cfg.workers, c as u32)?;
+            let data_pages = (len - PAGE as u64).div_ceil(PAGE as u64);
+            let slots = if class.pages == 1 {
+                class.slots_in(data_pages)
+            } else {
+                data_pages.div_ceil(u64::from(class.pages))
+            };
+            let slots = u32::try_from(slots).map_err(|_| Error::Corruption {
+                file: path.clone(),
+                offset: 0,
+                reason: "slab too large".into(),
+            })?;
+            let mut free = Vec::new();
+            // Read in chunks of whole units.
+            let unit_bytes = class.pages as usize * PAGE;
+            let per_chunk = (256 * 1024 / unit_bytes).max(1);
+            let units = if class.pages == 1 { data_pages } else { u64::from(slots) };
+            let mut u = 0u64;
+            while u < units {
+                let n = (per_chunk as u64).min(units - u) as usize;
+                let mut buf = AlignedBuf::zeroed(n * unit_bytes);
+                let off = PAGE as u64 + u * unit_bytes as u64;
+                let avail = len.saturating_sub(off).min(buf.len() as u64) as usize;
+                // The tail may be short (a torn extension): read what is there.
+                let want = avail.div_ceil(PAGE) * PAGE;
+                read_at_most(&file, &mut buf.as_mut_slice()[..want.min(n * unit_bytes)], off)
+                    .map_err(|e| Error::io(&path, e))?;
+                scanned += avail as u64;
+                for i in 0..n {
+                    let unit = &buf.as_slice()[i * unit_bytes..(i + 1) * unit_bytes];
+                    let per = class.per_page as usize;
+                    for j in 0..per {
+                        let slot = if class.pages == 1 {
+                            ((u as usize + i) * per + j) as u32
+                        } else {
+                            (u as usize + i) as u32
+                        };
+                        let bytes = &unit[j * class.slot..(j + 1) * class.slot];
+                        let loc = Loc {
+                            class: c as u8,
+                            slot,
+                        };
+                        match format::decode_slot(bytes) {
+                            Ok(s) => {
+                                self.ts = self.ts.max(s.ts + 1);
+                                match best.get_mut(s.key) {
+                                    Some(b) if b.0 >= s.ts => {
+                                        if s.kind == Kind::Item {
+                                            erase.push(loc);
+                                        }
+                                        free.push(slot);
+                                    }
+                                    Some(b) => {
+                                        let old = std::mem::replace(b, (s.ts, s.kind, loc));
+                                        if old.1 == Kind::Item {
+                                            erase.push(old.2);
+                                        }
+                                        self.free_later(&mut free, old.2, c);
+                                    }
+                                    None => {
+                                        best.insert(s.key.into(), (s.ts, s.kind, loc));
+                                    }
+                                }
+                            }
+                            Err(format::Bad::Empty) => free.push(slot),
+                            Err(format::Bad::Damaged(_)) => {
+                                damaged += 1;
+                                erase.push(loc);
+                                free.push(slot);
+                            }
+                        }
+                    }
+                }
+                u += n as u64;
+            }
+            self.slabs[c] = Some(Slab {
+                file,
+                path,
+                pages: 1 + data_pages,
+                next: slots,
+                free,
+                written: false,
+            });
+        }
+        // Slots of other classes that lost to a newer version: free them.
+        let mut late: Vec<Loc> = Vec::new();
+        let mut index = BTreeMap::new();
+        for (key, (_, kind, loc)) in best {
+            match kind {
+                Kind::Item => {
+                    index.insert(key, loc);
+                }
+                Kind::Tombstone => late.push(loc),
+            }
+        }
+        for loc in late {
+            if let Some(s) = self.slabs[loc.class as usize].as_mut() {
+                s.free.push(loc.slot);
+            }
+        }
+        self.erase_slots(&erase)?;
+        let c = &self.shared.counters;
+        c.recovered_items.store(index.len() as u64, Relaxed);
+        c.recovery_bytes.store(scanned, Relaxed);
+        c.damaged_slots.store(damaged, Relaxed);
+        *self.shared.index.write() = index;
+        self.publish_sizes();
+        c.recovery_micros
+            .store(start.elapsed().as_micros() as u64, Relaxed);
+        Ok(())
+    }
+
+    /// Frees `loc` when it is in class `c` (the list being built), or in a
+    /// slab already recovered.
+    fn free_later(&mut self, building: &mut Vec<u32>, loc: Loc, c: usize) {
+        if loc.class as usize == c {
+            building.push(loc.slot);
+        } else if let Some(s) = self.slabs[loc.class as usize].as_mut() {
+            s.free.push(loc.slot);
+        }
+    }
+
+    /// Zeroes the headers of `locs` on disk and syncs.
+    fn erase_slots(&mut self, locs: &[Loc]) -> Result<()> {
+        if locs.is_empty() {
+            return Ok(());
+        }
+        let mut pages: HashMap<Unit, AlignedBuf> = HashMap::new();
+        for &loc in locs {
+            let (unit, off, _) = unit_of(loc);
+            let slab = match self.slabs[loc.class as usize].as_ref() {
+                Some(s) => s,
+                None => continue,
+            };
+            let buf = match pages.get_mut(&unit) {
+                Some(b) => b,
+                None => {
+                    let mut b = AlignedBuf::zeroed(PAGE);
+                    read_at_most(&slab.file, b.as_mut_slice(), unit.1 * PAGE as u64)
+                        .map_err(|e| Error::io(&slab.path, e))?;
+                    pages.entry(unit).or_insert(b)
+                }
+            };
+            format::erase_slot(&mut buf.as_mut_slice()[off..]);
+        }
+        let mut touched = HashSet::new();
+        for ((class, page), buf) in &pages {
+            if let Some(slab) = self.slabs[*class as usize].as_ref() {
+                slab.file
+                    .write_all_at(buf.as_slice(), page * PAGE as u64)
+                    .map_err(|e| Error::io(&slab.path, e))?;
+                touched.insert(*class);
+            }
+        }
+        for class in touched {
+            if let Some(slab) = self.slabs[class as usize].as_ref() {
+                slab.file.sync_data().map_err(|e| Error::io(&slab.path, e))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn publish_sizes(&self) {
+        let (bytes, free) = self
+            .slabs
+            .iter()
+            .flatten()
+            .fold((0, 0), |(b, f), s| (b + s.pages * PAGE as u64, f + s.free.len() as u64));
+        let c = &self.shared.counters;
+        c.slab_bytes.store(bytes, Relaxed);
+        c.free_slots.store(free, Relaxed);
+        c.cache_bytes.store(self.cache_used, Relaxed);
+    }
+
+    /// The slab of class `c`, created (header page written and synced,
+    /// then the directory) on first use.
+    fn slab(&mut self, c: usize) -> Result<&mut Slab> {
+        if self.slabs[c].is_none() {
+            let path = self.cfg.dir.join(format::slab_name(self.cfg.id, c as u32));
+            let file = self.open_file(&path, true)?;
+            let mut header = AlignedBuf::zeroed(PAGE);
+            format::encode_header(header.as_mut_slice(), self.cfg.id, self.cfg.workers, c as u32);
+            file.write_all_at(header.as_slice(), 0)
+                .map_err(|e| Error::io(&path, e))?;
+            file.sync_data().map_err(|e| Error::io(&path, e))?;
+            super::sync_dir(&self.cfg.dir)?;
+            self.slabs[c] = Some(Slab {
+                file,
+                path,
+                pages: 1,
+                next: 0,
+                free: Vec::new(),
+                written: false,
+            });
+        }
+        self.slabs[c]
+            .as_mut()
+            .ok_or_else(|| Error::InvalidArgument("class".into()))
+    }
+
+    fn alloc(&mut self, c: usize) -> Result<Loc> {
+        let slab = self.slab(c)?;
+        let slot = match slab.free.pop() {
+            Some(s) => s,
+            None => {
+                let s = slab.next;
+                slab.next = s.checked_add(1).ok_or_else(|| {
+                    Error::InvalidArgument("a slab of this worker is full (2^32 slots)".into())
+                })?;
+                s
+            }
+        };
+        Ok(Loc {
+            class: c as u8,
+            slot,
+        })
+    }
+
+    /// Serves requests until told to stop.
+    pub fn run(mut self, rx: Receiver<Msg>) {
+        let mut pending: Option<Msg> = None;
+        loop {
+            let first = match pending.take() {
+                Some(m) => m,
+                None => match rx.recv() {
+                    Ok(m) => m,
+                    Err(_) => {
+                        let _ = self.sync_all();
+                        return;
+                    }
+                },
+            };
+            let mut batch = Vec::new();
+            let mut ops = 0;
+            let mut control = None;
+            match first {
+                Msg::Ops { ops: o, sync, reply } => {
+                    ops += o.len();
+                    batch.push((o, sync, reply));
+                }
+                m => control = Some(m),
+            }
+            while control.is_none() && ops < self.cfg.batch {
+                match rx.try_recv() {
+                    Ok(Msg::Ops { ops: o, sync, reply }) => {
+                        ops += o.len();
+                        batch.push((o, sync, reply));
+                    }
+                    Ok(m) => pending = Some(m),
+                    Err(_) => break,
+                }
+                if pending.is_some() {
+                    break;
+                }
+            }
+            if !batch.is_empty() {
+                self.serve(batch);
+            }
+            let control = control.or_else(|| match pending.take() {
+                Some(m @ (Msg::Sync(_) | Msg::Stop(_))) => Some(m),
+                other => {
+                    pending = other;
+                    None
+                }
+            });
+            match control {
+                Some(Msg::Sync(reply)) => {
+                    let _ = reply.send(self.sync_all());
+                }
+                Some(Msg::Stop(reply)) => {
+                    let _ = reply.send(self.sync_all());
+                    return;
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn sync_all(&mut self) -> Result<()> {
+        for slab in self.slabs.iter_mut().flatten() {
+            slab.file.sync_data().map_err(|e| Error::io(&slab.path, e))?;
+            slab.written = false;
+            self.shared.counters.syncs.fetch_add(1, Relaxed);
+        }
+        Ok(())
+    }
+
+    fn count(&self, s: Submitted, write: bool, bytes: u64) {
+        let c = &self.shared.counters;
+        c.batches.fetch_add(s.batches, Relaxed);
+        c.batched_ios.fetch_add(s.ios, Relaxed);
+        c.max_batch.fetch_max(s.max_batch, Relaxed);
+        if write {
+            c.writes.fetch_add(s.ios, Relaxed);
+            c.write_bytes.fetch_add(bytes, Relaxed);
+        } else {
+            c.reads.fetch_add(s.ios, Relaxed);
+            c.read_bytes.fetch_add(bytes, Relaxed);
+        }
+    }
+
+    /// Runs one batch of requests and answers each.
+    fn serve(&mut self, batch: Vec<(Vec<Op>, bool, Sender<Answer>)>) {
+        let c = &self.shared.counters;
+        c.request_batches.fetch_add(1, Relaxed);
+        c.requests.fetch_add(batch.len() as u64, Relaxed);
+        let writes = batch
+            .iter()
+            .any(|(ops, _, _)| ops.iter().any(|o| !matches!(o, Op::Get(_))));
+        let answers = if writes && self.shared.failed.load(Relaxed) {
+            Err(Error::Poisoned(Arc::new(Error::InvalidArgument(
+                "an earlier slab write of this KVell worker failed; reopen the store".into(),
+            ))))
+        } else {
+            self.run_batch(&batch)
+        };
+        match answers {
+            Ok(per_request) => {
+                for ((_, _, reply), a) in batch.into_iter().zip(per_request) {
+                    let _ = reply.send(a);
+                }
+            }
+            Err(e) => {
+                for (_, _, reply) in batch {
+                    let _ = reply.send(Err(e.clone()));
+                }
+            }
+        }
+        self.publish_sizes();
+    }
+
+    fn run_batch(
+        &mut self,
+        batch: &[(Vec<Op>, bool, Sender<Answer>)],
+    ) -> Result<Vec<Answer>> {
+        // 1. Plan every operation in order against the index and the
+        // batch's own changes, allocating slots.
+        let ops: Vec<&Op> = batch.iter().flat_map(|(o, _, _)| o.iter()).collect();
+        let sync = batch.iter().any(|(_, s, _)| *s)
+            || self.cfg.durability == KvellDurability::Synced;
+        let mut acts = Vec::with_capacity(ops.len());
+        let mut retire: Vec<Loc> = Vec::new();
+        let mut freed: Vec<Loc> = Vec::new();
+        let mut allocated: Vec<Loc> = Vec::new();
+        let shared = self.shared.clone();
+        {
+            let index = shared.index.read();
+            let mut overlay: HashMap<&[u8], Option<Loc>> = HashMap::new();
+            for (i, op) in ops.iter().enumerate() {
+                let key = key_of(op);
+                let cur = match overlay.get(key) {
+                    Some(l) => *l,
+                    None => index.get(key).copied(),
+                };
+                match op {
+                    Op::Get(_) => acts.push(Act::Get(cur)),
+                    Op::Put(k, v) => {
+                        let c = format::class_for(k.len(), v.len());
+                        let loc = match cur {
+                            Some(l) if l.class as usize == c => l,
+                            _ => {
+                                let l = match self.alloc(c) {
+                                    Ok(l) => l,
+                                    Err(e) => {
+                                        drop(index);
+                                        self.unalloc(&allocated);
+                                        return Err(e);
+                                    }
+                                };
+                                allocated.push(l);
+                                if let Some(old) = cur {
+                                    retire.push(old);
+                                }
+                                l
+                            }
+                        };
+                        acts.push(Act::Put { loc, op: i });
+                        overlay.insert(key, Some(loc));
+                    }
+                    Op::Delete(_) => {
+                        match cur {
+                            Some(l) => {
+                                acts.push(Act::Tomb { loc: l, op: i });
+                                freed.push(l);
+                            }
+                            None => acts.push(Act::Nothing),
+                        }
+                        overlay.insert(key, None);
+                    }
+                }
+            }
+        }
+        let values = match self.execute(&ops, &acts, &retire, sync) {
+            Ok(v) => v,
+            Err(e) => {
+                if !self.shared.failed.load(Relaxed) {
+                    // Nothing was written: the new slots are free again.
+                    self.unalloc(&allocated);
+                }
+                return Err(e);
+            }
+        };
+        // 5. Publish: the index, the free lists.
+        {
+            let mut index = self.shared.index.write();
+            for a in &acts {
+                match a {
+                    Act::Put { loc, op } => {
+                        index.insert(key_of(ops[*op]).into(), *loc);
+                    }
+                    Act::Tomb { op, .. } => {
+                        index.remove(key_of(ops[*op]));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let mut seen = HashSet::new();
+        for l in freed.iter().chain(retire.iter()) {
+            if seen.insert(*l) {
+                if let Some(s) = self.slabs[l.class as usize].as_mut() {
+                    s.free.push(l.slot);
+                }
+            }
+        }
+        // Split the flat answers back per request.
+        let mut out = Vec::with_capacity(batch.len());
+        let mut it = values.into_iter();
+        for (o, _, _) in batch {
+            out.push(it.by_ref().take(o.len()).collect::<Result<Vec<_>>>());
+        }
+        Ok(out)
+    }
+
+    fn unalloc(&mut self, locs: &[Loc]) {
+        for l in locs {
+            if let Some(s) = self.slabs[l.class as usize].as_mut() {
+                s.free.push(l.slot);
+            }
+        }
+    }
+
+    /// Reads, applies, writes, syncs and retires; returns one value per op.
+    fn execute(
+        &mut self,
+        ops: &[&Op],
+        acts: &[Act],
+        retire: &[Loc],
+        sync: bool,
+    ) -> Result<Vec<Result<Option<Vec<u8>>>>> {
+        // 2. The units to read: what gets and in-page writes need, unless
+        // cached or past the end of the file.
+        let mut images: HashMap<Unit, AlignedBuf> = HashMap::new();
+        let mut need: Vec<(Unit, usize)> = Vec::new();
+        // `Read`: the whole unit; `Page`: a page image to change one slot
+        // of; `Head`: a tombstone over a whole-page slot (its first page).
+        #[derive(PartialEq)]
+        enum Need {
+            Read,
+            Page,
+            Head,
+        }
+        let mut want = |loc: Loc, why: Need, this: &mut Self, images: &mut HashMap<Unit, AlignedBuf>| {
+            let (unit, _, class) = unit_of(loc);
+            let whole = why == Need::Read;
+            let len = if why == Need::Head && class.pages > 1 {
+                PAGE
+            } else {
+                class.pages as usize * PAGE
+            };
+            if images.contains_key(&unit) || need.iter().any(|(u, _)| *u == unit) {
+                return;
+            }
+            let on_disk = this.slabs[loc.class as usize]
+                .as_ref()
+                .is_some_and(|s| unit.1 < s.pages);
+            if let Some(b) = this.cache.get(&unit) {
+                this.shared.counters.cache_hits.fetch_add(1, Relaxed);
+                images.insert(unit, b.copy());
+            } else if !on_disk || (!whole && class.pages > 1) {
+                images.insert(unit, AlignedBuf::zeroed(len));
+            } else {
+                this.shared.counters.cache_misses.fetch_add(1, Relaxed);
+                need.push((unit, len));
+            }
+        };
+        for a in acts {
+            match *a {
+                Act::Get(Some(loc)) => want(loc, Need::Read, self, &mut images),
+                Act::Put { loc, .. } => want(loc, Need::Page, self, &mut images),
+                Act::Tomb { loc, .. } => want(loc, Need::Head, self, &mut images),
+                _ => {}
+            }
+        }
+        for &loc in retire {
+            want(loc, Need::Head, self, &mut images);
+        }
+        if !need.is_empty() {
+            let mut bufs: Vec<(Unit, AlignedBuf)> = need
+                .iter()
+                .map(|&(u, len)| (u, AlignedBuf::zeroed(len)))
+                .collect();
+            let mut bytes = 0u64;
+            let mut counts = Submitted::default();
+            {
+                let mut reqs = Vec::with_capacity(bufs.len());
+                for (unit, buf) in bufs.iter_mut() {
+                    let slab = self.slabs[unit.0 as usize]
+                        .as_ref()
+                        .ok_or_else(|| Error::InvalidArgument("slab".into()))?;
+                    bytes += buf.len() as u64;
+                    reqs.push(Req {
+                        file: &slab.file,
+                        path: &slab.path,
+                        offset: unit.1 * PAGE as u64,
+                        buf,
+                    });
+                }
+                let r = self.io.read(&mut reqs, &mut counts);
+                drop(reqs);
+                self.count(counts, false, bytes);
+                r?;
+            }
+            for (unit, buf) in bufs {
+                self.cache_put(unit, buf.copy());
+                images.insert(unit, buf);
+            }
+        }
+        // 3. Apply in order.
+        let mut values = Vec::with_capacity(ops.len());
+        let mut dirty: Vec<Unit> = Vec::new();
+        for a in acts {
+            match *a {
+                Act::Get(None) | Act::Nothing => values.push(Ok(None)),
+                Act::Get(Some(loc)) => {
+                    let (unit, off, class) = unit_of(loc);
+                    let img = images
+                        .get(&unit)
+                        .ok_or_else(|| Error::InvalidArgument("page".into()))?;
+                    let bytes = &img.as_slice()[off..off + class.slot];
+                    let path = self.slabs[loc.class as usize]
+                        .as_ref()
+                        .map(|s| s.path.clone())
+                        .unwrap_or_default();
+                    let corrupt = |reason: String| Error::Corruption {
+                        file: path.clone(),
+                        offset: unit.1 * PAGE as u64 + off as u64,
+                        reason,
+                    };
+                    match format::decode_slot(bytes) {
+                        Ok(s) if s.kind == Kind::Item => values.push(Ok(Some(s.value.to_vec()))),
+                        Ok(_) => values.push(Err(corrupt("the index names a tombstone".into()))),
+                        Err(format::Bad::Empty) => {
+                            values.push(Err(corrupt("the index names an empty slot".into())))
+                        }
+                        Err(format::Bad::Damaged(r)) => values.push(Err(corrupt(r.into()))),
+                    }
+                }
+                Act::Put { loc, op } => {
+                    let (unit, off, _) = unit_of(loc);
+                    if let Op::Put(k, v) = ops[op] {
+                        let ts = self.ts;
+                        self.ts += 1;
+                        let img = images
+                            .get_mut(&unit)
+                            .ok_or_else(|| Error::InvalidArgument("page".into()))?;
+                        format::encode_slot(&mut img.as_mut_slice()[off..], Kind::Item, ts, k, v);
+                    }
+                    if !dirty.contains(&unit) {
+                        dirty.push(unit);
+                    }
+                    values.push(Ok(None));
+                }
+                Act::Tomb { loc, op } => {
+                    let (unit, off, _) = unit_of(loc);
+                    let ts = self.ts;
+                    self.ts += 1;
+                    let img = images
+                        .get_mut(&unit)
+                        .ok_or_else(|| Error::InvalidArgument("page".into()))?;
+                    format::encode_slot(
+                        &mut img.as_mut_slice()[off..],
+                        Kind::Tombstone,
+                        ts,
+                        key_of(ops[op]),
+                        b"",
+                    );
+                    if !dirty.contains(&unit) {
+                        dirty.push(unit);
+                    }
+                    values.push(Ok(None));
+                }
+            }
+        }
+        // 4. Write, sync, then retire old slots of class changes.
+        self.write_units(&dirty, &mut images)?;
+        if sync && !dirty.is_empty() {
+            self.sync_written()?;
+        }
+        if !retire.is_empty() {
+            let mut units = Vec::new();
+            for &loc in retire {
+                // The old slot of an item that changed class: free it on
+                // disk (its header zeroed) now that the new slot is written.
+                let (unit, off, _) = unit_of(loc);
+                let img = images
+                    .get_mut(&unit)
+                    .ok_or_else(|| Error::InvalidArgument("page".into()))?;
+                format::erase_slot(&mut img.as_mut_slice()[off..]);
+                if !units.contains(&unit) {
+                    units.push(unit);
+                }
+            }
+            self.write_units(&units, &mut images)?;
+        }
+        // Keep clean copies of what was written.
+        for (unit, img) in images {
+            let whole = Class::of(unit.0 as usize).map_or(0, |c| c.pages as usize * PAGE);
+            if img.len() != whole {
+                // A tombstone's first page of a whole-page slot.
+                if let Some(old) = self.cache.pop(&unit) {
+                    self.cache_used -= old.len() as u64;
+                }
+            } else if self.cache.contains(&unit) || dirty.contains(&unit) {
+                self.cache_put(unit, img);
+            }
+        }
+        Ok(values)
+    }
+
+    fn write_units(&mut self, units: &[Unit], images: &mut HashMap<Unit, AlignedBuf>) -> Result<()> {
+        if units.is_empty() {
+            return Ok(());
+        }
+        let mut bufs: Vec<(Unit, AlignedBuf)> = units
+            .iter()
+            .filter_map(|u| images.remove(u).map(|b| (*u, b)))
+            .collect();
+        let mut counts = Submitted::default();
+        let mut bytes = 0;
+        let r = {
+            let mut reqs = Vec::with_capacity(bufs.len());
+            for (unit, buf) in bufs.iter_mut() {
+                let slab = self.slabs[unit.0 as usize]
+                    .as_ref()
+                    .ok_or_else(|| Error::InvalidArgument("slab".into()))?;
+                bytes += buf.len() as u64;
+                reqs.push(Req {
+                    file: &slab.file,
+                    path: &slab.path,
+                    offset: unit.1 * PAGE as u64,
+                    buf,
+                });
+            }
+            self.io.write(&mut reqs, &mut counts)
+        };
+        self.count(counts, true, bytes);
+        if let Err(e) = r {
+            self.shared.failed.store(true, Relaxed);
+            return Err(e);
+        }
+        for (unit, buf) in bufs {
+            let c = Class::of(unit.0 as usize).map_or(1, |c| c.pages);
+            if let Some(s) = self.slabs[unit.0 as usize].as_mut() {
+                s.pages = s.pages.max(unit.1 + u64::from(c));
+                s.written = true;
+            }
+            images.insert(unit, buf);
+        }
+        Ok(())
+    }
+
+    fn sync_written(&mut self) -> Result<()> {
+        for slab in self.slabs.iter_mut().flatten() {
+            if slab.written {
+                if let Err(e) = slab.file.sync_data() {
+                    self.shared.failed.store(true, Relaxed);
+                    return Err(Error::io(&slab.path, e));
+                }
+                slab.written = false;
+                self.shared.counters.syncs.fetch_add(1, Relaxed);
+            }
+        }
+        Ok(())
+    }
+
+    fn cache_put(&mut self, unit: Unit, buf: AlignedBuf) {
+        let len = buf.len() as u64;
+        if len > self.cfg.cache_bytes {
+            if let Some(old) = self.cache.pop(&unit) {
+                self.cache_used -= old.len() as u64;
+            }
+            return;
+        }
+        if let Some(old) = self.cache.put(unit, buf) {
+            self.cache_used -= old.len() as u64;
+        }
+        self.cache_used += len;
+        while self.cache_used > self.cfg.cache_bytes {
+            match self.cache.pop_lru() {
+                Some((_, b)) => self.cache_used -= b.len() as u64,
+                None => break,
+            }
+        }
+    }
+}
+
+fn key_of(op: &Op) -> &[u8] {
+    match op {
+        Op::Get(k) | Op::Delete(k) | Op::Put(k, _) => k,
+    }
+}
+
+/// Reads up to `buf.len()` bytes at `off`, leaving the rest zero at EOF.
+fn read_at_most(file: &File, buf: &mut [u8], off: u64) -> std::io::Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        match file.read_at(&mut buf[done..], off + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,162 @@
+//! The one engine-neutral door: [`KvStore`], opened by [`open`] with the
+//! engine `Options::engine` names (`lsm`, the default, or `kvell`). The C
+//! ABI, the CLI, the Redis-protocol server and the benchmark hold a
+//! `Box<dyn KvStore>` (or an `Arc`) and nothing engine-specific.
+//!
+//! What differs between the engines is stated by [`KvStore::semantics`],
+//! not hidden: whether a batch is atomic, what `sync` means, whether a scan
+//! or a cursor reads one point in time, whether snapshots exist.
+
+mod lsm;
+mod paged;
+
+pub use paged::PagedCursor;
+
+use crate::batch::WriteBatch;
+use crate::db::Db;
+use crate::error::{Error, Result};
+use crate::options::{EngineKind, Options, WriteOptions};
+use crate::stats::StoreStats;
+use std::any::Any;
+use std::ops::Bound;
+use std::path::Path;
+
+/// Opens (by default creating) the database in `path` with the engine
+/// `opts.engine` names. A directory holds one engine's files: opening it
+/// with the other engine fails with `InvalidArgument` and touches nothing.
+pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Box<dyn KvStore>> {
+    let path = path.as_ref();
+    match opts.engine {
+        EngineKind::Lsm => {
+            crate::kvell::refuse_kvell_dir(path)?;
+            Ok(Box::new(Db::open(path, opts)?))
+        }
+        EngineKind::Kvell => Ok(Box::new(crate::kvell::Kvell::open(path, opts)?)),
+    }
+}
+
+/// What an engine promises, in words a caller can act on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Semantics {
+    /// The engine's short name (`lsm`, `kvell`, or a comparator's).
+    pub engine: &'static str,
+    /// A multi-key [`WriteBatch`] is applied all or nothing, also across a
+    /// crash.
+    pub atomic_batches: bool,
+    /// [`KvStore::scan`] and [`KvStore::cursor`] read one point in time
+    /// (otherwise each entry is its key's latest value when it is read).
+    pub snapshot_scans: bool,
+    /// [`KvStore::snapshot`] is supported.
+    pub snapshots: bool,
+    /// What an acknowledged write without `sync` survives.
+    pub unsynced: &'static str,
+    /// What `WriteOptions::sync` adds.
+    pub synced: &'static str,
+}
+
+/// A point-in-time read view taken by [`KvStore::snapshot`]; released when
+/// dropped. Only the store that made it can read through it.
+pub struct StoreSnapshot {
+    inner: Box<dyn Any + Send + Sync>,
+}
+
+impl StoreSnapshot {
+    pub(crate) fn new<T: Any + Send + Sync>(inner: T) -> Self {
+        StoreSnapshot {
+            inner: Box::new(inner),
+        }
+    }
+
+    /// The engine's own snapshot, if it is a `T`.
+    pub fn downcast<T: Any>(&self) -> Option<&T> {
+        self.inner.downcast_ref()
+    }
+}
+
+/// A positioned cursor over a store (LevelDB's iterator contract): it is
+/// valid while it stands on an entry; once it meets an error it is invalid
+/// and `status` returns that error.
+pub trait Cursor: Send {
+    fn valid(&self) -> bool;
+    /// The current key (only while `valid`).
+    fn key(&self) -> &[u8];
+    /// The current value (only while `valid`).
+    fn value(&self) -> &[u8];
+    /// The first error met, if any.
+    fn status(&self) -> Result<()>;
+    fn seek_to_first(&mut self);
+    fn seek_to_last(&mut self);
+    /// The first entry with key ≥ `target`.
+    fn seek(&mut self, target: &[u8]);
+    /// The last entry with key ≤ `target`.
+    fn seek_for_prev(&mut self, target: &[u8]);
+    fn next(&mut self);
+    fn prev(&mut self);
+}
+
+/// A key-value store: ordered keys, batches, statistics. See
+/// [`KvStore::semantics`] for what each engine guarantees.
+pub trait KvStore: Send + Sync {
+    /// A short name of the engine and its configuration.
+    fn name(&self) -> String;
+    /// What this engine guarantees (batches, sync, scans, snapshots).
+    fn semantics(&self) -> Semantics;
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()>;
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
+    fn delete(&self, key: &[u8]) -> Result<()>;
+    /// Applies a batch: atomically where `semantics().atomic_batches`,
+    /// otherwise entry by entry (each key's entries in order). The batched
+    /// path: an engine may turn one batch into one I/O batch.
+    fn write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()>;
+    /// The values of `keys`, in order: the batched read path (an engine may
+    /// turn the keys into one I/O batch).
+    fn multi_get(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+        keys.iter().map(|k| self.get(k)).collect()
+    }
+    /// The value of `key` at `snap` (or now).
+    fn get_at(&self, key: &[u8], snap: Option<&StoreSnapshot>) -> Result<Option<Vec<u8>>> {
+        match snap {
+            None => self.get(key),
+            Some(_) => Err(no_snapshots(self.semantics().engine)),
+        }
+    }
+    /// Up to `limit` entries in `[start, end]` (per the bounds), ascending, or
+    /// descending from the end when `reverse`.
+    fn scan(
+        &self,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
+    /// A point-in-time view (`NotSupported` where `semantics().snapshots`
+    /// is false).
+    fn snapshot(&self) -> Result<StoreSnapshot> {
+        Err(no_snapshots(self.semantics().engine))
+    }
+    /// An unpositioned cursor at `snap` (or now).
+    fn cursor(&self, snap: Option<&StoreSnapshot>) -> Result<Box<dyn Cursor>>;
+    /// Makes everything written so far durable and part of the on-disk
+    /// structure.
+    fn flush(&self) -> Result<()>;
+    /// Waits until the engine's background work (flushes of full memtables,
+    /// compactions) is done; the active memtable stays as it is.
+    fn wait_for_compactions(&self) -> Result<()>;
+    fn stats(&self) -> StoreStats;
+    /// Stops background work and makes acknowledged writes durable; later
+    /// calls fail with `Closed`.
+    fn close(&self) -> Result<()>;
+}
+
+fn no_snapshots(engine: &str) -> Error {
+    Error::NotSupported(format!("the {engine} engine has no snapshots"))
+}
+
+/// Copies a bound's key.
+pub(crate) fn own_bound(b: Bound<&[u8]>) -> Bound<Vec<u8>> {
+    match b {
+        Bound::Included(k) => Bound::Included(k.to_vec()),
+        Bound::Excluded(k) => Bound::Excluded(k.to_vec()),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
