@@ -387,7 +387,18 @@ int strata_iter_get_error(const strata_iterator_t *it, char **errptr);
 char *strata_stats_json(const strata_t *db);
 
 /**
- * Flushes the memtable to a table. Thread-safe.
+ * What the engine guarantees: 1 if it has `what`, 0 if not, STRATA_EINVAL
+ * for an unknown name or a NULL handle. Names: "snapshots" (snapshot
+ * create works), "atomic_batches" (strata_write applies all or nothing,
+ * also across a crash), "snapshot_scans" (an iterator reads one point in
+ * time). The LSM engine has all three; KVell none. Thread-safe.
+ */
+int strata_has(const strata_t *db, const char *what);
+
+/**
+ * Makes every acknowledged write durable and part of the engine's files
+ * (the LSM flushes its memtable to a table; KVell syncs its slabs).
+ * Thread-safe.
  */
 int strata_flush(const strata_t *db, char **errptr);
 

@@ -16,7 +16,7 @@ use std::ops::Bound;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
-use strata::{KvStore, StatsSnapshot, WriteBatch, WriteOptions};
+use strata::{KvStore, StoreStats, WriteBatch, WriteOptions};
 
 /// What the parent asks a child to do.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -136,7 +136,7 @@ pub struct RunResult {
     pub levels: Vec<Level>,
     /// Seconds spent loading before the run, settling included (not measured).
     pub load_secs: f64,
-    /// strata's statistics at the end of the run (`StatsSnapshot::to_json`;
+    /// strata's statistics at the end of the run (`StoreStats::to_json`;
     /// counters cover load and run).
     #[serde(default)]
     pub engine_stats: Option<serde_json::Value>,
@@ -480,8 +480,9 @@ fn background_writer(ctx: &Ctx<'_>) -> Result<u64, BenchError> {
     Ok(n)
 }
 
-fn level_shape(s: &StatsSnapshot) -> Vec<Level> {
-    s.levels
+fn level_shape(s: &StoreStats) -> Vec<Level> {
+    s.lsm()
+        .map_or(&[][..], |l| &l.levels)
         .iter()
         .map(|l| Level {
             files: l.files,
@@ -694,13 +695,13 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
     let live_bytes = live_count * (p.key_size + p.value_size) as u64;
     let strata_engine = !kind.is_comparator();
     let eng_w = stats1
-        .engine_bytes_written()
-        .saturating_sub(stats0.engine_bytes_written());
+        .disk_bytes_written
+        .saturating_sub(stats0.disk_bytes_written);
     let user_w = stats1
         .user_bytes_written
         .saturating_sub(stats0.user_bytes_written);
-    let stall = (stats1.stall_micros + stats1.slowdown_micros)
-        .saturating_sub(stats0.stall_micros + stats0.slowdown_micros);
+    let stalled = |s: &StoreStats| s.lsm().map_or(0, |l| l.stall_micros + l.slowdown_micros);
+    let stall = stalled(&stats1).saturating_sub(stalled(&stats0));
     Ok(RunResult {
         engine: spec.engine.clone(),
         workload: w.name(),
@@ -754,8 +755,8 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
         engine_read_bytes_per_get: if strata_engine {
             ratio(
                 stats1
-                    .table_bytes_read
-                    .saturating_sub(stats0.table_bytes_read),
+                    .disk_bytes_read
+                    .saturating_sub(stats0.disk_bytes_read),
                 meter.gets,
             )
         } else {

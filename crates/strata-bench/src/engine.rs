@@ -94,6 +94,13 @@ impl EngineKind {
         if spec == "strata" {
             return Ok(EngineKind::Strata(String::new()));
         }
+        // `kvell[:opts]` is strata's second engine: `strata:engine=kvell,...`.
+        if spec == "kvell" {
+            return Ok(EngineKind::Strata("engine=kvell".into()));
+        }
+        if let Some(opts) = spec.strip_prefix("kvell:") {
+            return EngineKind::parse(&format!("strata:engine=kvell,{opts}"));
+        }
         if let Some(opts) = spec.strip_prefix("strata:") {
             // Validate now so that a typo fails before any run starts.
             let (_, engine_opts) = split_placement(opts);
@@ -106,7 +113,7 @@ impl EngineKind {
             "rocksdb" => Ok(EngineKind::RocksDb),
             "leveldb" => Ok(EngineKind::LevelDb),
             _ => Err(BenchError::Usage(format!(
-                "unknown engine {spec:?} (expected strata, strata:opt=v,..., rocksdb or leveldb)"
+                "unknown engine {spec:?} (expected strata, strata:opt=v,..., kvell, kvell:opt=v,..., rocksdb or leveldb)"
             ))),
         }
     }
@@ -160,6 +167,12 @@ pub fn strata_options(settings: &EngineSettings, extra: &str) -> Result<Options,
         .target_file_size(settings.target_file_size)
         .max_bytes_for_level_base(settings.level_base)
         .background_threads(settings.background_threads);
+    // KVell keeps no memtable and no block cache: its page cache gets what
+    // an LSM may hold in memory (the block cache and one memtable).
+    o.kvell_page_cache = (settings.block_cache_size + settings.write_buffer_size) as u64;
+    if settings.sync {
+        o.kvell_durability = strata::KvellDurability::Synced;
+    }
     o.apply(&format!("compression={}", settings.compression))
         .map_err(|e| BenchError::Usage(e.to_string()))?;
     o.apply(extra)
@@ -179,9 +192,9 @@ pub fn open(
             let (_, extra) = split_placement(extra);
             let o = strata_options(settings, &extra)?;
             let shown = o.to_string();
-            let db = strata::Db::open(dir, o)?;
+            let store = strata::open(dir, o)?;
             Ok(OpenEngine {
-                store: Box::new(db),
+                store,
                 version: format!("strata {}", env!("CARGO_PKG_VERSION")),
                 settings: shown,
             })
@@ -212,6 +225,10 @@ mod tests {
             EngineKind::Strata("compression=lz4".into())
         );
         assert_eq!(EngineKind::parse("rocksdb")?, EngineKind::RocksDb);
+        assert_eq!(
+            EngineKind::parse("kvell:kvell_workers=4")?,
+            EngineKind::Strata("engine=kvell,kvell_workers=4".into())
+        );
         assert!(EngineKind::parse("strata:nope=1").is_err());
         assert!(EngineKind::parse("sqlite").is_err());
         Ok(())

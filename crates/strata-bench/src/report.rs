@@ -288,6 +288,7 @@ fn compaction_rows(r: &Report) -> Option<Vec<Vec<String>>> {
             let Some(st) = r
                 .cell(&e.name, &w)
                 .and_then(|c| c.median.engine_stats.clone())
+                .and_then(|s| s.get("lsm").cloned())
             else {
                 continue;
             };
@@ -372,7 +373,11 @@ fn matrix_rows(r: &Report) -> Option<Vec<Vec<String>>> {
                 .iter()
                 .rposition(|l| l.files > 0)
                 .map_or("-".to_string(), |l| format!("L{l}"));
-            let mx = m.engine_stats.as_ref().and_then(|s| s.get("matrix"));
+            let mx = m
+                .engine_stats
+                .as_ref()
+                .and_then(|s| s.get("lsm"))
+                .and_then(|s| s.get("matrix"));
             let g = |k: &str| {
                 mx.and_then(|x| x.get(k))
                     .and_then(serde_json::Value::as_u64)

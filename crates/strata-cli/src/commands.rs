@@ -3,9 +3,8 @@
 use crate::workload::{self, LoadSpec};
 use crate::{Cli, CliError, Command};
 use std::io::{BufWriter, Write};
-use std::ops::Bound;
 use std::process::ExitCode;
-use strata::{Db, Options, WriteBatch, WriteOptions};
+use strata::{KvStore, Options, WriteBatch, WriteOptions};
 
 /// Runs the command of `cli`.
 pub fn run(cli: &Cli) -> Result<ExitCode, CliError> {
@@ -20,7 +19,7 @@ pub fn run(cli: &Cli) -> Result<ExitCode, CliError> {
         }
         Command::Get { key, hex } => {
             let db = open(cli, "get", false)?;
-            let found = db.get(key)?;
+            let found = db.get(key.as_bytes())?;
             db.close()?;
             match found {
                 Some(v) => {
@@ -51,19 +50,41 @@ pub fn run(cli: &Cli) -> Result<ExitCode, CliError> {
             hex,
         } => {
             let db = open(cli, "scan", false)?;
-            let lo = from
-                .as_ref()
-                .map_or(Bound::Unbounded, |k| Bound::Included(k.as_bytes().to_vec()));
-            let hi = to
-                .as_ref()
-                .map_or(Bound::Unbounded, |k| Bound::Excluded(k.as_bytes().to_vec()));
-            let scan = db.scan::<Vec<u8>, _>((lo, hi))?;
-            let entries = workload::directed(scan, *reverse);
-            let mut out = BufWriter::new(std::io::stdout().lock());
-            for entry in entries.take(limit.unwrap_or(usize::MAX)) {
-                let (k, v) = entry?;
-                writeln!(out, "{}\t{}", show(&k, *hex), show(&v, *hex))?;
+            let lo = from.as_ref().map(|k| k.as_bytes());
+            let hi = to.as_ref().map(|k| k.as_bytes());
+            // A cursor from the start of the range, or back from its end.
+            let mut c = db.cursor(None)?;
+            match (reverse, lo, hi) {
+                (false, Some(k), _) => c.seek(k),
+                (false, None, _) => c.seek_to_first(),
+                (true, _, Some(k)) => {
+                    c.seek_for_prev(k);
+                    if c.valid() && c.key() == k {
+                        c.prev();
+                    }
+                }
+                (true, _, None) => c.seek_to_last(),
             }
+            let mut out = BufWriter::new(std::io::stdout().lock());
+            let mut left = limit.unwrap_or(usize::MAX);
+            while left > 0 && c.valid() {
+                let inside = if *reverse {
+                    lo.is_none_or(|l| c.key() >= l)
+                } else {
+                    hi.is_none_or(|h| c.key() < h)
+                };
+                if !inside {
+                    break;
+                }
+                writeln!(out, "{}\t{}", show(c.key(), *hex), show(c.value(), *hex))?;
+                left -= 1;
+                if *reverse {
+                    c.prev();
+                } else {
+                    c.next();
+                }
+            }
+            c.status()?;
             out.flush()?;
             drop(out);
             db.close()?;
@@ -79,8 +100,9 @@ pub fn run(cli: &Cli) -> Result<ExitCode, CliError> {
                 seed: a.seed,
                 sync: a.sync,
             };
-            let elapsed = workload::load(&db, &spec)?;
-            // A bulk load ends with its data in tables, not only in the WAL.
+            let elapsed = workload::load(db.as_ref(), &spec)?;
+            // A bulk load ends with its data in the engine's files, not
+            // only in the WAL (LSM) or unsynced (KVell).
             db.flush()?;
             db.close()?;
             println!("load: {}", workload::rate(a.count, elapsed));
@@ -100,7 +122,7 @@ pub fn run(cli: &Cli) -> Result<ExitCode, CliError> {
         Command::Compact => {
             let db = open(cli, "compact", false)?;
             let start = std::time::Instant::now();
-            db.compact_range::<&[u8], _>(..)?;
+            db.compact()?;
             let elapsed = start.elapsed();
             let s = db.stats();
             db.close()?;
@@ -162,16 +184,16 @@ fn serve(cli: &Cli, args: &crate::ServeArgs) -> Result<ExitCode, CliError> {
         idle_timeout: (args.timeout > 0).then(|| std::time::Duration::from_secs(args.timeout)),
         ..Default::default()
     };
-    strata_server::serve_blocking(std::sync::Arc::new(db), cfg).map_err(CliError::Usage)?;
+    strata_server::serve_blocking(std::sync::Arc::from(db), cfg).map_err(CliError::Usage)?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// Opens the database of `--dir` with the `--opt` options; only `create`
 /// commands may create it.
-fn open(cli: &Cli, command: &str, create: bool) -> Result<Db, CliError> {
+fn open(cli: &Cli, command: &str, create: bool) -> Result<Box<dyn KvStore>, CliError> {
     let dir = cli.dir(command)?;
     let opts = cli.options(Options::default())?.create_if_missing(create);
-    Ok(Db::open(dir, opts)?)
+    Ok(strata::open(dir, opts)?)
 }
 
 /// Bytes as lossy UTF-8, or as lowercase hex.

@@ -8,7 +8,7 @@ use crate::{Cli, CliError};
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
-use strata::{filename, Db, Options};
+use strata::{filename, KvStore, Options};
 
 const KEY_SIZE: usize = 16;
 const VALUE_SIZE: usize = 100;
@@ -73,10 +73,10 @@ pub fn run(cli: &Cli, count: u64, seed: u64) -> Result<ExitCode, CliError> {
         dir.display()
     );
     let mut check = Checker::default();
-    let db = Db::open(dir, opts.clone())?;
+    let db = strata::open(dir, opts.clone())?;
 
     // Load.
-    let elapsed = workload::load(&db, &spec)?;
+    let elapsed = workload::load(db.as_ref(), &spec)?;
     phase("load", count, elapsed);
 
     // Read every key back, in another random order.
@@ -84,7 +84,7 @@ pub fn run(cli: &Cli, count: u64, seed: u64) -> Result<ExitCode, CliError> {
     let pb = workload::progress(count, "read");
     let start = Instant::now();
     for (n, &i) in order.iter().enumerate() {
-        let got = db.get(key_for(i, KEY_SIZE))?;
+        let got = db.get(&key_for(i, KEY_SIZE))?;
         if got.as_deref() != Some(value_for(seed, i, VALUE_SIZE).as_slice()) {
             check.fail(format!("get key {i}: got {}", describe(got.as_deref())));
         }
@@ -99,7 +99,7 @@ pub fn run(cli: &Cli, count: u64, seed: u64) -> Result<ExitCode, CliError> {
     let start = Instant::now();
     let mut deleted = 0u64;
     for &i in order.iter().filter(|&&i| is_deleted(i)) {
-        db.delete(key_for(i, KEY_SIZE))?;
+        db.delete(&key_for(i, KEY_SIZE))?;
         deleted += 1;
     }
     phase("delete", deleted, start.elapsed());
@@ -107,11 +107,11 @@ pub fn run(cli: &Cli, count: u64, seed: u64) -> Result<ExitCode, CliError> {
 
     // Scan forwards, checking every entry, then backwards.
     let start = Instant::now();
-    let seen = scan_check(&db, false, seed, &mut check)?;
+    let seen = scan_check(db.as_ref(), false, seed, &mut check)?;
     check.expect_eq("forward scan entries", seen, live);
     phase("scan", seen, start.elapsed());
     let start = Instant::now();
-    let seen = scan_check(&db, true, seed, &mut check)?;
+    let seen = scan_check(db.as_ref(), true, seed, &mut check)?;
     check.expect_eq("reverse scan entries", seen, live);
     phase("rscan", seen, start.elapsed());
 
@@ -120,7 +120,7 @@ pub fn run(cli: &Cli, count: u64, seed: u64) -> Result<ExitCode, CliError> {
     db.flush()?;
     println!("flush    {:.3} s", start.elapsed().as_secs_f64());
     let start = Instant::now();
-    db.compact_range::<&[u8], _>(..)?;
+    db.compact()?;
     println!("compact  {:.3} s", start.elapsed().as_secs_f64());
     let stats = db.stats();
     db.close()?;
@@ -128,17 +128,17 @@ pub fn run(cli: &Cli, count: u64, seed: u64) -> Result<ExitCode, CliError> {
 
     // Reopen and check again.
     let start = Instant::now();
-    let db = Db::open(dir, opts.clone().create_if_missing(false))?;
+    let db = strata::open(dir, opts.clone().create_if_missing(false))?;
     println!("reopen   {:.3} s", start.elapsed().as_secs_f64());
     let start = Instant::now();
-    let seen = scan_check(&db, false, seed, &mut check)?;
+    let seen = scan_check(db.as_ref(), false, seed, &mut check)?;
     check.expect_eq("scan entries after reopen", seen, live);
     phase("scan", seen, start.elapsed());
     for i in (0..count).step_by((count / 1000).max(1) as usize) {
         let want = (!is_deleted(i)).then(|| value_for(seed, i, VALUE_SIZE));
         check.expect_eq(
             &format!("get key {i} after reopen"),
-            db.get(key_for(i, KEY_SIZE))?,
+            db.get(&key_for(i, KEY_SIZE))?,
             want,
         );
     }
@@ -169,13 +169,27 @@ pub fn run(cli: &Cli, count: u64, seed: u64) -> Result<ExitCode, CliError> {
 /// Scans the whole database, checking that each entry is a live key with
 /// its value and that keys strictly increase (decrease when `reverse`).
 /// Returns the number of entries.
-fn scan_check(db: &Db, reverse: bool, seed: u64, check: &mut Checker) -> Result<u64, CliError> {
-    let scan = db.scan::<&[u8], _>(..)?;
-    let entries = workload::directed(scan, reverse);
+fn scan_check(
+    db: &dyn KvStore,
+    reverse: bool,
+    seed: u64,
+    check: &mut Checker,
+) -> Result<u64, CliError> {
+    let mut cursor = db.cursor(None)?;
+    if reverse {
+        cursor.seek_to_last();
+    } else {
+        cursor.seek_to_first();
+    }
     let mut n = 0u64;
     let mut prev: Option<u64> = None;
-    for entry in entries {
-        let (k, v) = entry?;
+    while cursor.valid() {
+        let (k, v) = (cursor.key().to_vec(), cursor.value().to_vec());
+        if reverse {
+            cursor.prev();
+        } else {
+            cursor.next();
+        }
         n += 1;
         let Some(i) = key_number(&k) else {
             check.fail(format!(
@@ -196,6 +210,7 @@ fn scan_check(db: &Db, reverse: bool, seed: u64, check: &mut Checker) -> Result<
         }
         prev = Some(i);
     }
+    cursor.status()?;
     Ok(n)
 }
 

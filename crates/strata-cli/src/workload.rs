@@ -8,7 +8,7 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use std::io::IsTerminal;
 use std::time::Duration;
-use strata::{Db, WriteOptions};
+use strata::{KvStore, WriteOptions};
 
 /// Order in which `load` writes its keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -90,7 +90,7 @@ pub fn progress(len: u64, label: &str) -> ProgressBar {
 pub const PROGRESS_STEP: u64 = 1024;
 
 /// Writes the keys of `spec` with a progress bar; returns the elapsed time.
-pub fn load(db: &Db, spec: &LoadSpec) -> Result<Duration, CliError> {
+pub fn load(db: &dyn KvStore, spec: &LoadSpec) -> Result<Duration, CliError> {
     spec.validate()?;
     let order = key_order(spec.count, spec.order, spec.seed);
     let wopts = WriteOptions { sync: spec.sync };
@@ -110,18 +110,6 @@ pub fn load(db: &Db, spec: &LoadSpec) -> Result<Duration, CliError> {
     let elapsed = start.elapsed();
     pb.finish_and_clear();
     Ok(elapsed)
-}
-
-/// Entries of a scan, in either direction.
-pub type Entries = Box<dyn Iterator<Item = strata::Result<(Vec<u8>, Vec<u8>)>>>;
-
-/// The scan's entries, largest key first when `reverse`.
-pub fn directed(scan: strata::Scan, reverse: bool) -> Entries {
-    if reverse {
-        Box::new(scan.rev())
-    } else {
-        Box::new(scan)
-    }
 }
 
 /// `"<n> ops in <s> s (<rate> ops/s)"`.

@@ -1,9 +1,10 @@
 //! The C ABI of strata: `include/strata.h` is generated from this file by
 //! cbindgen (see `cbindgen.toml`; `tests/header.rs` keeps them in sync).
 //!
-//! Single reads and writes, batches, statistics and close go through the
-//! engine-neutral [`strata::KvStore`] trait. Snapshots and cursors are not
-//! part of that trait yet, so they use the LSM [`Db`] directly.
+//! Every call goes through the engine-neutral [`strata::KvStore`] door
+//! (`strata::open`): the option `engine=lsm|kvell` picks the engine, and
+//! strata_semantics() tells a caller what that engine guarantees (KVell has
+//! no snapshots and no atomic multi-key batches).
 //!
 //! Every entry point catches panics (`guard`), checks its pointers, and
 //! reports failures through `errptr` and a numeric code. `unsafe` appears
@@ -16,9 +17,7 @@
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
-use strata::{
-    Db, DbIter, Error, KvStore, Options, ReadOptions, Snapshot, WriteBatch, WriteOptions,
-};
+use strata::{Cursor, Error, KvStore, Options, StoreSnapshot, WriteBatch, WriteOptions};
 
 /// Success.
 pub const STRATA_OK: c_int = 0;
@@ -47,7 +46,7 @@ pub const STRATA_EINTERNAL: c_int = -10;
 /// A database handle. Thread-safe: any number of threads may call into one
 /// handle at once. Created by strata_open(), released by strata_destroy().
 pub struct strata_t {
-    db: Db,
+    db: Box<dyn KvStore>,
 }
 
 /// Engine options (create with strata_options_create, release with
@@ -69,7 +68,7 @@ pub struct strata_readoptions_t {
 
 /// A consistent read view; immutable, may be shared between threads.
 pub struct strata_snapshot_t {
-    snap: Snapshot,
+    snap: StoreSnapshot,
 }
 
 /// An atomic group of puts and deletes. Not thread-safe.
@@ -80,7 +79,7 @@ pub struct strata_writebatch_t {
 /// A cursor over the database (at a snapshot, or at its creation time).
 /// Not thread-safe.
 pub struct strata_iterator_t {
-    it: DbIter,
+    it: Box<dyn Cursor>,
 }
 
 type Res<T> = Result<T, (c_int, String)>;
@@ -219,18 +218,16 @@ fn obj_mut<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
     Ok(unsafe { &mut *p })
 }
 
-fn read_options<'a>(ro: *const strata_readoptions_t) -> Res<ReadOptions<'a>> {
+/// The snapshot `ro` names, if any.
+fn read_options<'a>(ro: *const strata_readoptions_t) -> Res<Option<&'a StoreSnapshot>> {
     if ro.is_null() {
-        return Ok(ReadOptions::default());
+        return Ok(None);
     }
     let ro = obj(ro, "read options")?;
     if ro.snapshot.is_null() {
-        return Ok(ReadOptions::default());
+        return Ok(None);
     }
-    let s = obj(ro.snapshot, "snapshot")?;
-    Ok(ReadOptions {
-        snapshot: Some(&s.snap),
-    })
+    Ok(Some(&obj(ro.snapshot, "snapshot")?.snap))
 }
 
 fn write_options(wo: *const strata_writeoptions_t) -> Res<WriteOptions> {
@@ -335,7 +332,7 @@ pub extern "C" fn strata_open(
         } else {
             obj(opts, "options")?.opts.clone()
         };
-        let db = Db::open(path, opts).map_err(eng)?;
+        let db = strata::open(path, opts).map_err(eng)?;
         Ok(boxed(strata_t { db }))
     })
     .0
@@ -349,7 +346,7 @@ pub extern "C" fn strata_open(
 pub extern "C" fn strata_close(db: *mut strata_t, errptr: *mut *mut c_char) -> c_int {
     guard(errptr, (), || {
         let db = obj(db, "database")?;
-        KvStore::close(&db.db).map_err(eng)
+        db.db.close().map_err(eng)
     })
     .1
 }
@@ -445,9 +442,9 @@ pub extern "C" fn strata_put(
         if wo.sync {
             let mut b = WriteBatch::new();
             b.put(key, value);
-            KvStore::write(&db.db, b, &wo).map_err(eng)
+            db.db.write(b, &wo).map_err(eng)
         } else {
-            KvStore::put(&db.db, key, value).map_err(eng)
+            db.db.put(key, value).map_err(eng)
         }
     })
     .1
@@ -470,9 +467,9 @@ pub extern "C" fn strata_delete(
         if wo.sync {
             let mut b = WriteBatch::new();
             b.delete(key);
-            KvStore::write(&db.db, b, &wo).map_err(eng)
+            db.db.write(b, &wo).map_err(eng)
         } else {
-            KvStore::delete(&db.db, key).map_err(eng)
+            db.db.delete(key).map_err(eng)
         }
     })
     .1
@@ -498,12 +495,7 @@ pub extern "C" fn strata_get(
         let db = obj(db, "database")?;
         let ro = read_options(ro)?;
         let key = bytes(key, keylen, "key")?;
-        let v = if ro.snapshot.is_some() {
-            db.db.get_opt(key, &ro)
-        } else {
-            KvStore::get(&db.db, key)
-        }
-        .map_err(eng)?;
+        let v = db.db.get_at(key, ro).map_err(eng)?;
         match v {
             None => Ok(None),
             Some(v) => {
@@ -612,7 +604,7 @@ pub extern "C" fn strata_write(
         let db = obj(db, "database")?;
         let wo = write_options(wo)?;
         let b = obj(b, "batch")?;
-        KvStore::write(&db.db, b.batch.clone(), &wo).map_err(eng)
+        db.db.write(b.batch.clone(), &wo).map_err(eng)
     })
     .1
 }
@@ -629,10 +621,8 @@ pub extern "C" fn strata_snapshot_create(
 ) -> *mut strata_snapshot_t {
     guard(errptr, ptr::null_mut(), || {
         let db = obj(db, "database")?;
-        // A cheap probe for "closed", so the caller hears it now.
-        db.db.get(b"").map_err(eng)?;
         Ok(boxed(strata_snapshot_t {
-            snap: db.db.snapshot(),
+            snap: db.db.snapshot().map_err(eng)?,
         }))
     })
     .0
@@ -659,7 +649,7 @@ pub extern "C" fn strata_iter_create(
     guard(errptr, ptr::null_mut(), || {
         let db = obj(db, "database")?;
         let ro = read_options(ro)?;
-        let it = db.db.iter(&ro).map_err(eng)?;
+        let it = db.db.cursor(ro).map_err(eng)?;
         Ok(boxed(strata_iterator_t { it }))
     })
     .0
@@ -671,10 +661,10 @@ pub extern "C" fn strata_iter_destroy(it: *mut strata_iterator_t) {
     quiet((), || unbox(it))
 }
 
-fn with_iter(it: *mut strata_iterator_t, f: impl FnOnce(&mut DbIter)) {
+fn with_iter(it: *mut strata_iterator_t, f: impl FnOnce(&mut dyn Cursor)) {
     quiet((), || {
         if let Ok(i) = obj_mut(it, "iterator") {
-            f(&mut i.it);
+            f(i.it.as_mut());
         }
     })
 }
@@ -744,11 +734,11 @@ pub extern "C" fn strata_iter_prev(it: *mut strata_iterator_t) {
 fn iter_bytes(
     it: *const strata_iterator_t,
     len: *mut usize,
-    f: impl FnOnce(&DbIter) -> &[u8],
+    f: impl FnOnce(&dyn Cursor) -> &[u8],
 ) -> *const u8 {
     let (p, n) = quiet((ptr::null(), 0), || match obj(it, "iterator") {
         Ok(i) if i.it.valid() => {
-            let b = f(&i.it);
+            let b = f(i.it.as_ref());
             (b.as_ptr(), b.len())
         }
         _ => (ptr::null(), 0),
@@ -793,18 +783,38 @@ pub extern "C" fn strata_iter_get_error(
 #[no_mangle]
 pub extern "C" fn strata_stats_json(db: *const strata_t) -> *mut c_char {
     quiet(ptr::null_mut(), || match obj(db, "database") {
-        Ok(db) => malloc_cstring(&KvStore::stats(&db.db).to_json()),
+        Ok(db) => malloc_cstring(&db.db.stats().to_json()),
         Err(_) => ptr::null_mut(),
     })
 }
 
-/// Flushes the memtable to a table. Thread-safe.
+/// What the engine guarantees: 1 if it has `what`, 0 if not, STRATA_EINVAL
+/// for an unknown name or a NULL handle. Names: "snapshots" (snapshot
+/// create works), "atomic_batches" (strata_write applies all or nothing,
+/// also across a crash), "snapshot_scans" (an iterator reads one point in
+/// time). The LSM engine has all three; KVell none. Thread-safe.
+#[no_mangle]
+pub extern "C" fn strata_has(db: *const strata_t, what: *const c_char) -> c_int {
+    quiet(STRATA_EINVAL, || {
+        let (Ok(db), Ok(what)) = (obj(db, "database"), cstr(what, "what")) else {
+            return STRATA_EINVAL;
+        };
+        let s = db.db.semantics();
+        match what {
+            "snapshots" => c_int::from(s.snapshots),
+            "atomic_batches" => c_int::from(s.atomic_batches),
+            "snapshot_scans" => c_int::from(s.snapshot_scans),
+            _ => STRATA_EINVAL,
+        }
+    })
+}
+
+/// Makes every acknowledged write durable and part of the engine's files
+/// (the LSM flushes its memtable to a table; KVell syncs its slabs).
+/// Thread-safe.
 #[no_mangle]
 pub extern "C" fn strata_flush(db: *const strata_t, errptr: *mut *mut c_char) -> c_int {
-    guard(errptr, (), || {
-        KvStore::flush(&obj(db, "database")?.db).map_err(eng)
-    })
-    .1
+    guard(errptr, (), || obj(db, "database")?.db.flush().map_err(eng)).1
 }
 
 /// Releases a buffer returned by strata_get() or strata_stats_json() (NULL

@@ -100,40 +100,61 @@ fn compile(compiler: &str, std: &str, src: &str, out: &Path, static_link: bool) 
     exe
 }
 
-fn check_example(compiler: &str, std: &str, src: &str) {
+/// Builds `src` and runs it with each of `engines` (an option string its
+/// second argument takes, "" for the default engine).
+fn check_example(compiler: &str, std: &str, src: &str, engines: &[&str]) {
     if !require(compiler, src) {
         return;
     }
     let tmp = tempfile::tempdir().expect("tempdir");
     for static_link in [false, true] {
         let exe = compile(compiler, std, src, tmp.path(), static_link);
-        let db = tmp.path().join(format!("db-{static_link}"));
-        let out = run(Command::new(&exe).arg(&db));
-        assert!(out.contains("all checks passed"), "{out}");
+        for (i, engine) in engines.iter().enumerate() {
+            let db = tmp.path().join(format!("db-{static_link}-{i}"));
+            let mut cmd = Command::new(&exe);
+            cmd.arg(&db);
+            if !engine.is_empty() {
+                cmd.arg(engine);
+            }
+            let out = run(&mut cmd);
+            assert!(out.contains("all checks passed"), "{engine}: {out}");
+        }
     }
     // Under valgrind, dynamically linked, on a fresh directory.
     if !require("valgrind", &format!("the memory check of {src}")) {
         return;
     }
     let exe = compile(compiler, std, src, tmp.path(), false);
-    let out = run(Command::new("valgrind")
-        .args([
+    for (i, engine) in engines.iter().enumerate() {
+        let mut cmd = Command::new("valgrind");
+        cmd.args([
             "--leak-check=full",
             "--errors-for-leak-kinds=definite,indirect,possible",
             "--error-exitcode=1",
             "--quiet",
         ])
         .arg(&exe)
-        .arg(tmp.path().join("db-valgrind")));
-    assert!(out.contains("all checks passed"), "{out}");
+        .arg(tmp.path().join(format!("db-valgrind-{i}")));
+        if !engine.is_empty() {
+            cmd.arg(engine);
+        }
+        let out = run(&mut cmd);
+        assert!(out.contains("all checks passed"), "{engine}: {out}");
+    }
 }
 
 #[test]
 fn c_example_runs_clean() {
-    check_example("cc", "-std=c11", "examples/c/basic.c");
+    // Both engines behind the one door.
+    check_example(
+        "cc",
+        "-std=c11",
+        "examples/c/basic.c",
+        &["", "engine=kvell"],
+    );
 }
 
 #[test]
 fn cpp_raii_example_runs_clean() {
-    check_example("c++", "-std=c++17", "examples/cpp/raii.cpp");
+    check_example("c++", "-std=c++17", "examples/cpp/raii.cpp", &[""]);
 }

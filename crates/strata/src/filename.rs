@@ -17,6 +17,10 @@ pub enum FileKind {
     Temp,
     /// A matrix container row (`l0=matrix`), in the fast directory.
     Row,
+    /// KVell's `KVELL` file (engine=kvell).
+    KvellMeta,
+    /// A KVell slab file (`slab-WWW-CC.kv`).
+    Slab,
 }
 
 pub fn wal_path(dir: &Path, n: u64) -> PathBuf {

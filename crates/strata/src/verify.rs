@@ -73,6 +73,8 @@ pub fn kind_name(kind: FileKind) -> &'static str {
         FileKind::Lock => "lock",
         FileKind::Temp => "temp",
         FileKind::Row => "row",
+        FileKind::KvellMeta => "kvell",
+        FileKind::Slab => "slab",
     }
 }
 
@@ -114,6 +116,9 @@ pub fn verify_dir(dir: &Path, opts: &Options) -> Result<VerifyReport> {
     let fs: &dyn FileSystem = &*opts.fs;
     if !fs.exists(dir) {
         return Err(Error::NotFound(dir.to_path_buf()));
+    }
+    if dir.join(crate::kvell::format::META_FILE).exists() {
+        return crate::kvell::verify::verify_dir(dir);
     }
     let mut found: BTreeMap<(u8, u64), (FileKind, String)> = BTreeMap::new();
     let mut has_current = false;

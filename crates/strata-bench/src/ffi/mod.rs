@@ -21,7 +21,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use strata::stats::LevelStats;
 use strata::types::ValueKind;
-use strata::{KvStore, StatsSnapshot, WriteBatch, WriteOptions};
+use strata::{
+    Cursor, KvStore, Semantics, StatsSnapshot, StoreSnapshot, StoreStats, WriteBatch, WriteOptions,
+};
 
 /// An error reported by a C library.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -245,6 +247,26 @@ impl CStore {
             name,
             quiet_looks: 2,
         }
+    }
+
+    /// The level shape, read from the library's properties.
+    fn lsm_stats(&self) -> StatsSnapshot {
+        let mut s = StatsSnapshot::default();
+        if self.closed.load(Ordering::Acquire) {
+            return s;
+        }
+        for level in 0..7 {
+            let name = self.api.files_at_level.replace("{}", &level.to_string());
+            let files = self
+                .property(&name)
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .unwrap_or(0);
+            s.levels.push(LevelStats {
+                files,
+                ..LevelStats::default()
+            });
+        }
+        s
     }
 
     fn live(&self) -> strata::Result<()> {
@@ -573,23 +595,29 @@ impl KvStore for CStore {
         Ok(())
     }
 
-    fn stats(&self) -> StatsSnapshot {
-        let mut s = StatsSnapshot::default();
-        if self.closed.load(Ordering::Acquire) {
-            return s;
+    fn semantics(&self) -> Semantics {
+        Semantics {
+            engine: self.api.engine,
+            atomic_batches: true,
+            snapshot_scans: true,
+            snapshots: false,
+            unsynced: "a process crash (the library's WAL, not synced per write)",
+            synced: "per-write sync is the engine's setting here, not the call's",
         }
-        for level in 0..7 {
-            let name = self.api.files_at_level.replace("{}", &level.to_string());
-            let files = self
-                .property(&name)
-                .and_then(|v| v.trim().parse::<usize>().ok())
-                .unwrap_or(0);
-            s.levels.push(LevelStats {
-                files,
-                ..LevelStats::default()
-            });
-        }
-        s
+    }
+
+    /// The benchmark reads through `scan`; a comparator offers no cursor.
+    fn cursor(&self, _snap: Option<&StoreSnapshot>) -> strata::Result<Box<dyn Cursor>> {
+        Err(strata::Error::NotSupported(format!(
+            "cursors on the {} comparator",
+            self.api.engine
+        )))
+    }
+
+    fn stats(&self) -> StoreStats {
+        let mut out = StoreStats::from_lsm(self.lsm_stats());
+        out.engine = self.api.engine;
+        out
     }
 
     /// Marks the store closed; the library's close runs at drop. Like

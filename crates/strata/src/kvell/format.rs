@@ -231,13 +231,7 @@ pub fn encode_header(out: &mut [u8], worker: u32, workers: u32, class: u32) {
 
 /// Checks a slab header page against the worker, worker count and class
 /// the file name gives.
-pub fn check_header(
-    page: &[u8],
-    file: &Path,
-    worker: u32,
-    workers: u32,
-    class: u32,
-) -> Result<()> {
+pub fn check_header(page: &[u8], file: &Path, worker: u32, workers: u32, class: u32) -> Result<()> {
     let bad = |reason: &str| Error::Corruption {
         file: file.to_path_buf(),
         offset: 0,
@@ -254,8 +248,7 @@ pub fn check_header(
         return Err(bad(&format!("unknown slab version {}", u32_at(8))));
     }
     let slot = Class::of(class as usize).map_or(0, |c| c.slot) as u32;
-    if u32_at(12) != worker || u32_at(16) != workers || u32_at(20) != class || u32_at(24) != slot
-    {
+    if u32_at(12) != worker || u32_at(16) != workers || u32_at(20) != class || u32_at(24) != slot {
         return Err(bad("slab header does not match its file name"));
     }
     Ok(())
@@ -314,10 +307,7 @@ pub fn parse_slab_name(name: &str) -> Option<(u32, u32)> {
 /// Every slot of a page of class `class` (a page of a small class, or the
 /// first page of a large slot) that decodes or is damaged, for `strata
 /// verify` and the fuzz target: `(slot index in the page, result)`.
-pub fn decode_page(
-    page: &[u8],
-    class: usize,
-) -> Vec<(usize, std::result::Result<Slot<'_>, Bad>)> {
+pub fn decode_page(page: &[u8], class: usize) -> Vec<(usize, std::result::Result<Slot<'_>, Bad>)> {
     let Some(c) = Class::of(class) else {
         return Vec::new();
     };
@@ -351,7 +341,15 @@ mod tests {
             }
         }
         assert!(Class::of(classes()).is_none());
-        for (k, v) in [(0, 0), (16, 24), (16, 100), (16, 1024), (16, 4056), (16, 4057), (100, 1 << 20)] {
+        for (k, v) in [
+            (0, 0),
+            (16, 24),
+            (16, 100),
+            (16, 1024),
+            (16, 4056),
+            (16, 4057),
+            (100, 1 << 20),
+        ] {
             let c = Class::of(class_for(k, v)).expect("class");
             assert!(c.slot >= SLOT_HEADER + k + v, "{k}+{v} fits");
         }
@@ -366,7 +364,10 @@ mod tests {
         let mut page = vec![0u8; PAGE];
         encode_slot(&mut page[64..], Kind::Item, 7, b"key", b"value");
         let s = decode_slot(&page[64..128]).expect("slot");
-        assert_eq!((s.kind, s.ts, s.key, s.value), (Kind::Item, 7, &b"key"[..], &b"value"[..]));
+        assert_eq!(
+            (s.kind, s.ts, s.key, s.value),
+            (Kind::Item, 7, &b"key"[..], &b"value"[..])
+        );
         for i in 0..SLOT_HEADER + 8 {
             let mut p = page.clone();
             p[64 + i] ^= 0x40;

@@ -295,7 +295,11 @@ mod tests {
                 .collect();
             io.read(&mut reqs, &mut counts)?;
             for (i, b) in back.iter().enumerate() {
-                assert!(b.as_slice().iter().all(|&x| x == i as u8 + 10 * n as u8), "{}", io.name());
+                assert!(
+                    b.as_slice().iter().all(|&x| x == i as u8 + 10 * n as u8),
+                    "{}",
+                    io.name()
+                );
             }
         }
         Ok(())

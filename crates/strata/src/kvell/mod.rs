@@ -12,6 +12,9 @@
 
 pub mod format;
 pub mod io;
+mod oneshot;
+pub mod scan;
+pub mod verify;
 mod worker;
 
 #[cfg(test)]
@@ -24,7 +27,7 @@ use crate::options::{KvellDurability, Options, WriteOptions};
 use crate::stats::{EngineStats, KvellStats, StoreStats};
 use crate::store::{Cursor, KvStore, PagedCursor, Semantics};
 use crate::types::ValueKind;
-use crossbeam_channel::{bounded, unbounded, Sender};
+use oneshot::Tx;
 use parking_lot::Mutex;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
@@ -55,7 +58,9 @@ const SYNCED: Semantics = Semantics {
 };
 
 struct WorkerHandle {
-    tx: Sender<Msg>,
+    // std's channel: sending from a C program's thread leaves no
+    // per-thread allocation behind (crossbeam's waker keeps one).
+    tx: std::sync::mpsc::Sender<Msg>,
     shared: Arc<worker::Shared>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
@@ -118,7 +123,8 @@ impl Kvell {
             return Err(Error::NotFound(dir));
         }
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-        let lock = crate::io::FileSystem::lock(&crate::io::PosixFs, &dir.join(crate::filename::LOCK))?;
+        let lock =
+            crate::io::FileSystem::lock(&crate::io::PosixFs, &dir.join(crate::filename::LOCK))?;
         let workers = if exists {
             let b = std::fs::read(&meta).map_err(|e| Error::io(&meta, e))?;
             format::decode_meta(&b, &meta)?
@@ -146,7 +152,9 @@ impl Kvell {
                     return Err(Error::Corruption {
                         file: entry.path(),
                         offset: 0,
-                        reason: format!("slab of worker {w}, class {c}: this store has {workers} workers"),
+                        reason: format!(
+                            "slab of worker {w}, class {c}: this store has {workers} workers"
+                        ),
                     });
                 }
             }
@@ -197,7 +205,7 @@ impl Kvell {
         let direct = ready.iter().all(|(_, w)| w.direct());
         let mut handles = Vec::new();
         for (id, (shared, w)) in ready.into_iter().enumerate() {
-            let (tx, rx) = unbounded();
+            let (tx, rx) = std::sync::mpsc::channel();
             let thread = std::thread::Builder::new()
                 .name(format!("kvell-{id}"))
                 .spawn(move || w.run(rx))
@@ -260,7 +268,7 @@ impl Inner {
                 waits.push(None);
                 continue;
             }
-            let (tx, rx) = bounded(1);
+            let (tx, rx) = oneshot::channel();
             self.workers[w]
                 .tx
                 .send(Msg::Ops {
@@ -277,12 +285,12 @@ impl Inner {
             match w {
                 None => out.push(Vec::new()),
                 Some(rx) => match rx.recv() {
-                    Ok(Ok(v)) => out.push(v),
-                    Ok(Err(e)) => {
+                    Some(Ok(v)) => out.push(v),
+                    Some(Err(e)) => {
                         first_err.get_or_insert(e);
                         out.push(Vec::new());
                     }
-                    Err(_) => {
+                    None => {
                         first_err.get_or_insert(Error::Closed);
                         out.push(Vec::new());
                     }
@@ -318,10 +326,7 @@ impl Inner {
         self.user_reads.fetch_add(keys.len() as u64, Relaxed);
         let answers = self.run(per, false)?;
         let mut its: Vec<_> = answers.into_iter().map(|v| v.into_iter()).collect();
-        Ok(route
-            .into_iter()
-            .map(|w| its[w].next().flatten())
-            .collect())
+        Ok(route.into_iter().map(|w| its[w].next().flatten()).collect())
     }
 
     /// Up to `limit` entries in the range: the workers' indexes are walked
@@ -376,17 +381,17 @@ impl Inner {
         Ok(out)
     }
 
-    fn each_worker(&self, make: impl Fn(Sender<Result<()>>) -> Msg) -> Result<()> {
+    fn each_worker(&self, make: impl Fn(Tx<Result<()>>) -> Msg) -> Result<()> {
         let mut waits = Vec::new();
         for w in &self.workers {
-            let (tx, rx) = bounded(1);
+            let (tx, rx) = oneshot::channel();
             if w.tx.send(make(tx)).is_ok() {
                 waits.push(rx);
             }
         }
         let mut first = Ok(());
         for rx in waits {
-            if let Ok(Err(e)) = rx.recv() {
+            if let Some(Err(e)) = rx.recv() {
                 if first.is_ok() {
                     first = Err(e);
                 }
@@ -438,7 +443,8 @@ impl KvStore for Kvell {
 
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         format::check_sizes(key.len(), value.len())?;
-        self.inner.one(Op::Put(key.to_vec(), value.to_vec()), false)?;
+        self.inner
+            .one(Op::Put(key.to_vec(), value.to_vec()), false)?;
         self.inner.user_writes.fetch_add(1, Relaxed);
         self.inner
             .user_bytes
@@ -505,7 +511,9 @@ impl KvStore for Kvell {
     fn cursor(&self, snap: Option<&crate::store::StoreSnapshot>) -> Result<Box<dyn Cursor>> {
         self.inner.check_open()?;
         if snap.is_some() {
-            return Err(Error::NotSupported("the kvell engine has no snapshots".into()));
+            return Err(Error::NotSupported(
+                "the kvell engine has no snapshots".into(),
+            ));
         }
         let inner = self.inner.clone();
         Ok(Box::new(PagedCursor::new(

@@ -6,8 +6,10 @@ use std::collections::BTreeMap;
 
 fn opts(extra: &str) -> Options {
     let mut o = Options::default();
-    o.apply(&format!("engine=kvell,kvell_workers=3,kvell_page_cache=64K,{extra}"))
-        .expect("options");
+    o.apply(&format!(
+        "engine=kvell,kvell_workers=3,kvell_page_cache=64K,{extra}"
+    ))
+    .expect("options");
     o
 }
 
@@ -83,12 +85,20 @@ fn batches_multi_get_scans_and_cursors() -> Result<()> {
         got,
         vec![Some(b"v1".to_vec()), Some(b"again".to_vec()), None, None]
     );
-    let page = s.scan(Bound::Included(b"k0010"), Bound::Excluded(b"k0020"), 5, false)?;
+    let page = s.scan(
+        Bound::Included(b"k0010"),
+        Bound::Excluded(b"k0020"),
+        5,
+        false,
+    )?;
     assert_eq!(page.len(), 5);
     assert_eq!(page[0].0, b"k0010");
     let back = s.scan(Bound::Unbounded, Bound::Included(b"k0005"), 3, true)?;
     let keys: Vec<_> = back.iter().map(|e| e.0.clone()).collect();
-    assert_eq!(keys, vec![b"k0005".to_vec(), b"k0003".to_vec(), b"k0002".to_vec()]);
+    assert_eq!(
+        keys,
+        vec![b"k0005".to_vec(), b"k0003".to_vec(), b"k0002".to_vec()]
+    );
     let mut c = s.cursor(None)?;
     c.seek_to_first();
     let mut n = 0;
@@ -115,7 +125,10 @@ fn bad_input_and_wrong_engine() -> Result<()> {
     assert!(matches!(s.put(&big, b"v"), Err(Error::InvalidArgument(_))));
     assert!(matches!(s.get(&big), Err(Error::InvalidArgument(_))));
     // One process at a time.
-    assert!(matches!(Kvell::open(d.path(), opts("")), Err(Error::Locked(_))));
+    assert!(matches!(
+        Kvell::open(d.path(), opts("")),
+        Err(Error::Locked(_))
+    ));
     s.put(b"", b"empty key")?;
     assert_eq!(s.get(b"")?, Some(b"empty key".to_vec()));
     s.close()?;
@@ -139,7 +152,10 @@ fn bad_input_and_wrong_engine() -> Result<()> {
 #[test]
 fn a_damaged_slot_is_an_error_on_read_and_freed_at_open() -> Result<()> {
     let d = dir();
-    let s = Kvell::open(d.path(), opts("kvell_workers=1,kvell_page_cache=0,kvell_direct=false"))?;
+    let s = Kvell::open(
+        d.path(),
+        opts("kvell_workers=1,kvell_page_cache=0,kvell_direct=false"),
+    )?;
     s.put(b"a", b"1")?;
     s.put(b"b", b"2")?;
     s.close()?;

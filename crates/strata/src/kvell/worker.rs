@@ -19,15 +19,17 @@
 
 use super::format::{self, Class, Kind, PAGE};
 use super::io::{AlignedBuf, Io, Req, Submitted};
+use super::oneshot::Tx;
+use super::scan;
 use crate::error::{Error, Result};
 use crate::options::KvellDurability;
-use crossbeam_channel::{Receiver, Sender};
 use parking_lot::RwLock;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -53,12 +55,12 @@ pub enum Msg {
     Ops {
         ops: Vec<Op>,
         sync: bool,
-        reply: Sender<Answer>,
+        reply: Tx<Answer>,
     },
     /// fdatasync every slab file.
-    Sync(Sender<Result<()>>),
+    Sync(Tx<Result<()>>),
     /// Sync and stop.
-    Stop(Sender<Result<()>>),
+    Stop(Tx<Result<()>>),
 }
 
 /// Counters a worker updates and `stats` reads.
@@ -205,101 +207,56 @@ impl Worker {
         let mut scanned = 0u64;
         let mut damaged = 0u64;
         for c in 0..format::classes() {
-            let path = self
-                .cfg
-                .dir
-                .join(format::slab_name(self.cfg.id, c as u32));
+            let path = self.cfg.dir.join(format::slab_name(self.cfg.id, c as u32));
             if !path.exists() {
                 continue;
             }
             let file = self.open_file(&path, false)?;
             let len = file.metadata().map_err(|e| Error::io(&path, e))?.len();
             let class = Class::of(c).ok_or_else(|| Error::InvalidArgument("class".into()))?;
-            let mut header = AlignedBuf::zeroed(PAGE);
-            if len < PAGE as u64 {
-                return Err(Error::Corruption {
-                    file: path,
-                    offset: 0,
-                    reason: "slab shorter than its header page".into(),
-                });
-            }
-            file.read_exact_at(header.as_mut_slice(), 0)
-                .map_err(|e| Error::io(&path, e))?;
-            format::check_header(header.as_slice(), &path, self.cfg.id, self.cfg.workers, c as u32)?;
-            let data_pages = (len - PAGE as u64).div_ceil(PAGE as u64);
-            let slots = if class.pages == 1 {
-                class.slots_in(data_pages)
-            } else {
-                data_pages.div_ceil(u64::from(class.pages))
-            };
-            let slots = u32::try_from(slots).map_err(|_| Error::Corruption {
-                file: path.clone(),
-                offset: 0,
-                reason: "slab too large".into(),
-            })?;
+            scan::check_header(&file, &path, len, self.cfg.id, self.cfg.workers, c as u32)?;
             let mut free = Vec::new();
-            // Read in chunks of whole units.
-            let unit_bytes = class.pages as usize * PAGE;
-            let per_chunk = (256 * 1024 / unit_bytes).max(1);
-            let units = if class.pages == 1 { data_pages } else { u64::from(slots) };
-            let mut u = 0u64;
-            while u < units {
-                let n = (per_chunk as u64).min(units - u) as usize;
-                let mut buf = AlignedBuf::zeroed(n * unit_bytes);
-                let off = PAGE as u64 + u * unit_bytes as u64;
-                let avail = len.saturating_sub(off).min(buf.len() as u64) as usize;
-                // The tail may be short (a torn extension): read what is there.
-                let want = avail.div_ceil(PAGE) * PAGE;
-                read_at_most(&file, &mut buf.as_mut_slice()[..want.min(n * unit_bytes)], off)
-                    .map_err(|e| Error::io(&path, e))?;
-                scanned += avail as u64;
-                for i in 0..n {
-                    let unit = &buf.as_slice()[i * unit_bytes..(i + 1) * unit_bytes];
-                    let per = class.per_page as usize;
-                    for j in 0..per {
-                        let slot = if class.pages == 1 {
-                            ((u as usize + i) * per + j) as u32
-                        } else {
-                            (u as usize + i) as u32
-                        };
-                        let bytes = &unit[j * class.slot..(j + 1) * class.slot];
-                        let loc = Loc {
-                            class: c as u8,
-                            slot,
-                        };
-                        match format::decode_slot(bytes) {
-                            Ok(s) => {
-                                self.ts = self.ts.max(s.ts + 1);
-                                match best.get_mut(s.key) {
-                                    Some(b) if b.0 >= s.ts => {
-                                        if s.kind == Kind::Item {
-                                            erase.push(loc);
-                                        }
-                                        free.push(slot);
-                                    }
-                                    Some(b) => {
-                                        let old = std::mem::replace(b, (s.ts, s.kind, loc));
-                                        if old.1 == Kind::Item {
-                                            erase.push(old.2);
-                                        }
-                                        self.free_later(&mut free, old.2, c);
-                                    }
-                                    None => {
-                                        best.insert(s.key.into(), (s.ts, s.kind, loc));
-                                    }
+            let shape = scan::scan_slab(&file, &path, len, class, |slot, decoded| {
+                let loc = Loc {
+                    class: c as u8,
+                    slot,
+                };
+                match decoded {
+                    Ok(s) => {
+                        self.ts = self.ts.max(s.ts + 1);
+                        match best.get_mut(s.key) {
+                            Some(b) if b.0 >= s.ts => {
+                                if s.kind == Kind::Item {
+                                    erase.push(loc);
+                                }
+                                free.push(slot);
+                            }
+                            Some(b) => {
+                                let old = std::mem::replace(b, (s.ts, s.kind, loc));
+                                if old.1 == Kind::Item {
+                                    erase.push(old.2);
+                                }
+                                if old.2.class as usize == c {
+                                    free.push(old.2.slot);
+                                } else if let Some(o) = self.slabs[old.2.class as usize].as_mut() {
+                                    o.free.push(old.2.slot);
                                 }
                             }
-                            Err(format::Bad::Empty) => free.push(slot),
-                            Err(format::Bad::Damaged(_)) => {
-                                damaged += 1;
-                                erase.push(loc);
-                                free.push(slot);
+                            None => {
+                                best.insert(s.key.into(), (s.ts, s.kind, loc));
                             }
                         }
                     }
+                    Err(format::Bad::Empty) => free.push(slot),
+                    Err(format::Bad::Damaged(_)) => {
+                        damaged += 1;
+                        erase.push(loc);
+                        free.push(slot);
+                    }
                 }
-                u += n as u64;
-            }
+            })?;
+            scanned += shape.bytes;
+            let (data_pages, slots) = (shape.data_pages, shape.slots);
             self.slabs[c] = Some(Slab {
                 file,
                 path,
@@ -337,16 +294,6 @@ impl Worker {
         Ok(())
     }
 
-    /// Frees `loc` when it is in class `c` (the list being built), or in a
-    /// slab already recovered.
-    fn free_later(&mut self, building: &mut Vec<u32>, loc: Loc, c: usize) {
-        if loc.class as usize == c {
-            building.push(loc.slot);
-        } else if let Some(s) = self.slabs[loc.class as usize].as_mut() {
-            s.free.push(loc.slot);
-        }
-    }
-
     /// Zeroes the headers of `locs` on disk and syncs.
     fn erase_slots(&mut self, locs: &[Loc]) -> Result<()> {
         if locs.is_empty() {
@@ -363,7 +310,7 @@ impl Worker {
                 Some(b) => b,
                 None => {
                     let mut b = AlignedBuf::zeroed(PAGE);
-                    read_at_most(&slab.file, b.as_mut_slice(), unit.1 * PAGE as u64)
+                    scan::read_at_most(&slab.file, b.as_mut_slice(), unit.1 * PAGE as u64)
                         .map_err(|e| Error::io(&slab.path, e))?;
                     pages.entry(unit).or_insert(b)
                 }
@@ -381,18 +328,18 @@ impl Worker {
         }
         for class in touched {
             if let Some(slab) = self.slabs[class as usize].as_ref() {
-                slab.file.sync_data().map_err(|e| Error::io(&slab.path, e))?;
+                slab.file
+                    .sync_data()
+                    .map_err(|e| Error::io(&slab.path, e))?;
             }
         }
         Ok(())
     }
 
     fn publish_sizes(&self) {
-        let (bytes, free) = self
-            .slabs
-            .iter()
-            .flatten()
-            .fold((0, 0), |(b, f), s| (b + s.pages * PAGE as u64, f + s.free.len() as u64));
+        let (bytes, free) = self.slabs.iter().flatten().fold((0, 0), |(b, f), s| {
+            (b + s.pages * PAGE as u64, f + s.free.len() as u64)
+        });
         let c = &self.shared.counters;
         c.slab_bytes.store(bytes, Relaxed);
         c.free_slots.store(free, Relaxed);
@@ -406,7 +353,12 @@ impl Worker {
             let path = self.cfg.dir.join(format::slab_name(self.cfg.id, c as u32));
             let file = self.open_file(&path, true)?;
             let mut header = AlignedBuf::zeroed(PAGE);
-            format::encode_header(header.as_mut_slice(), self.cfg.id, self.cfg.workers, c as u32);
+            format::encode_header(
+                header.as_mut_slice(),
+                self.cfg.id,
+                self.cfg.workers,
+                c as u32,
+            );
             file.write_all_at(header.as_slice(), 0)
                 .map_err(|e| Error::io(&path, e))?;
             file.sync_data().map_err(|e| Error::io(&path, e))?;
@@ -461,7 +413,11 @@ impl Worker {
             let mut ops = 0;
             let mut control = None;
             match first {
-                Msg::Ops { ops: o, sync, reply } => {
+                Msg::Ops {
+                    ops: o,
+                    sync,
+                    reply,
+                } => {
                     ops += o.len();
                     batch.push((o, sync, reply));
                 }
@@ -469,7 +425,11 @@ impl Worker {
             }
             while control.is_none() && ops < self.cfg.batch {
                 match rx.try_recv() {
-                    Ok(Msg::Ops { ops: o, sync, reply }) => {
+                    Ok(Msg::Ops {
+                        ops: o,
+                        sync,
+                        reply,
+                    }) => {
                         ops += o.len();
                         batch.push((o, sync, reply));
                     }
@@ -492,10 +452,10 @@ impl Worker {
             });
             match control {
                 Some(Msg::Sync(reply)) => {
-                    let _ = reply.send(self.sync_all());
+                    reply.send(self.sync_all());
                 }
                 Some(Msg::Stop(reply)) => {
-                    let _ = reply.send(self.sync_all());
+                    reply.send(self.sync_all());
                     return;
                 }
                 _ => {}
@@ -505,7 +465,9 @@ impl Worker {
 
     fn sync_all(&mut self) -> Result<()> {
         for slab in self.slabs.iter_mut().flatten() {
-            slab.file.sync_data().map_err(|e| Error::io(&slab.path, e))?;
+            slab.file
+                .sync_data()
+                .map_err(|e| Error::io(&slab.path, e))?;
             slab.written = false;
             self.shared.counters.syncs.fetch_add(1, Relaxed);
         }
@@ -527,7 +489,7 @@ impl Worker {
     }
 
     /// Runs one batch of requests and answers each.
-    fn serve(&mut self, batch: Vec<(Vec<Op>, bool, Sender<Answer>)>) {
+    fn serve(&mut self, batch: Vec<(Vec<Op>, bool, Tx<Answer>)>) {
         let c = &self.shared.counters;
         c.request_batches.fetch_add(1, Relaxed);
         c.requests.fetch_add(batch.len() as u64, Relaxed);
@@ -544,27 +506,24 @@ impl Worker {
         match answers {
             Ok(per_request) => {
                 for ((_, _, reply), a) in batch.into_iter().zip(per_request) {
-                    let _ = reply.send(a);
+                    reply.send(a);
                 }
             }
             Err(e) => {
                 for (_, _, reply) in batch {
-                    let _ = reply.send(Err(e.clone()));
+                    reply.send(Err(e.clone()));
                 }
             }
         }
         self.publish_sizes();
     }
 
-    fn run_batch(
-        &mut self,
-        batch: &[(Vec<Op>, bool, Sender<Answer>)],
-    ) -> Result<Vec<Answer>> {
+    fn run_batch(&mut self, batch: &[(Vec<Op>, bool, Tx<Answer>)]) -> Result<Vec<Answer>> {
         // 1. Plan every operation in order against the index and the
         // batch's own changes, allocating slots.
         let ops: Vec<&Op> = batch.iter().flat_map(|(o, _, _)| o.iter()).collect();
-        let sync = batch.iter().any(|(_, s, _)| *s)
-            || self.cfg.durability == KvellDurability::Synced;
+        let sync =
+            batch.iter().any(|(_, s, _)| *s) || self.cfg.durability == KvellDurability::Synced;
         let mut acts = Vec::with_capacity(ops.len());
         let mut retire: Vec<Loc> = Vec::new();
         let mut freed: Vec<Loc> = Vec::new();
@@ -687,30 +646,31 @@ impl Worker {
             Page,
             Head,
         }
-        let mut want = |loc: Loc, why: Need, this: &mut Self, images: &mut HashMap<Unit, AlignedBuf>| {
-            let (unit, _, class) = unit_of(loc);
-            let whole = why == Need::Read;
-            let len = if why == Need::Head && class.pages > 1 {
-                PAGE
-            } else {
-                class.pages as usize * PAGE
+        let mut want =
+            |loc: Loc, why: Need, this: &mut Self, images: &mut HashMap<Unit, AlignedBuf>| {
+                let (unit, _, class) = unit_of(loc);
+                let whole = why == Need::Read;
+                let len = if why == Need::Head && class.pages > 1 {
+                    PAGE
+                } else {
+                    class.pages as usize * PAGE
+                };
+                if images.contains_key(&unit) || need.iter().any(|(u, _)| *u == unit) {
+                    return;
+                }
+                let on_disk = this.slabs[loc.class as usize]
+                    .as_ref()
+                    .is_some_and(|s| unit.1 < s.pages);
+                if let Some(b) = this.cache.get(&unit) {
+                    this.shared.counters.cache_hits.fetch_add(1, Relaxed);
+                    images.insert(unit, b.copy());
+                } else if !on_disk || (!whole && class.pages > 1) {
+                    images.insert(unit, AlignedBuf::zeroed(len));
+                } else {
+                    this.shared.counters.cache_misses.fetch_add(1, Relaxed);
+                    need.push((unit, len));
+                }
             };
-            if images.contains_key(&unit) || need.iter().any(|(u, _)| *u == unit) {
-                return;
-            }
-            let on_disk = this.slabs[loc.class as usize]
-                .as_ref()
-                .is_some_and(|s| unit.1 < s.pages);
-            if let Some(b) = this.cache.get(&unit) {
-                this.shared.counters.cache_hits.fetch_add(1, Relaxed);
-                images.insert(unit, b.copy());
-            } else if !on_disk || (!whole && class.pages > 1) {
-                images.insert(unit, AlignedBuf::zeroed(len));
-            } else {
-                this.shared.counters.cache_misses.fetch_add(1, Relaxed);
-                need.push((unit, len));
-            }
-        };
         for a in acts {
             match *a {
                 Act::Get(Some(loc)) => want(loc, Need::Read, self, &mut images),
@@ -855,7 +815,11 @@ impl Worker {
         Ok(values)
     }
 
-    fn write_units(&mut self, units: &[Unit], images: &mut HashMap<Unit, AlignedBuf>) -> Result<()> {
+    fn write_units(
+        &mut self,
+        units: &[Unit],
+        images: &mut HashMap<Unit, AlignedBuf>,
+    ) -> Result<()> {
         if units.is_empty() {
             return Ok(());
         }
@@ -936,18 +900,4 @@ fn key_of(op: &Op) -> &[u8] {
     match op {
         Op::Get(k) | Op::Delete(k) | Op::Put(k, _) => k,
     }
-}
-
-/// Reads up to `buf.len()` bytes at `off`, leaving the rest zero at EOF.
-fn read_at_most(file: &File, buf: &mut [u8], off: u64) -> std::io::Result<()> {
-    let mut done = 0;
-    while done < buf.len() {
-        match file.read_at(&mut buf[done..], off + done as u64) {
-            Ok(0) => break,
-            Ok(n) => done += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
 }

@@ -21,9 +21,8 @@ pub const LSM_SEMANTICS: Semantics = Semantics {
 
 fn snapshot_of(snap: Option<&StoreSnapshot>) -> Result<Option<&Snapshot>> {
     snap.map(|s| {
-        s.downcast::<Snapshot>().ok_or_else(|| {
-            Error::InvalidArgument("a snapshot of another engine's store".into())
-        })
+        s.downcast::<Snapshot>()
+            .ok_or_else(|| Error::InvalidArgument("a snapshot of another engine's store".into()))
     })
     .transpose()
 }
@@ -76,6 +75,9 @@ impl KvStore for Db {
     }
     fn flush(&self) -> Result<()> {
         Db::flush(self)
+    }
+    fn compact(&self) -> Result<()> {
+        Db::compact_range::<&[u8], _>(self, ..)
     }
     fn wait_for_compactions(&self) -> Result<()> {
         Db::wait_for_compactions(self)

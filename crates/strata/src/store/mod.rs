@@ -139,6 +139,11 @@ pub trait KvStore: Send + Sync {
     /// Makes everything written so far durable and part of the on-disk
     /// structure.
     fn flush(&self) -> Result<()>;
+    /// Compacts everything the engine can (the LSM: `compact_range(..)`;
+    /// KVell keeps no levels: it syncs its slabs).
+    fn compact(&self) -> Result<()> {
+        self.flush()
+    }
     /// Waits until the engine's background work (flushes of full memtables,
     /// compactions) is done; the active memtable stays as it is.
     fn wait_for_compactions(&self) -> Result<()>;

@@ -8,9 +8,8 @@ use crate::error::{Error, Result};
 use std::ops::Bound;
 
 /// Fetches up to `limit` entries in `[start, end]`, descending when `reverse`.
-pub type FetchPage = Box<
-    dyn Fn(Bound<&[u8]>, Bound<&[u8]>, usize, bool) -> Result<Vec<(Vec<u8>, Vec<u8>)>> + Send,
->;
+pub type FetchPage =
+    Box<dyn Fn(Bound<&[u8]>, Bound<&[u8]>, usize, bool) -> Result<Vec<(Vec<u8>, Vec<u8>)>> + Send>;
 
 /// A cursor over pages of range scans.
 pub struct PagedCursor {
@@ -126,7 +125,10 @@ mod tests {
                 let owned = (super::super::own_bound(s), super::super::own_bound(e));
                 let r = map.range::<Vec<u8>, _>(owned);
                 let v: Vec<_> = if rev {
-                    r.rev().take(limit).map(|(k, v)| (k.clone(), v.clone())).collect()
+                    r.rev()
+                        .take(limit)
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect()
                 } else {
                     r.take(limit).map(|(k, v)| (k.clone(), v.clone())).collect()
                 };
@@ -177,11 +179,13 @@ mod tests {
     #[test]
     fn an_error_invalidates_and_sticks() {
         let mut c = PagedCursor::new(
-            Box::new(|_, _, _, _| Err(Error::Corruption {
-                file: "x".into(),
-                offset: 0,
-                reason: "test".into(),
-            })),
+            Box::new(|_, _, _, _| {
+                Err(Error::Corruption {
+                    file: "x".into(),
+                    offset: 0,
+                    reason: "test".into(),
+                })
+            }),
             4,
         );
         c.seek_to_first();
