@@ -345,6 +345,9 @@ impl Inner {
         let mut lo = crate::store::own_bound(start);
         let mut hi = crate::store::own_bound(end);
         while out.len() < limit {
+            if crate::store::range_is_empty(as_ref(&lo), as_ref(&hi)) {
+                break;
+            }
             let want = limit - out.len();
             let mut keys: Vec<Vec<u8>> = Vec::new();
             for w in &self.workers {

@@ -165,3 +165,15 @@ pub(crate) fn own_bound(b: Bound<&[u8]>) -> Bound<Vec<u8>> {
         Bound::Unbounded => Bound::Unbounded,
     }
 }
+
+/// True when no key lies between `lo` and `hi` (a start above the end, or
+/// one key excluded at either end), which `BTreeMap::range` would panic on.
+pub(crate) fn range_is_empty(lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
+    match (lo, hi) {
+        (Bound::Included(a), Bound::Included(b)) => a > b,
+        (Bound::Included(a) | Bound::Excluded(a), Bound::Included(b) | Bound::Excluded(b)) => {
+            a >= b
+        }
+        _ => false,
+    }
+}
