@@ -413,7 +413,7 @@ fn worker(
                 last_key = got.last().map(|(k, _)| k.clone());
                 m.count("scan-call");
             }
-            Workload::Ycsb(_) | Workload::Update(_) => {
+            Workload::Ycsb(_) | Workload::YcsbUniform(_) | Workload::Update(_) => {
                 let Some(g) = mix.as_mut() else {
                     return Err(BenchError::Usage(format!("{} has no mix", w.name())));
                 };

@@ -11,6 +11,7 @@ pub mod engine;
 #[cfg(feature = "comparators")]
 pub mod ffi;
 pub mod gen;
+pub mod limits;
 pub mod report;
 pub mod runner;
 pub mod sys;

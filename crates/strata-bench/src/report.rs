@@ -39,6 +39,9 @@ pub struct Report {
     pub engines: Vec<EngineInfo>,
     pub notes: Vec<String>,
     pub results: Vec<RunResult>,
+    /// The device's 4 KiB random I/O ceilings (the kvell preset).
+    #[serde(default)]
+    pub device: Option<crate::limits::Ceilings>,
 }
 
 /// The median repeat of one engine × workload, with the spread of repeats.
@@ -90,6 +93,7 @@ impl Report {
             engines: infos,
             notes,
             results,
+            device: None,
         }
     }
 
@@ -436,6 +440,65 @@ fn matrix_rows(r: &Report) -> Option<Vec<Vec<String>>> {
     Some(rows)
 }
 
+/// KVell's figures and every engine's share of the device (seed 002): per
+/// workload and engine, ops/s as a share of the device's random 4 KiB
+/// QD64 read ceiling, device I/O per op, and for KVell the I/Os per
+/// submission and the requests served per worker wake-up.
+fn kvell_rows(r: &Report) -> Option<Vec<Vec<String>>> {
+    let ceiling = r.device.as_ref().map(|d| d.read_qd64_iops)?;
+    let mut rows = vec![[
+        "workload",
+        "engine",
+        "ops/s",
+        "% of QD64 read IOPS",
+        "dev KiB read/op",
+        "dev KiB written/op",
+        "p99 us",
+        "max us",
+        "timeline min/mean",
+        "I/Os per batch",
+        "requests per wake-up",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect::<Vec<_>>()];
+    for w in r.workloads() {
+        for e in &r.engines {
+            let Some(c) = r.cell(&e.name, &w) else {
+                continue;
+            };
+            let m = c.median;
+            let kv = m.engine_stats.as_ref().and_then(|s| s.get("kvell"));
+            let f = |k: &str| {
+                kv.and_then(|x| x.get(k))
+                    .and_then(serde_json::Value::as_f64)
+                    .map_or("-".to_string(), |v| format!("{v:.1}"))
+            };
+            let per_op = |b: u64| {
+                if m.ops == 0 {
+                    "-".to_string()
+                } else {
+                    format!("{:.1}", b as f64 / 1024.0 / m.ops as f64)
+                }
+            };
+            rows.push(vec![
+                w.clone(),
+                e.name.clone(),
+                kops(m.ops_per_sec),
+                format!("{:.0}%", m.ops_per_sec / ceiling.max(1.0) * 100.0),
+                per_op(m.device_read_bytes),
+                per_op(m.device_write_bytes),
+                format!("{:.0}", m.latency.p99_us),
+                format!("{:.0}", m.latency.max_us),
+                format!("{:.0}/{:.0}", m.timeline_min, m.timeline_mean),
+                f("mean_batch"),
+                f("mean_requests_per_batch"),
+            ]);
+        }
+    }
+    Some(rows)
+}
+
 /// Ratio table: one row per workload, one column per engine.
 fn ratio_rows(r: &Report) -> Vec<Vec<String>> {
     let mut head = vec!["workload".to_string()];
@@ -557,6 +620,22 @@ pub fn summary(r: &Report) -> String {
         let _ = writeln!(s, "\nmatrix container (seed 000; median repeat):");
         s.push_str(&text_table(&rows));
     }
+    if let Some(d) = &r.device {
+        let _ = writeln!(
+            s,
+            "\ndevice ceilings (4 KiB random, {}{}): reads {:.0} IOPS at QD1, {:.0} at QD64; writes {:.0} at QD1, {:.0} at QD64",
+            d.backend,
+            if d.direct { ", O_DIRECT" } else { "" },
+            d.read_qd1_iops,
+            d.read_qd64_iops,
+            d.write_qd1_iops,
+            d.write_qd64_iops
+        );
+    }
+    if let Some(rows) = kvell_rows(r) {
+        let _ = writeln!(s, "KVell and the device (seed 002; median repeat):");
+        s.push_str(&text_table(&rows));
+    }
     let _ = writeln!(s, "\nthroughput ratio to {}:", r.baseline);
     s.push_str(&text_table(&ratio_rows(r)));
     for e in r.errors() {
@@ -632,6 +711,25 @@ pub fn markdown(r: &Report, charts: &[String]) -> String {
              per row searched by a lookup (the hints narrow the search); rows/lookup: rows searched per \
              lookup that reached the container; segments skipped: by their bloom filters. `@shm`: the \
              run's directory on tmpfs (`/dev/shm`).\n"
+        );
+        s.push_str(&md_table(&rows));
+    }
+    if let (Some(d), Some(rows)) = (&r.device, kvell_rows(r)) {
+        let _ = writeln!(
+            s,
+            "\n## KVell and the device (seed 002)\n\nThe device's own ceilings, 4 KiB random I/O on a {} MiB \
+             file ({}{}): reads {:.0} IOPS at queue depth 1 and {:.0} at 64; writes {:.0} at 1 and {:.0} at 64. \
+             % of QD64 read IOPS: the engine's ops/s against that read ceiling. dev KiB/op: bytes the \
+             process read from or wrote to the device per operation (`/proc/self/io`). I/Os per batch: \
+             KVell's page I/Os per submission; requests per wake-up: callers' requests a KVell worker \
+             served together.\n",
+            d.file_mib,
+            d.backend,
+            if d.direct { ", O_DIRECT" } else { "" },
+            d.read_qd1_iops,
+            d.read_qd64_iops,
+            d.write_qd1_iops,
+            d.write_qd64_iops
         );
         s.push_str(&md_table(&rows));
     }

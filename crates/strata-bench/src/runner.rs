@@ -27,6 +27,10 @@ pub struct Config {
     pub settle: bool,
     /// Keep every run's database under `OUT/data/` (engine logs, tables).
     pub keep_data: bool,
+    /// Cap every child's memory (heap and page cache) with a cgroup.
+    pub memory_limit: Option<u64>,
+    /// Measure the device's 4 KiB random read/write ceilings first.
+    pub ceilings: bool,
 }
 
 /// The engines available in this build.
@@ -70,6 +74,13 @@ pub const PRESETS: &[(&str, &str)] = &[
          without hints) and on the disk, RocksDB, LevelDB; 3 repeats; ~17 min",
     ),
     (
+        "kvell",
+        "seed 002: YCSB A-F, zipfian and uniform, 1 KiB values, 400k records (410 MB) against a 128 MiB \
+         cgroup memory cap per engine (3.2x), 64 MiB of cache each (KVell's page cache = an LSM's block \
+         cache + memtable), 8 client threads, per-second timelines, p99/max latency, the device's own \
+         4 KiB ceilings; KVell, strata LSM, RocksDB, LevelDB; 3 repeats; ~60 min",
+    ),
+    (
         "full",
         "every workload, 2M keys (232 MB, 3.6x the 64 MiB cache), 1M ops, 30 s timed runs; about 40 minutes on 2 cores",
     ),
@@ -89,6 +100,8 @@ pub fn preset(name: &str, out: PathBuf) -> Result<Config, BenchError> {
         cold: true,
         settle: true,
         keep_data: false,
+        memory_limit: None,
+        ceilings: false,
     };
     match name {
         "tiny" => Ok(Config {
@@ -223,6 +236,36 @@ pub fn preset(name: &str, out: PathBuf) -> Result<Config, BenchError> {
                 ..base
             })
         }
+        "kvell" => {
+            let mut engines = vec!["kvell".to_string(), "strata".to_string()];
+            if COMPARATORS {
+                engines.extend(["rocksdb".to_string(), "leveldb".to_string()]);
+            }
+            let mut workloads: Vec<String> =
+                "abcdef".chars().map(|c| format!("ycsb-{c}")).collect();
+            workloads.extend("abcdef".chars().map(|c| format!("ycsb-{c}-uniform")));
+            Ok(Config {
+                engines,
+                workloads,
+                params: Params {
+                    num: 400_000,
+                    ops: 400_000,
+                    value_size: 1024,
+                    threads: 8,
+                    ..Params::default()
+                },
+                settings: EngineSettings {
+                    block_cache_size: 48 << 20,
+                    write_buffer_size: 16 << 20,
+                    target_file_size: 16 << 20,
+                    ..EngineSettings::default()
+                },
+                repeats: 3,
+                memory_limit: Some(128 << 20),
+                ceilings: true,
+                ..base
+            })
+        }
         "full" => Ok(Config {
             workloads: all,
             params: Params {
@@ -273,7 +316,12 @@ fn bar() -> ProgressBar {
 }
 
 /// Runs one child and collects its result (an error result if it failed).
-fn run_child(child: &ChildCommand, spec: &RunSpec, pb: &ProgressBar) -> RunResult {
+fn run_child(
+    child: &ChildCommand,
+    spec: &RunSpec,
+    pb: &ProgressBar,
+    cap: Option<&crate::limits::MemoryCap>,
+) -> RunResult {
     let failed = |msg: String| RunResult {
         engine: spec.engine.clone(),
         workload: spec.workload.clone(),
@@ -296,6 +344,15 @@ fn run_child(child: &ChildCommand, spec: &RunSpec, pb: &ProgressBar) -> RunResul
         Ok(p) => p,
         Err(e) => return failed(format!("cannot start {}: {e}", child.program.display())),
     };
+    // Into the memory cgroup at once (before it reads its spec); a child
+    // that cannot be capped does not run uncapped.
+    if let Some(cap) = cap {
+        if let Err(e) = cap.enter(proc.id()) {
+            let _ = proc.kill();
+            let _ = proc.wait();
+            return failed(format!("memory cap: {e}"));
+        }
+    }
     let mut result = None;
     if let Some(out) = proc.stdout.take() {
         let started = std::time::Instant::now();
@@ -361,6 +418,43 @@ pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
     cfg.params.validate()?;
     std::fs::create_dir_all(&cfg.out).map_err(|e| BenchError::Io(cfg.out.clone(), e))?;
     let data = cfg.out.join("data");
+    let cap = match cfg.memory_limit {
+        None => None,
+        Some(bytes) => match crate::limits::MemoryCap::new(bytes) {
+            Ok(c) => {
+                notes.push(format!(
+                    "every run's process is capped at {} MiB of memory, page cache included ({})",
+                    bytes >> 20,
+                    c.how
+                ));
+                Some(c)
+            }
+            Err(e) => {
+                let msg = format!(
+                    "no memory cap ({e}): engines may keep the whole dataset in the page cache"
+                );
+                eprintln!("note: {msg}");
+                notes.push(msg);
+                None
+            }
+        },
+    };
+    let device = if cfg.ceilings {
+        eprintln!("measuring the device's 4 KiB random I/O ceilings ...");
+        let c = crate::limits::measure(&data.join("ceilings"), 512, 3.0)?;
+        eprintln!(
+            "device: random 4 KiB reads {:.0} IOPS at QD1, {:.0} at QD64; writes {:.0} at QD1, {:.0} at QD64 ({}{})",
+            c.read_qd1_iops,
+            c.read_qd64_iops,
+            c.write_qd1_iops,
+            c.write_qd64_iops,
+            c.backend,
+            if c.direct { ", O_DIRECT" } else { "" }
+        );
+        Some(c)
+    } else {
+        None
+    };
     let total = engines.len() * workloads.len() * cfg.repeats;
     let mut results = Vec::new();
     let mut k = 0;
@@ -380,7 +474,7 @@ pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
                 };
                 let pb = bar();
                 pb.set_prefix(format!("[{k}/{total}] {e} {}", w.name()));
-                let r = run_child(child, &spec, &pb);
+                let r = run_child(child, &spec, &pb, cap.as_ref());
                 pb.finish_and_clear();
                 let line = match &r.error {
                     Some(err) => format!("[{k}/{total}] {e} {}: FAILED: {err}", w.name()),
@@ -400,7 +494,8 @@ pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
     if !cfg.keep_data {
         let _ = std::fs::remove_dir_all(&data);
     }
-    let report = Report::new(cfg, engines, results, notes);
+    let mut report = Report::new(cfg, engines, results, notes);
+    report.device = device;
     report::write_all(&report, &cfg.out)?;
     Ok(report)
 }

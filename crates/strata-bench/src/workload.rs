@@ -86,6 +86,9 @@ pub enum Workload {
     YcsbLoad,
     /// YCSB A–F as 'a'..='f'.
     Ycsb(char),
+    /// YCSB A–F with uniform requests (`ycsb-a-uniform`; the KVell paper
+    /// runs every workload both ways).
+    YcsbUniform(char),
     /// Seed 004's U1…U9: update share 10 %…90 %, the rest reads.
     Update(u8),
     Fluctuation,
@@ -105,6 +108,7 @@ pub fn all() -> Vec<Workload> {
         Workload::YcsbLoad,
     ];
     v.extend("abcdef".chars().map(Workload::Ycsb));
+    v.extend("abcdef".chars().map(Workload::YcsbUniform));
     v.extend((1..=9).map(Workload::Update));
     v.push(Workload::Fluctuation);
     v
@@ -139,6 +143,9 @@ impl Workload {
                     if s.len() == 6 && ('a'..='f').contains(&c) {
                         return Ok(Workload::Ycsb(c));
                     }
+                    if s.len() == 14 && s.ends_with("-uniform") && ('a'..='f').contains(&c) {
+                        return Ok(Workload::YcsbUniform(c));
+                    }
                 }
                 if let Some(d) = s.strip_prefix('u').and_then(|r| r.parse::<u8>().ok()) {
                     if (1..=9).contains(&d) {
@@ -170,6 +177,7 @@ impl Workload {
             Workload::ReadWhileWriting => "readwhilewriting".into(),
             Workload::YcsbLoad => "ycsb-load".into(),
             Workload::Ycsb(c) => format!("ycsb-{c}"),
+            Workload::YcsbUniform(c) => format!("ycsb-{c}-uniform"),
             Workload::Update(d) => format!("u{d}"),
             Workload::Fluctuation => "fluctuation".into(),
         }
@@ -190,7 +198,7 @@ impl Workload {
                 p.threads, p.duration_secs
             ),
             Workload::YcsbLoad => format!("YCSB load: insert {} records (hashed order)", p.num),
-            Workload::Ycsb(_) | Workload::Update(_) => {
+            Workload::Ycsb(_) | Workload::YcsbUniform(_) | Workload::Update(_) => {
                 let m = self.mix(p).unwrap_or(Mix {
                     read: 0.0,
                     update: 0.0,
@@ -226,7 +234,7 @@ impl Workload {
             | Workload::FillRandom
             | Workload::YcsbLoad
             | Workload::Fluctuation => Preload::Nothing,
-            Workload::Ycsb(_) | Workload::Update(_) => Preload::Ycsb,
+            Workload::Ycsb(_) | Workload::YcsbUniform(_) | Workload::Update(_) => Preload::Ycsb,
             _ => Preload::DbBench,
         }
     }
@@ -241,7 +249,7 @@ impl Workload {
                 | Workload::DeleteRandom
                 | Workload::YcsbLoad
                 | Workload::Fluctuation
-        ) || matches!(self, Workload::Ycsb(c) if *c != 'c')
+        ) || matches!(self, Workload::Ycsb(c) | Workload::YcsbUniform(c) if *c != 'c')
             || matches!(self, Workload::Update(_))
     }
 
@@ -268,6 +276,9 @@ impl Workload {
             Workload::Ycsb('d') => Some(m(0.95, 0.0, 0.05, 0.0, 0.0, Latest)),
             Workload::Ycsb('e') => Some(m(0.0, 0.0, 0.05, 0.95, 0.0, Zipfian)),
             Workload::Ycsb('f') => Some(m(0.5, 0.0, 0.0, 0.0, 0.5, Zipfian)),
+            Workload::YcsbUniform(c) => Workload::Ycsb(*c)
+                .mix(p)
+                .map(|m| Mix { dist: Uniform, ..m }),
             Workload::Update(d) => {
                 let u = f64::from(*d) / 10.0;
                 Some(m(1.0 - u, u, 0.0, 0.0, 0.0, Zipfian))

@@ -79,6 +79,13 @@ pub struct BenchArgs {
     /// for inspection; they are deleted otherwise.
     #[arg(long)]
     pub keep_data: bool,
+    /// Cap every run's process (heap and page cache) at SIZE with a memory
+    /// cgroup; `none` lifts a preset's cap.
+    #[arg(long)]
+    pub memory_limit: Option<String>,
+    /// Measure the device's 4 KiB random read/write ceilings before the runs.
+    #[arg(long)]
+    pub ceilings: bool,
 }
 
 fn size(flag: &str, v: &str) -> Result<u64, CliError> {
@@ -133,6 +140,12 @@ pub fn run(a: &BenchArgs) -> Result<ExitCode, CliError> {
     cfg.cold = !a.warm;
     cfg.settle = !a.no_settle;
     cfg.keep_data = a.keep_data;
+    cfg.ceilings |= a.ceilings;
+    match a.memory_limit.as_deref() {
+        None => {}
+        Some("none") => cfg.memory_limit = None,
+        Some(v) => cfg.memory_limit = Some(size("memory-limit", v)?),
+    }
     if !strata_bench::engine::COMPARATORS {
         eprintln!(
             "note: this build has no comparators (RocksDB, LevelDB); running strata alone. \
