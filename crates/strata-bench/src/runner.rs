@@ -29,8 +29,9 @@ pub struct Config {
     pub keep_data: bool,
     /// Cap every child's memory (heap and page cache) with a cgroup.
     pub memory_limit: Option<u64>,
-    /// Measure the device's 4 KiB random read/write ceilings first.
-    pub ceilings: bool,
+    /// Measure the device's 4 KiB random read/write ceilings first: on a
+    /// file of this many MiB, each pattern for this many seconds.
+    pub ceilings: Option<(u64, f64)>,
 }
 
 /// The engines available in this build.
@@ -101,7 +102,7 @@ pub fn preset(name: &str, out: PathBuf) -> Result<Config, BenchError> {
         settle: true,
         keep_data: false,
         memory_limit: None,
-        ceilings: false,
+        ceilings: None,
     };
     match name {
         "tiny" => Ok(Config {
@@ -262,7 +263,7 @@ pub fn preset(name: &str, out: PathBuf) -> Result<Config, BenchError> {
                 },
                 repeats: 3,
                 memory_limit: Some(128 << 20),
-                ceilings: true,
+                ceilings: Some((512, 3.0)),
                 ..base
             })
         }
@@ -439,9 +440,9 @@ pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
             }
         },
     };
-    let device = if cfg.ceilings {
+    let device = if let Some((mib, secs)) = cfg.ceilings {
         eprintln!("measuring the device's 4 KiB random I/O ceilings ...");
-        let c = crate::limits::measure(&data.join("ceilings"), 512, 3.0)?;
+        let c = crate::limits::measure(&data.join("ceilings"), mib, secs)?;
         eprintln!(
             "device: random 4 KiB reads {:.0} IOPS at QD1, {:.0} at QD64; writes {:.0} at QD1, {:.0} at QD64 ({}{})",
             c.read_qd1_iops,

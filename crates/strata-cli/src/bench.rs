@@ -83,7 +83,8 @@ pub struct BenchArgs {
     /// cgroup; `none` lifts a preset's cap.
     #[arg(long)]
     pub memory_limit: Option<String>,
-    /// Measure the device's 4 KiB random read/write ceilings before the runs.
+    /// Measure the device's 4 KiB random read/write ceilings before the
+    /// runs (a 256 MiB file, 2 s per pattern).
     #[arg(long)]
     pub ceilings: bool,
 }
@@ -140,7 +141,9 @@ pub fn run(a: &BenchArgs) -> Result<ExitCode, CliError> {
     cfg.cold = !a.warm;
     cfg.settle = !a.no_settle;
     cfg.keep_data = a.keep_data;
-    cfg.ceilings |= a.ceilings;
+    if a.ceilings && cfg.ceilings.is_none() {
+        cfg.ceilings = Some((256, 2.0));
+    }
     match a.memory_limit.as_deref() {
         None => {}
         Some("none") => cfg.memory_limit = None,

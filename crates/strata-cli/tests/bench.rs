@@ -64,7 +64,7 @@ fn tiny_preset_end_to_end() {
     }
     assert!(num(&r, &["machine", "cores"]) >= 1.0);
     let results = r["results"].as_array().expect("results");
-    let workloads = 25;
+    let workloads = 31;
     assert_eq!(results.len(), workloads * engines.len());
     let writes = [
         "fillseq",
@@ -124,4 +124,66 @@ fn tiny_preset_end_to_end() {
         md.contains("## Throughput relative to") && md.contains("throughput.svg"),
         "{md}"
     );
+}
+
+/// KVell behind `--engines`, with the kvell preset's extras: a memory cap
+/// per child (or a note saying why there is none) and the device ceilings.
+#[test]
+fn kvell_engine_with_memory_cap_and_ceilings() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let out = tmp.path().join("out");
+    let o = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args([
+            "bench",
+            "--preset",
+            "tiny",
+            "--engines",
+            "kvell,strata",
+            "--workloads",
+            "ycsb-a,ycsb-e-uniform,readseq,fillrandom",
+            "--threads",
+            "4",
+            "--memory-limit",
+            "512M",
+            "--ceilings",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .expect("run strata bench");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let json = std::fs::read_to_string(out.join("report.json")).expect("report.json");
+    let r: Value = serde_json::from_str(&json).expect("report.json parses");
+    let notes = r["notes"].to_string();
+    assert!(
+        notes.contains("capped at 512 MiB") || notes.contains("no memory cap ("),
+        "{notes}"
+    );
+    assert!(
+        num(&r, &["device", "read_qd64_iops"]) > 0.0,
+        "{}",
+        r["device"]
+    );
+    assert!(
+        num(&r, &["device", "write_qd1_iops"]) > 0.0,
+        "{}",
+        r["device"]
+    );
+    let results = r["results"].as_array().expect("results");
+    assert_eq!(results.len(), 8);
+    for res in results {
+        let name = format!("{} {}", res["engine"], res["workload"]);
+        assert!(res["error"].is_null(), "{name}: {}", res["error"]);
+        assert!(num(res, &["ops_per_sec"]) > 0.0, "{name}");
+        if res["engine"] == "kvell" {
+            assert_eq!(res["engine_stats"]["engine"], "kvell", "{name}");
+            assert!(
+                num(res, &["engine_stats", "kvell", "batches"]) > 0.0,
+                "{name}"
+            );
+        }
+    }
+    assert!(stdout.contains("KVell and the device"), "{stdout}");
 }
