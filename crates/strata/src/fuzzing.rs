@@ -268,7 +268,7 @@ pub fn worker(data: &[u8]) -> usize {
 pub type Harness = fn(&[u8]) -> usize;
 
 /// Every harness by name (the fuzz target names).
-pub const TARGETS: [(&str, Harness); 8] = [
+pub const TARGETS: [(&str, Harness); 9] = [
     ("wal", wal),
     ("batch", batch),
     ("table", table),
@@ -277,6 +277,7 @@ pub const TARGETS: [(&str, Harness); 8] = [
     ("plan", plan),
     ("worker", worker),
     ("row", row),
+    ("slab", slab),
 ];
 
 /// `matrix::row::Row` (a matrix container row file): a row that opens is
@@ -316,4 +317,37 @@ pub fn row(data: &[u8]) -> usize {
     }
     assert_eq!(n, 0, "backward walk");
     r.len() as usize + 1
+}
+
+/// KVell's page decoder (`kvell::format`): the first byte picks the size
+/// class, the rest is a page (or a whole multi-page slot). Every slot that
+/// decodes re-encodes to the same bytes; the header and meta decoders run
+/// on the same bytes.
+pub fn slab(data: &[u8]) -> usize {
+    use crate::kvell::format::{self, Class};
+    let Some((&c, page)) = data.split_first() else {
+        return 0;
+    };
+    let class = c as usize % format::classes();
+    let path = std::path::Path::new("fuzz");
+    let _ = format::check_header(page, path, 0, 1, class as u32);
+    let _ = format::decode_meta(page, path);
+    let Some(geom) = Class::of(class) else {
+        return 0;
+    };
+    let mut n = 0;
+    for (i, r) in format::decode_page(page, class) {
+        let Ok(s) = r else { continue };
+        let start = i * geom.slot;
+        let len = format::SLOT_HEADER + s.key.len() + s.value.len();
+        let mut again = vec![0u8; len];
+        format::encode_slot(&mut again, s.kind, s.ts, s.key, s.value);
+        assert_eq!(
+            again.as_slice(),
+            &page[start..start + len],
+            "slot {i} re-encodes"
+        );
+        n += 1;
+    }
+    n + 1
 }
