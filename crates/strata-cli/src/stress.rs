@@ -415,7 +415,7 @@ fn verify_all(db: &dyn KvStore, exp: &Expected) -> Result<Reconciled, CliError> 
         let k = cursor.key();
         return Err(fail(format!(
             "unexpected key {}",
-            String::from_utf8_lossy(&k)
+            String::from_utf8_lossy(k)
         )));
     }
     Ok(r)
