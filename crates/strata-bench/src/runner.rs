@@ -250,7 +250,7 @@ pub fn preset(name: &str, out: PathBuf) -> Result<Config, BenchError> {
                 workloads,
                 params: Params {
                     num: 400_000,
-                    ops: 400_000,
+                    ops: 200_000,
                     value_size: 1024,
                     threads: 8,
                     ..Params::default()

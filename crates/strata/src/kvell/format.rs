@@ -1,9 +1,10 @@
 //! KVell's on-disk formats (docs/FORMAT.md §13): the `KVELL` file, the slab
 //! file's header page, and the slot (item or tombstone) with its 24-byte
-//! header. Every slot carries its own crc32c, so a torn page write can only
+//! header. Every slot carries its own (masked) crc32c, so a torn page write can only
 //! damage the slot being written: the other slots of the page are rewritten
 //! with the bytes they already had.
 
+use crate::coding::mask_crc;
 use crate::error::{Error, Result};
 use crate::types::{MAX_KEY_LEN, MAX_VALUE_LEN};
 use std::path::Path;
@@ -144,7 +145,7 @@ pub fn encode_slot(out: &mut [u8], kind: Kind, ts: u64, key: &[u8], value: &[u8]
     out[16..24].copy_from_slice(&ts.to_le_bytes());
     out[SLOT_HEADER..SLOT_HEADER + key.len()].copy_from_slice(key);
     out[SLOT_HEADER + key.len()..len].copy_from_slice(value);
-    let crc = crc32c::crc32c(&out[4..len]);
+    let crc = mask_crc(crc32c::crc32c(&out[4..len]));
     out[0..4].copy_from_slice(&crc.to_le_bytes());
 }
 
@@ -201,7 +202,7 @@ pub fn decode_slot(b: &[u8]) -> std::result::Result<Slot<'_>, Bad> {
     if len > b.len() {
         return Err(Bad::Damaged("slot longer than its class"));
     }
-    if crc32c::crc32c(&b[4..len]) != u32_at(0) {
+    if mask_crc(crc32c::crc32c(&b[4..len])) != u32_at(0) {
         return Err(Bad::Damaged("slot checksum mismatch"));
     }
     let mut ts = [0u8; 8];
@@ -225,7 +226,7 @@ pub fn encode_header(out: &mut [u8], worker: u32, workers: u32, class: u32) {
     out[16..20].copy_from_slice(&workers.to_le_bytes());
     out[20..24].copy_from_slice(&class.to_le_bytes());
     out[24..28].copy_from_slice(&slot.to_le_bytes());
-    let crc = crc32c::crc32c(&out[0..28]);
+    let crc = mask_crc(crc32c::crc32c(&out[0..28]));
     out[28..32].copy_from_slice(&crc.to_le_bytes());
 }
 
@@ -241,7 +242,7 @@ pub fn check_header(page: &[u8], file: &Path, worker: u32, workers: u32, class: 
         return Err(bad("not a KVell slab (bad magic)"));
     }
     let u32_at = |i: usize| u32::from_le_bytes([page[i], page[i + 1], page[i + 2], page[i + 3]]);
-    if crc32c::crc32c(&page[0..28]) != u32_at(28) {
+    if mask_crc(crc32c::crc32c(&page[0..28])) != u32_at(28) {
         return Err(bad("slab header checksum mismatch"));
     }
     if u32_at(8) != VERSION {
@@ -260,7 +261,7 @@ pub fn encode_meta(workers: u32) -> [u8; META_LEN] {
     b[0..8].copy_from_slice(MAGIC);
     b[8..12].copy_from_slice(&VERSION.to_le_bytes());
     b[12..16].copy_from_slice(&workers.to_le_bytes());
-    let crc = crc32c::crc32c(&b[0..16]);
+    let crc = mask_crc(crc32c::crc32c(&b[0..16]));
     b[16..20].copy_from_slice(&crc.to_le_bytes());
     b
 }
@@ -276,7 +277,7 @@ pub fn decode_meta(b: &[u8], file: &Path) -> Result<u32> {
         return Err(bad("not a KVell meta file"));
     }
     let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-    if crc32c::crc32c(&b[0..16]) != u32_at(16) {
+    if mask_crc(crc32c::crc32c(&b[0..16])) != u32_at(16) {
         return Err(bad("meta checksum mismatch"));
     }
     if u32_at(8) != VERSION {

@@ -72,6 +72,10 @@ pub trait Io: Send {
     fn read(&mut self, reqs: &mut [Req<'_>], counts: &mut Submitted) -> Result<()>;
     /// Writes every request's buffer in full.
     fn write(&mut self, reqs: &mut [Req<'_>], counts: &mut Submitted) -> Result<()>;
+    /// Makes what was written to `file` durable (`fdatasync`).
+    fn sync(&mut self, file: &File, path: &PathBuf) -> Result<()> {
+        file.sync_data().map_err(|e| Error::io(path, e))
+    }
 }
 
 fn io_err(path: &PathBuf, e: std::io::Error) -> Error {
@@ -216,6 +220,10 @@ impl Io for Uring {
         self.run(reqs, true, counts)
     }
 }
+
+/// Makes a worker's I/O backend (tests substitute one that records writes
+/// to simulate a power loss).
+pub type MakeIo = dyn Fn() -> Result<Box<dyn Io>> + Send + Sync;
 
 /// The backend `choice` names; `Auto` falls back to pread/pwrite when the
 /// kernel refuses io_uring.

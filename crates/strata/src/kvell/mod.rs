@@ -106,6 +106,18 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
 impl Kvell {
     /// Opens (by default creating) the KVell store in `dir`.
     pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<Kvell> {
+        let (choice, batch) = (opts.kvell_io, opts.kvell_batch);
+        Kvell::open_with_io(dir, opts, &move || io::backend(choice, batch))
+    }
+
+    /// `open` with each worker's I/O backend made by `make_io` (the
+    /// power-loss tests record writes through it).
+    #[doc(hidden)]
+    pub fn open_with_io(
+        dir: impl AsRef<Path>,
+        opts: Options,
+        make_io: &io::MakeIo,
+    ) -> Result<Kvell> {
         let dir = dir.as_ref().to_path_buf();
         opts.validate()?;
         if dir.join(crate::filename::CURRENT).exists() {
@@ -147,7 +159,13 @@ impl Kvell {
         for entry in std::fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))? {
             let entry = entry.map_err(|e| Error::io(&dir, e))?;
             let name = entry.file_name();
-            if let Some((w, c)) = format::parse_slab_name(&name.to_string_lossy()) {
+            let name = name.to_string_lossy();
+            if name.starts_with("slab-") && name.ends_with(".kv.tmp") {
+                // A slab whose creation a crash interrupted: never used.
+                std::fs::remove_file(entry.path()).map_err(|e| Error::io(entry.path(), e))?;
+                continue;
+            }
+            if let Some((w, c)) = format::parse_slab_name(&name) {
                 if w >= workers || c as usize >= format::classes() {
                     return Err(Error::Corruption {
                         file: entry.path(),
@@ -172,7 +190,7 @@ impl Kvell {
                 batch: opts.kvell_batch,
                 cache_bytes: per_worker_cache,
             };
-            let io = io::backend(opts.kvell_io, opts.kvell_batch)?;
+            let io = make_io()?;
             let shared = Arc::new(worker::Shared::default());
             let s2 = shared.clone();
             opened.push((

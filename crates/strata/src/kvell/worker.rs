@@ -26,7 +26,7 @@ use crate::options::KvellDurability;
 use parking_lot::RwLock;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{File, OpenOptions};
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::mpsc::Receiver;
@@ -318,19 +318,24 @@ impl Worker {
             format::erase_slot(&mut buf.as_mut_slice()[off..]);
         }
         let mut touched = HashSet::new();
-        for ((class, page), buf) in &pages {
+        let mut counts = Submitted::default();
+        let mut reqs = Vec::new();
+        for ((class, page), buf) in pages.iter_mut() {
             if let Some(slab) = self.slabs[*class as usize].as_ref() {
-                slab.file
-                    .write_all_at(buf.as_slice(), page * PAGE as u64)
-                    .map_err(|e| Error::io(&slab.path, e))?;
+                reqs.push(Req {
+                    file: &slab.file,
+                    path: &slab.path,
+                    offset: page * PAGE as u64,
+                    buf,
+                });
                 touched.insert(*class);
             }
         }
+        self.io.write(&mut reqs, &mut counts)?;
+        drop(reqs);
         for class in touched {
             if let Some(slab) = self.slabs[class as usize].as_ref() {
-                slab.file
-                    .sync_data()
-                    .map_err(|e| Error::io(&slab.path, e))?;
+                self.io.sync(&slab.file, &slab.path)?;
             }
         }
         Ok(())
@@ -346,12 +351,15 @@ impl Worker {
         c.cache_bytes.store(self.cache_used, Relaxed);
     }
 
-    /// The slab of class `c`, created (header page written and synced,
-    /// then the directory) on first use.
+    /// The slab of class `c`, created on first use: its header page is
+    /// written and synced under a temporary name, which is then renamed and
+    /// the directory synced, so a crash never leaves a slab without a header
+    /// (a leftover `.tmp` is removed at open).
     fn slab(&mut self, c: usize) -> Result<&mut Slab> {
         if self.slabs[c].is_none() {
             let path = self.cfg.dir.join(format::slab_name(self.cfg.id, c as u32));
-            let file = self.open_file(&path, true)?;
+            let tmp = path.with_extension("kv.tmp");
+            let file = self.open_file(&tmp, true)?;
             let mut header = AlignedBuf::zeroed(PAGE);
             format::encode_header(
                 header.as_mut_slice(),
@@ -359,9 +367,18 @@ impl Worker {
                 self.cfg.workers,
                 c as u32,
             );
-            file.write_all_at(header.as_slice(), 0)
-                .map_err(|e| Error::io(&path, e))?;
-            file.sync_data().map_err(|e| Error::io(&path, e))?;
+            let mut counts = Submitted::default();
+            self.io.write(
+                &mut [Req {
+                    file: &file,
+                    path: &tmp,
+                    offset: 0,
+                    buf: &mut header,
+                }],
+                &mut counts,
+            )?;
+            self.io.sync(&file, &tmp)?;
+            std::fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))?;
             super::sync_dir(&self.cfg.dir)?;
             self.slabs[c] = Some(Slab {
                 file,
@@ -465,9 +482,7 @@ impl Worker {
 
     fn sync_all(&mut self) -> Result<()> {
         for slab in self.slabs.iter_mut().flatten() {
-            slab.file
-                .sync_data()
-                .map_err(|e| Error::io(&slab.path, e))?;
+            self.io.sync(&slab.file, &slab.path)?;
             slab.written = false;
             self.shared.counters.syncs.fetch_add(1, Relaxed);
         }
@@ -864,9 +879,9 @@ impl Worker {
     fn sync_written(&mut self) -> Result<()> {
         for slab in self.slabs.iter_mut().flatten() {
             if slab.written {
-                if let Err(e) = slab.file.sync_data() {
+                if let Err(e) = self.io.sync(&slab.file, &slab.path) {
                     self.shared.failed.store(true, Relaxed);
-                    return Err(Error::io(&slab.path, e));
+                    return Err(e);
                 }
                 slab.written = false;
                 self.shared.counters.syncs.fetch_add(1, Relaxed);
