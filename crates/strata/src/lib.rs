@@ -43,6 +43,7 @@ pub mod kvell;
 pub(crate) mod l0;
 pub mod matrix;
 pub mod memtable;
+pub mod open;
 pub mod options;
 pub mod stale;
 pub mod stats;
@@ -58,9 +59,10 @@ pub use compaction::events::{EventListener, TableCreated, TableReason};
 pub use db::{Db, ReadOptions, Scan, Snapshot};
 pub use error::{Error, Result};
 pub use iter::DbIter;
+pub use open::open;
 pub use options::{
     Compression, EngineKind, KvellDurability, KvellIo, Options, PickerKind, WalRecovery,
     WriteOptions,
 };
 pub use stats::{EngineStats, KvellStats, StatsSnapshot, StoreStats};
-pub use store::{open, Cursor, KvStore, Semantics, StoreSnapshot};
+pub use store::{Cursor, KvStore, Semantics, StoreSnapshot};

@@ -169,14 +169,24 @@ impl Uring {
             }
             let mut done = vec![None; chunk.len()];
             let mut left = chunk.len();
+            let mut failed_since: Option<std::time::Instant> = None;
+            let mut first_err = None;
             while left > 0 {
                 if let Err(e) = self.ring.submit_and_wait(left) {
-                    if e.kind() == std::io::ErrorKind::Interrupted {
-                        continue;
+                    if e.kind() != std::io::ErrorKind::Interrupted {
+                        // The kernel may still own the buffers: never
+                        // return before every request completed. Keep
+                        // reaping; if the ring stays broken, stop the
+                        // process rather than free memory the kernel may
+                        // still write.
+                        let since = *failed_since.get_or_insert_with(std::time::Instant::now);
+                        if since.elapsed() > std::time::Duration::from_secs(30) {
+                            eprintln!("strata: io_uring failed with requests in flight: {e}");
+                            std::process::abort();
+                        }
+                        first_err.get_or_insert(e);
+                        std::thread::sleep(std::time::Duration::from_millis(1));
                     }
-                    // Requests may still be in flight: wait for them with
-                    // nothing else to do; the worker treats this as fatal.
-                    return Err(Error::io(chunk[0].path, e));
                 }
                 for c in self.ring.completion() {
                     if let Some(slot) = done.get_mut(c.user_data() as usize) {
@@ -186,6 +196,9 @@ impl Uring {
                         }
                     }
                 }
+            }
+            if let Some(e) = first_err {
+                return Err(Error::io(chunk[0].path, e));
             }
             for (r, res) in chunk.iter_mut().zip(done) {
                 let n = res.unwrap_or(-libc::EIO);

@@ -85,17 +85,6 @@ pub struct Kvell {
     inner: Arc<Inner>,
 }
 
-/// Refuses to open `dir` as an LSM when it holds a KVell store.
-pub(crate) fn refuse_kvell_dir(dir: &Path) -> Result<()> {
-    if dir.join(format::META_FILE).exists() {
-        return Err(Error::InvalidArgument(format!(
-            "{} holds a KVell store; open it with engine=kvell",
-            dir.display()
-        )));
-    }
-    Ok(())
-}
-
 /// fsyncs a directory so that a created file's name is durable.
 pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
     std::fs::File::open(dir)
@@ -127,6 +116,14 @@ impl Kvell {
             )));
         }
         let meta = dir.join(format::META_FILE);
+        if !meta.exists() && !opts.create_if_missing {
+            return Err(Error::NotFound(dir));
+        }
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        let lock =
+            crate::io::FileSystem::lock(&crate::io::PosixFs, &dir.join(crate::filename::LOCK))?;
+        // Decided under the lock: another process may have created the
+        // store between the check above and the lock.
         let exists = meta.exists();
         if exists && opts.error_if_exists {
             return Err(Error::AlreadyExists(dir));
@@ -134,9 +131,6 @@ impl Kvell {
         if !exists && !opts.create_if_missing {
             return Err(Error::NotFound(dir));
         }
-        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-        let lock =
-            crate::io::FileSystem::lock(&crate::io::PosixFs, &dir.join(crate::filename::LOCK))?;
         let workers = if exists {
             let b = std::fs::read(&meta).map_err(|e| Error::io(&meta, e))?;
             format::decode_meta(&b, &meta)?
@@ -144,7 +138,8 @@ impl Kvell {
             let w = match opts.kvell_workers {
                 0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
                 n => n,
-            } as u32;
+            }
+            .clamp(1, 256) as u32;
             // Written whole, synced, then named: a crash leaves no half file.
             let tmp = dir.join(format!("{}.tmp", format::META_FILE));
             std::fs::write(&tmp, format::encode_meta(w)).map_err(|e| Error::io(&tmp, e))?;

@@ -134,7 +134,7 @@ fn bad_input_and_wrong_engine() -> Result<()> {
     s.close()?;
     // An LSM open of a KVell directory is refused, and the other way round.
     assert!(matches!(
-        crate::store::open(d.path(), Options::default()),
+        crate::open(d.path(), Options::default()),
         Err(Error::InvalidArgument(_))
     ));
     let lsm = dir();

@@ -6,7 +6,7 @@ use super::format::{self, Bad, Class};
 use super::scan;
 use crate::error::{Error, Result};
 use crate::filename::FileKind;
-use crate::verify::{FileReport, VerifyReport};
+use crate::verify::report::{FileReport, VerifyReport};
 use std::path::Path;
 
 /// Checks every file of the KVell store in `dir` (read-only).
@@ -109,7 +109,7 @@ mod tests {
             s.put(format!("k{i}").as_bytes(), &[7u8; 300])?;
         }
         s.close()?;
-        let r = crate::verify::verify_dir(d.path(), &crate::Options::default())?;
+        let r = super::verify_dir(d.path())?;
         assert!(r.is_ok(), "{r}");
         assert_eq!(r.files.iter().map(|f| f.entries).sum::<u64>(), 101);
         let slab = r
@@ -121,7 +121,7 @@ mod tests {
         let mut b = std::fs::read(&slab).map_err(|e| Error::io(&slab, e))?;
         b[format::PAGE + 40] ^= 1;
         std::fs::write(&slab, &b).map_err(|e| Error::io(&slab, e))?;
-        let r = crate::verify::verify_dir(d.path(), &crate::Options::default())?;
+        let r = super::verify_dir(d.path())?;
         assert_eq!(r.damaged().count(), 1, "{r}");
         Ok(())
     }

@@ -508,16 +508,24 @@ impl Worker {
         let c = &self.shared.counters;
         c.request_batches.fetch_add(1, Relaxed);
         c.requests.fetch_add(batch.len() as u64, Relaxed);
-        let writes = batch
-            .iter()
-            .any(|(ops, _, _)| ops.iter().any(|o| !matches!(o, Op::Get(_))));
-        let answers = if writes && self.shared.failed.load(Relaxed) {
-            Err(Error::Poisoned(Arc::new(Error::InvalidArgument(
-                "an earlier slab write of this KVell worker failed; reopen the store".into(),
-            ))))
+        let writes = |ops: &[Op]| ops.iter().any(|o| !matches!(o, Op::Get(_)));
+        let batch = if self.shared.failed.load(Relaxed) {
+            // Writes are refused until reopen; reads go on.
+            let (refused, reads): (Vec<_>, Vec<_>) =
+                batch.into_iter().partition(|(ops, _, _)| writes(ops));
+            for (_, _, reply) in refused {
+                reply.send(Err(Error::Poisoned(Arc::new(Error::InvalidArgument(
+                    "an earlier slab write of this KVell worker failed; reopen the store".into(),
+                )))));
+            }
+            reads
         } else {
-            self.run_batch(&batch)
+            batch
         };
+        if batch.is_empty() {
+            return;
+        }
+        let answers = self.run_batch(&batch);
         match answers {
             Ok(per_request) => {
                 for ((_, _, reply), a) in batch.into_iter().zip(per_request) {
@@ -628,7 +636,10 @@ impl Worker {
         let mut out = Vec::with_capacity(batch.len());
         let mut it = values.into_iter();
         for (o, _, _) in batch {
-            out.push(it.by_ref().take(o.len()).collect::<Result<Vec<_>>>());
+            // Take the request's whole share first: a failed answer must
+            // not leave the rest of its share to the next request.
+            let share: Vec<_> = it.by_ref().take(o.len()).collect();
+            out.push(share.into_iter().collect::<Result<Vec<_>>>());
         }
         Ok(out)
     }
@@ -653,24 +664,29 @@ impl Worker {
         // cached or past the end of the file.
         let mut images: HashMap<Unit, AlignedBuf> = HashMap::new();
         let mut need: Vec<(Unit, usize)> = Vec::new();
+        let mut needed: HashSet<Unit> = HashSet::new();
         // `Read`: the whole unit; `Page`: a page image to change one slot
-        // of; `Head`: a tombstone over a whole-page slot (its first page).
+        // of; `Head(n)`: the first `n` bytes of a slot to overwrite (a
+        // tombstone, or an erased header): for a whole-page slot, only the
+        // pages those bytes cover.
         #[derive(PartialEq)]
         enum Need {
             Read,
             Page,
-            Head,
+            Head(usize),
         }
         let mut want =
             |loc: Loc, why: Need, this: &mut Self, images: &mut HashMap<Unit, AlignedBuf>| {
                 let (unit, _, class) = unit_of(loc);
                 let whole = why == Need::Read;
-                let len = if why == Need::Head && class.pages > 1 {
-                    PAGE
-                } else {
-                    class.pages as usize * PAGE
+                let full = class.pages as usize * PAGE;
+                let len = match why {
+                    Need::Head(n) if class.pages > 1 => {
+                        n.div_ceil(PAGE).max(1).saturating_mul(PAGE).min(full)
+                    }
+                    _ => full,
                 };
-                if images.contains_key(&unit) || need.iter().any(|(u, _)| *u == unit) {
+                if images.contains_key(&unit) || !needed.insert(unit) {
                     return;
                 }
                 let on_disk = this.slabs[loc.class as usize]
@@ -690,12 +706,17 @@ impl Worker {
             match *a {
                 Act::Get(Some(loc)) => want(loc, Need::Read, self, &mut images),
                 Act::Put { loc, .. } => want(loc, Need::Page, self, &mut images),
-                Act::Tomb { loc, .. } => want(loc, Need::Head, self, &mut images),
+                Act::Tomb { loc, op } => want(
+                    loc,
+                    Need::Head(format::SLOT_HEADER + key_of(ops[op]).len()),
+                    self,
+                    &mut images,
+                ),
                 _ => {}
             }
         }
         for &loc in retire {
-            want(loc, Need::Head, self, &mut images);
+            want(loc, Need::Head(format::SLOT_HEADER), self, &mut images);
         }
         if !need.is_empty() {
             let mut bufs: Vec<(Unit, AlignedBuf)> = need
@@ -705,19 +726,8 @@ impl Worker {
             let mut bytes = 0u64;
             let mut counts = Submitted::default();
             {
-                let mut reqs = Vec::with_capacity(bufs.len());
-                for (unit, buf) in bufs.iter_mut() {
-                    let slab = self.slabs[unit.0 as usize]
-                        .as_ref()
-                        .ok_or_else(|| Error::InvalidArgument("slab".into()))?;
-                    bytes += buf.len() as u64;
-                    reqs.push(Req {
-                        file: &slab.file,
-                        path: &slab.path,
-                        offset: unit.1 * PAGE as u64,
-                        buf,
-                    });
-                }
+                let (mut reqs, n) = unit_reqs(&self.slabs, &mut bufs)?;
+                bytes += n;
                 let r = self.io.read(&mut reqs, &mut counts);
                 drop(reqs);
                 self.count(counts, false, bytes);
@@ -731,6 +741,7 @@ impl Worker {
         // 3. Apply in order.
         let mut values = Vec::with_capacity(ops.len());
         let mut dirty: Vec<Unit> = Vec::new();
+        let mut dirtied: HashSet<Unit> = HashSet::new();
         for a in acts {
             match *a {
                 Act::Get(None) | Act::Nothing => values.push(Ok(None)),
@@ -768,7 +779,7 @@ impl Worker {
                             .ok_or_else(|| Error::InvalidArgument("page".into()))?;
                         format::encode_slot(&mut img.as_mut_slice()[off..], Kind::Item, ts, k, v);
                     }
-                    if !dirty.contains(&unit) {
+                    if dirtied.insert(unit) {
                         dirty.push(unit);
                     }
                     values.push(Ok(None));
@@ -787,7 +798,7 @@ impl Worker {
                         key_of(ops[op]),
                         b"",
                     );
-                    if !dirty.contains(&unit) {
+                    if dirtied.insert(unit) {
                         dirty.push(unit);
                     }
                     values.push(Ok(None));
@@ -801,6 +812,7 @@ impl Worker {
         }
         if !retire.is_empty() {
             let mut units = Vec::new();
+            let mut seen: HashSet<Unit> = HashSet::new();
             for &loc in retire {
                 // The old slot of an item that changed class: free it on
                 // disk (its header zeroed) now that the new slot is written.
@@ -809,11 +821,18 @@ impl Worker {
                     .get_mut(&unit)
                     .ok_or_else(|| Error::InvalidArgument("page".into()))?;
                 format::erase_slot(&mut img.as_mut_slice()[off..]);
-                if !units.contains(&unit) {
+                if seen.insert(unit) {
                     units.push(unit);
                 }
             }
             self.write_units(&units, &mut images)?;
+            if sync {
+                // The erased slots go to the free lists below: their
+                // erasure must be durable before any reuse can reach the
+                // disk, or a power loss could leave the reuse and the old
+                // item, and bring the old value back.
+                self.sync_written()?;
+            }
         }
         // Keep clean copies of what was written.
         for (unit, img) in images {
@@ -823,7 +842,7 @@ impl Worker {
                 if let Some(old) = self.cache.pop(&unit) {
                     self.cache_used -= old.len() as u64;
                 }
-            } else if self.cache.contains(&unit) || dirty.contains(&unit) {
+            } else if self.cache.contains(&unit) || dirtied.contains(&unit) {
                 self.cache_put(unit, img);
             }
         }
@@ -843,22 +862,9 @@ impl Worker {
             .filter_map(|u| images.remove(u).map(|b| (*u, b)))
             .collect();
         let mut counts = Submitted::default();
-        let mut bytes = 0;
-        let r = {
-            let mut reqs = Vec::with_capacity(bufs.len());
-            for (unit, buf) in bufs.iter_mut() {
-                let slab = self.slabs[unit.0 as usize]
-                    .as_ref()
-                    .ok_or_else(|| Error::InvalidArgument("slab".into()))?;
-                bytes += buf.len() as u64;
-                reqs.push(Req {
-                    file: &slab.file,
-                    path: &slab.path,
-                    offset: unit.1 * PAGE as u64,
-                    buf,
-                });
-            }
-            self.io.write(&mut reqs, &mut counts)
+        let (r, bytes) = {
+            let (mut reqs, bytes) = unit_reqs(&self.slabs, &mut bufs)?;
+            (self.io.write(&mut reqs, &mut counts), bytes)
         };
         self.count(counts, true, bytes);
         if let Err(e) = r {
@@ -909,6 +915,29 @@ impl Worker {
             }
         }
     }
+}
+
+/// One I/O request per unit buffer, at the unit's place in its slab, and
+/// their total bytes.
+fn unit_reqs<'a>(
+    slabs: &'a [Option<Slab>],
+    bufs: &'a mut [(Unit, AlignedBuf)],
+) -> Result<(Vec<Req<'a>>, u64)> {
+    let mut reqs = Vec::with_capacity(bufs.len());
+    let mut bytes = 0;
+    for (unit, buf) in bufs.iter_mut() {
+        let slab = slabs[unit.0 as usize]
+            .as_ref()
+            .ok_or_else(|| Error::InvalidArgument(format!("no slab of class {}", unit.0)))?;
+        bytes += buf.len() as u64;
+        reqs.push(Req {
+            file: &slab.file,
+            path: &slab.path,
+            offset: unit.1 * PAGE as u64,
+            buf,
+        });
+    }
+    Ok((reqs, bytes))
 }
 
 fn key_of(op: &Op) -> &[u8] {

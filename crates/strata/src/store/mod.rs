@@ -1,5 +1,5 @@
-//! The one engine-neutral door: [`KvStore`], opened by [`open`] with the
-//! engine `Options::engine` names (`lsm`, the default, or `kvell`). The C
+//! The one engine-neutral door: [`KvStore`], opened by [`crate::open`] with
+//! the engine `Options::engine` names (`lsm`, the default, or `kvell`). The C
 //! ABI, the CLI, the Redis-protocol server and the benchmark hold a
 //! `Box<dyn KvStore>` (or an `Arc`) and nothing engine-specific.
 //!
@@ -13,27 +13,11 @@ mod paged;
 pub use paged::PagedCursor;
 
 use crate::batch::WriteBatch;
-use crate::db::Db;
 use crate::error::{Error, Result};
-use crate::options::{EngineKind, Options, WriteOptions};
+use crate::options::WriteOptions;
 use crate::stats::StoreStats;
 use std::any::Any;
 use std::ops::Bound;
-use std::path::Path;
-
-/// Opens (by default creating) the database in `path` with the engine
-/// `opts.engine` names. A directory holds one engine's files: opening it
-/// with the other engine fails with `InvalidArgument` and touches nothing.
-pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Box<dyn KvStore>> {
-    let path = path.as_ref();
-    match opts.engine {
-        EngineKind::Lsm => {
-            crate::kvell::refuse_kvell_dir(path)?;
-            Ok(Box::new(Db::open(path, opts)?))
-        }
-        EngineKind::Kvell => Ok(Box::new(crate::kvell::Kvell::open(path, opts)?)),
-    }
-}
 
 /// What an engine promises, in words a caller can act on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
