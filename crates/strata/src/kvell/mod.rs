@@ -85,13 +85,6 @@ pub struct Kvell {
     inner: Arc<Inner>,
 }
 
-/// fsyncs a directory so that a created file's name is durable.
-pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| Error::io(dir, e))
-}
-
 impl Kvell {
     /// Opens (by default creating) the KVell store in `dir`.
     pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<Kvell> {
@@ -141,13 +134,12 @@ impl Kvell {
             }
             .clamp(1, 256) as u32;
             // Written whole, synced, then named: a crash leaves no half file.
-            let tmp = dir.join(format!("{}.tmp", format::META_FILE));
-            std::fs::write(&tmp, format::encode_meta(w)).map_err(|e| Error::io(&tmp, e))?;
-            std::fs::File::open(&tmp)
-                .and_then(|f| f.sync_all())
-                .map_err(|e| Error::io(&tmp, e))?;
-            std::fs::rename(&tmp, &meta).map_err(|e| Error::io(&meta, e))?;
-            sync_dir(&dir)?;
+            crate::io::write_atomic(
+                &crate::io::PosixFs,
+                &dir,
+                format::META_FILE,
+                &format::encode_meta(w),
+            )?;
             w
         };
         // Every slab file must belong to a worker of this store.
@@ -277,37 +269,21 @@ impl Inner {
         self.check_open()?;
         let mut waits = Vec::new();
         for (w, ops) in per_worker.into_iter().enumerate() {
-            if ops.is_empty() {
-                waits.push(None);
-                continue;
-            }
-            let (tx, rx) = oneshot::channel();
-            self.workers[w]
-                .tx
-                .send(Msg::Ops {
-                    ops,
-                    sync,
-                    reply: tx,
-                })
-                .map_err(|_| Error::Closed)?;
-            waits.push(Some(rx));
+            waits.push(if ops.is_empty() {
+                None
+            } else {
+                Some(self.send(w, ops, sync)?)
+            });
         }
         let mut out = Vec::with_capacity(waits.len());
         let mut first_err = None;
         for w in waits {
-            match w {
-                None => out.push(Vec::new()),
-                Some(rx) => match rx.recv() {
-                    Some(Ok(v)) => out.push(v),
-                    Some(Err(e)) => {
-                        first_err.get_or_insert(e);
-                        out.push(Vec::new());
-                    }
-                    None => {
-                        first_err.get_or_insert(Error::Closed);
-                        out.push(Vec::new());
-                    }
-                },
+            match w.map_or(Ok(Vec::new()), wait) {
+                Ok(v) => out.push(v),
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                    out.push(Vec::new());
+                }
             }
         }
         match first_err {
@@ -316,15 +292,28 @@ impl Inner {
         }
     }
 
+    /// Queues `ops` on worker `w`; the answer comes through the receiver.
+    fn send(&self, w: usize, ops: Vec<Op>, sync: bool) -> Result<oneshot::Rx<worker::Answer>> {
+        let (tx, rx) = oneshot::channel();
+        self.workers[w]
+            .tx
+            .send(Msg::Ops {
+                ops,
+                sync,
+                reply: tx,
+            })
+            .map_err(|_| Error::Closed)?;
+        Ok(rx)
+    }
+
     /// One operation on its key's worker.
     fn one(&self, op: Op, sync: bool) -> Result<Option<Vec<u8>>> {
         let w = self.worker_of(match &op {
             Op::Get(k) | Op::Delete(k) | Op::Put(k, _) => k,
         });
-        let mut per: Vec<Vec<Op>> = (0..self.workers.len()).map(|_| Vec::new()).collect();
-        per[w].push(op);
-        let mut out = self.run(per, sync)?;
-        Ok(out[w].pop().flatten())
+        self.check_open()?;
+        let mut out = wait(self.send(w, vec![op], sync)?)?;
+        Ok(out.pop().flatten())
     }
 
     fn multi_get(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
@@ -429,6 +418,11 @@ impl Inner {
         self.lock.lock().take();
         r
     }
+}
+
+/// A worker's answer; a reply dropped unanswered means the worker stopped.
+fn wait(rx: oneshot::Rx<worker::Answer>) -> Result<Vec<Option<Vec<u8>>>> {
+    rx.recv().unwrap_or(Err(Error::Closed))
 }
 
 fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {

@@ -379,7 +379,7 @@ impl Worker {
             )?;
             self.io.sync(&file, &tmp)?;
             std::fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))?;
-            super::sync_dir(&self.cfg.dir)?;
+            crate::io::FileSystem::sync_dir(&crate::io::PosixFs, &self.cfg.dir)?;
             self.slabs[c] = Some(Slab {
                 file,
                 path,
@@ -723,11 +723,9 @@ impl Worker {
                 .iter()
                 .map(|&(u, len)| (u, AlignedBuf::zeroed(len)))
                 .collect();
-            let mut bytes = 0u64;
             let mut counts = Submitted::default();
             {
-                let (mut reqs, n) = unit_reqs(&self.slabs, &mut bufs)?;
-                bytes += n;
+                let (mut reqs, bytes) = unit_reqs(&self.slabs, &mut bufs)?;
                 let r = self.io.read(&mut reqs, &mut counts);
                 drop(reqs);
                 self.count(counts, false, bytes);
