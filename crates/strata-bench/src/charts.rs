@@ -25,6 +25,7 @@ fn color(i: usize, name: &str) -> RGBColor {
     match name {
         "rocksdb" => RGBColor(214, 69, 65),
         "leveldb" => RGBColor(90, 160, 70),
+        "fjall" => RGBColor(200, 120, 30),
         "strata" => RGBColor(40, 110, 200),
         _ => {
             let p = [
@@ -225,7 +226,11 @@ fn panels(n: usize) -> (usize, usize) {
     (n.div_ceil(cols).max(1), cols)
 }
 
-/// One panel per workload: ops per second over time, one line per engine.
+/// One engine's line: its colour index, name and (x, y) points.
+type Series<'a> = (usize, &'a str, Vec<(f64, f64)>);
+
+/// One panel per workload: ops per second over time, one line per engine
+/// (per tenth of a second for short runs).
 fn timeline<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, r: &Report) -> Result<(), BenchError>
 where
     DB::ErrorType: 'static,
@@ -241,22 +246,47 @@ where
     let ws = r.workloads();
     let (rows, cols) = panels(ws.len());
     for (w, area) in ws.iter().zip(root.split_evenly((rows, cols))) {
-        let series: Vec<(usize, &str, &Vec<u64>)> = r
+        // Runs shorter than FINE_BELOW seconds are drawn from their tenths
+        // of a second (as ops/s), so a run of one to three seconds still
+        // draws a line.
+        const FINE_BELOW: f64 = 20.0;
+        let longest = r
+            .engines
+            .iter()
+            .filter_map(|en| r.cell(&en.name, w))
+            .map(|c| c.median.secs)
+            .fold(0.0, f64::max);
+        let fine = longest < FINE_BELOW;
+        let series: Vec<Series<'_>> = r
             .engines
             .iter()
             .enumerate()
             .filter_map(|(j, en)| {
-                r.cell(&en.name, w)
-                    .map(|c| (j, en.name.as_str(), &c.median.timeline))
+                let m = r.cell(&en.name, w)?.median;
+                let points: Vec<(f64, f64)> = if fine && !m.timeline_fine.is_empty() {
+                    m.timeline_fine
+                        .iter()
+                        .enumerate()
+                        .map(|(i, v)| (i as f64 / 10.0 + 0.05, *v as f64 * 10.0))
+                        .collect()
+                } else {
+                    m.timeline
+                        .iter()
+                        .enumerate()
+                        .map(|(i, v)| (i as f64 + 0.5, *v as f64))
+                        .collect()
+                };
+                Some((j, en.name.as_str(), points))
             })
             .collect();
-        let xmax = series.iter().map(|s| s.2.len()).max().unwrap_or(1).max(2) as f64;
+        let xmax = series
+            .iter()
+            .flat_map(|s| s.2.last().map(|p| p.0 + 0.5))
+            .fold(1.0, f64::max);
         let ymax = series
             .iter()
-            .flat_map(|s| s.2.iter().copied())
-            .max()
-            .unwrap_or(1)
-            .max(1) as f64
+            .flat_map(|s| s.2.iter().map(|p| p.1))
+            .fold(1.0, f64::max)
             * 1.1;
         let mut chart = ChartBuilder::on(&area)
             .caption(w.as_str(), ("sans-serif", 16))
@@ -269,18 +299,19 @@ where
             .configure_mesh()
             .x_desc("s")
             .label_style(("sans-serif", 11))
-            .y_label_formatter(&|v| format!("{:.0}k", v / 1000.0))
+            .y_label_formatter(&|v| {
+                if ymax >= 10_000.0 {
+                    format!("{:.0}k", v / 1000.0)
+                } else {
+                    format!("{v:.0}")
+                }
+            })
             .draw()
             .map_err(&e)?;
-        for (j, name, tl) in series {
+        for (j, name, points) in series {
             let c = color(j, name);
             chart
-                .draw_series(LineSeries::new(
-                    tl.iter()
-                        .enumerate()
-                        .map(|(i, v)| (i as f64 + 0.5, *v as f64)),
-                    c.stroke_width(2),
-                ))
+                .draw_series(LineSeries::new(points, c.stroke_width(2)))
                 .map_err(&e)?
                 .label(name.to_string())
                 .legend(move |(x, y)| {

@@ -86,6 +86,9 @@ pub struct RunResult {
     /// Set when the run failed; the figures are then zero.
     pub error: Option<String>,
     pub ops: u64,
+    /// The run's budget (`max_run_secs`) ended it before all its operations.
+    #[serde(default)]
+    pub cut_short: bool,
     pub secs: f64,
     pub ops_per_sec: f64,
     pub mb_per_sec: f64,
@@ -98,6 +101,10 @@ pub struct RunResult {
     pub write_latency: Option<Latency>,
     /// Operations completed in each full second of the run.
     pub timeline: Vec<u64>,
+    /// Operations completed in each full tenth of a second (the chart of a
+    /// run of a few seconds draws this).
+    #[serde(default)]
+    pub timeline_fine: Vec<u64>,
     pub timeline_min: f64,
     pub timeline_mean: f64,
     pub seconds_below_half_mean: usize,
@@ -187,12 +194,16 @@ struct Meter {
     reads: Histogram<u64>,
     writes: Histogram<u64>,
     buckets: Vec<u64>,
+    /// Operations per tenth of a second (short runs' timelines).
+    fine: Vec<u64>,
     counts: BTreeMap<&'static str, u64>,
     bytes: u64,
     written: u64,
     gets: u64,
     found: u64,
     ops: u64,
+    /// The run's budget stopped this worker before its quota.
+    cut: bool,
 }
 
 impl Meter {
@@ -203,12 +214,14 @@ impl Meter {
             reads: Histogram::new(3).expect("constant precision is valid"),
             writes: Histogram::new(3).expect("constant precision is valid"),
             buckets: Vec::new(),
+            fine: Vec::new(),
             counts: BTreeMap::new(),
             bytes: 0,
             written: 0,
             gets: 0,
             found: 0,
             ops: 0,
+            cut: false,
         }
     }
     fn record(&mut self, start: Instant, t0: Instant, t1: Instant, n: u64) {
@@ -219,6 +232,11 @@ impl Meter {
             self.buckets.resize(sec + 1, 0);
         }
         self.buckets[sec] += n;
+        let tenth = ((t1 - start).as_millis() / 100) as usize;
+        if self.fine.len() <= tenth {
+            self.fine.resize(tenth + 1, 0);
+        }
+        self.fine[tenth] += n;
         self.ops += n;
     }
     fn count(&mut self, what: &'static str) {
@@ -234,6 +252,12 @@ impl Meter {
         for (a, b) in self.buckets.iter_mut().zip(o.buckets) {
             *a += b;
         }
+        if self.fine.len() < o.fine.len() {
+            self.fine.resize(o.fine.len(), 0);
+        }
+        for (a, b) in self.fine.iter_mut().zip(o.fine) {
+            *a += b;
+        }
         for (k, v) in o.counts {
             *self.counts.entry(k).or_insert(0) += v;
         }
@@ -242,6 +266,7 @@ impl Meter {
         self.gets += o.gets;
         self.found += o.found;
         self.ops += o.ops;
+        self.cut |= o.cut;
     }
 }
 
@@ -259,9 +284,28 @@ struct Ctx<'a> {
     hashed: bool,
     done: AtomicU64,
     stop: AtomicBool,
+    /// Ask for `sync` on every write (`--sync` on a strata engine: the
+    /// comparators sync through their own write options, set at open).
+    sync: bool,
 }
 
 impl Ctx<'_> {
+    /// Writes `key` (a value, or a delete when `value` is `None`), synced
+    /// when the run syncs.
+    fn write_one(&self, key: &[u8], value: Option<&[u8]>) -> strata::Result<()> {
+        match (self.sync, value) {
+            (false, Some(v)) => self.store.put(key, v),
+            (false, None) => self.store.delete(key),
+            (true, value) => {
+                let mut b = WriteBatch::new();
+                match value {
+                    Some(v) => b.put(key, v),
+                    None => b.delete(key),
+                }
+                self.store.write(b, &WriteOptions { sync: true })
+            }
+        }
+    }
     fn key(&self, n: u64, buf: &mut Vec<u8>) {
         key_into(
             if self.hashed { scatter(n) } else { n },
@@ -272,7 +316,7 @@ impl Ctx<'_> {
     fn put(&self, n: u64, kb: &mut Vec<u8>, m: &mut Meter) -> strata::Result<()> {
         self.key(n, kb);
         let v = self.values.value(n ^ m.ops, self.p.value_size);
-        self.store.put(kb, v)?;
+        self.write_one(kb, Some(v))?;
         self.live.set(n);
         let b = (kb.len() + v.len()) as u64;
         m.written += b;
@@ -336,6 +380,9 @@ fn worker(
     start: Instant,
     deadline: Option<Instant>,
 ) -> Result<Meter, BenchError> {
+    // A timed workload runs until its deadline; the others run their quota,
+    // or until the run's budget (`max_run_secs`) is spent.
+    let timed = w.timed();
     let p = ctx.p;
     let mut m = Meter::new();
     let mut rng =
@@ -352,15 +399,19 @@ fn worker(
     let mut kb = Vec::with_capacity(p.key_size);
     let mut mix = w.mix(p).map(|mx| MixGen::new(mx, p.num));
     let mut i = 0u64;
+    let mut rounds = 0u64;
     let mut last_key: Option<Vec<u8>> = None;
     loop {
-        if let Some(d) = deadline {
-            if i.is_multiple_of(64) && (Instant::now() >= d || ctx.stop.load(Relaxed)) {
-                break;
-            }
-        } else if i >= quota {
+        if !timed && i >= quota {
             break;
         }
+        if let Some(d) = deadline {
+            if rounds.is_multiple_of(64) && (Instant::now() >= d || ctx.stop.load(Relaxed)) {
+                m.cut = !timed;
+                break;
+            }
+        }
+        rounds += 1;
         let t0 = Instant::now();
         let mut n_ops = 1;
         match w {
@@ -379,7 +430,7 @@ fn worker(
             Workload::DeleteRandom => {
                 let n = rng.gen_range(0..p.num);
                 ctx.key(n, &mut kb);
-                ctx.store.delete(&kb)?;
+                ctx.write_one(&kb, None)?;
                 ctx.live.clear(n);
                 m.written += kb.len() as u64;
                 m.count("delete");
@@ -553,6 +604,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
         hashed: matches!(w.preload(), Preload::Ycsb) || w == Workload::YcsbLoad,
         done: AtomicU64::new(0),
         stop: AtomicBool::new(false),
+        sync: spec.settings.sync && !kind.is_comparator(),
     };
     let load_start = Instant::now();
     match w.preload() {
@@ -586,7 +638,11 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
         p.ops
     };
     let start = Instant::now();
-    let deadline = timed.then(|| start + Duration::from_secs_f64(p.duration_secs));
+    let deadline = if timed {
+        Some(start + Duration::from_secs_f64(p.duration_secs))
+    } else {
+        p.max_run_secs.map(|s| start + Duration::from_secs_f64(s))
+    };
     let (meter, writer_ops, elapsed) = std::thread::scope(|s| -> Result<_, BenchError> {
         let ctx = &ctx;
         let reporter = s.spawn(move || {
@@ -667,6 +723,8 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
     let write_latency = (mixed && !meter.writes.is_empty()).then(|| Latency::of(&meter.writes));
     let full = (elapsed.as_secs() as usize).min(meter.buckets.len());
     let timeline: Vec<u64> = meter.buckets[..full].to_vec();
+    let tenths = ((elapsed.as_millis() / 100) as usize).min(meter.fine.len());
+    let timeline_fine: Vec<u64> = meter.fine[..tenths].to_vec();
     let (tmin, tmean) = if timeline.is_empty() {
         let r = meter.ops as f64 / secs;
         (r, r)
@@ -710,6 +768,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
         engine_settings: settings,
         error: None,
         ops: meter.ops,
+        cut_short: meter.cut,
         secs,
         ops_per_sec: meter.ops as f64 / secs,
         mb_per_sec: meter.bytes as f64 / secs / 1e6,
@@ -717,6 +776,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
         read_latency,
         write_latency,
         timeline,
+        timeline_fine,
         timeline_min: tmin,
         timeline_mean: tmean,
         seconds_below_half_mean: below,
@@ -816,7 +876,7 @@ mod tests {
 
     fn engines() -> Vec<&'static str> {
         if crate::engine::COMPARATORS {
-            vec!["strata", "rocksdb", "leveldb"]
+            vec!["strata", "rocksdb", "leveldb", "fjall"]
         } else {
             vec!["strata"]
         }
@@ -903,6 +963,73 @@ mod tests {
                 _ => assert!(r.op_counts.get("scan").is_some_and(|&n| n > 900)),
             }
         }
+        Ok(())
+    }
+
+    #[test]
+    fn a_budget_cuts_a_long_run_and_says_so() -> Result<(), BenchError> {
+        let tmp = tempfile::tempdir().map_err(|e| BenchError::Io("tmp".into(), e))?;
+        let spec = |name: &str, budget: f64| RunSpec {
+            engine: "strata".into(),
+            workload: "readrandom".into(),
+            params: Params {
+                num: 1000,
+                ops: 1 << 40,
+                max_run_secs: Some(budget),
+                ..Params::default()
+            },
+            settings: EngineSettings::default(),
+            dir: tmp.path().join(name),
+            cold: false,
+            settle: false,
+            keep_data: false,
+        };
+        let r = run(&spec("cut", 0.2))?;
+        assert!(r.cut_short);
+        assert!(r.ops > 0 && r.ops < 1 << 40, "{}", r.ops);
+        assert!(r.secs < 30.0, "{}", r.secs);
+        // A budget the run does not reach leaves it whole.
+        let whole = RunSpec {
+            params: Params {
+                ops: 500,
+                ..spec("whole", 600.0).params
+            },
+            ..spec("whole", 600.0)
+        };
+        let r = run(&whole)?;
+        assert!(!r.cut_short);
+        assert_eq!(r.ops, 500);
+        Ok(())
+    }
+
+    #[test]
+    fn sync_reaches_a_strata_engine() -> Result<(), BenchError> {
+        let tmp = tempfile::tempdir().map_err(|e| BenchError::Io("tmp".into(), e))?;
+        let spec = RunSpec {
+            engine: "strata".into(),
+            workload: "fillrandom".into(),
+            params: Params {
+                num: 300,
+                ops: 300,
+                ..Params::default()
+            },
+            settings: EngineSettings {
+                sync: true,
+                ..EngineSettings::default()
+            },
+            dir: tmp.path().join("sync"),
+            cold: false,
+            settle: false,
+            keep_data: false,
+        };
+        let r = run(&spec)?;
+        let syncs = r
+            .engine_stats
+            .as_ref()
+            .and_then(|s| s["lsm"]["wal_syncs"].as_u64())
+            .unwrap_or(0);
+        // One WAL sync per put (single thread: no group shares one).
+        assert!(syncs >= 300, "{syncs} syncs for 300 synced puts");
         Ok(())
     }
 }

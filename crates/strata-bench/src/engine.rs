@@ -85,10 +85,12 @@ pub enum EngineKind {
     Strata(String),
     RocksDb,
     LevelDb,
+    /// fjall 3 (pure Rust, crates.io), with the `comparators` feature.
+    Fjall,
 }
 
 impl EngineKind {
-    /// Parses `strata`, `strata:opt=v,opt=v`, `rocksdb` or `leveldb`.
+    /// Parses `strata`, `strata:opt=v,opt=v`, `kvell[:opts]`, `rocksdb`, `leveldb` or `fjall`.
     pub fn parse(spec: &str) -> Result<Self, BenchError> {
         let spec = spec.trim();
         if spec == "strata" {
@@ -112,19 +114,21 @@ impl EngineKind {
         match spec {
             "rocksdb" => Ok(EngineKind::RocksDb),
             "leveldb" => Ok(EngineKind::LevelDb),
+            "fjall" => Ok(EngineKind::Fjall),
             _ => Err(BenchError::Usage(format!(
-                "unknown engine {spec:?} (expected strata, strata:opt=v,..., kvell, kvell:opt=v,..., rocksdb or leveldb)"
+                "unknown engine {spec:?} (expected strata, strata:opt=v,..., kvell, kvell:opt=v,..., rocksdb, leveldb or fjall)"
             ))),
         }
     }
 
-    /// True for RocksDB and LevelDB.
+    /// True for RocksDB, LevelDB and fjall.
     pub fn is_comparator(&self) -> bool {
         !matches!(self, EngineKind::Strata(_))
     }
 }
 
-/// Whether RocksDB and LevelDB were compiled in (cargo feature `comparators`).
+/// Whether RocksDB, LevelDB and fjall were compiled in (cargo feature
+/// `comparators`).
 pub const COMPARATORS: bool = cfg!(feature = "comparators");
 
 /// An open engine with what the report says about it.
@@ -203,9 +207,12 @@ pub fn open(
         EngineKind::RocksDb => crate::ffi::rocksdb::open(settings, dir),
         #[cfg(feature = "comparators")]
         EngineKind::LevelDb => crate::ffi::leveldb::open(settings, dir),
+        #[cfg(feature = "comparators")]
+        EngineKind::Fjall => crate::fjall_store::open(settings, dir),
         #[cfg(not(feature = "comparators"))]
-        EngineKind::RocksDb | EngineKind::LevelDb => Err(BenchError::Usage(
-            "RocksDB and LevelDB are not compiled in: build with --features comparators".into(),
+        EngineKind::RocksDb | EngineKind::LevelDb | EngineKind::Fjall => Err(BenchError::Usage(
+            "RocksDB, LevelDB and fjall are not compiled in: build with --features comparators"
+                .into(),
         )),
     }
 }
@@ -225,6 +232,7 @@ mod tests {
             EngineKind::Strata("compression=lz4".into())
         );
         assert_eq!(EngineKind::parse("rocksdb")?, EngineKind::RocksDb);
+        assert_eq!(EngineKind::parse("fjall")?, EngineKind::Fjall);
         assert_eq!(
             EngineKind::parse("kvell:kvell_workers=4")?,
             EngineKind::Strata("engine=kvell,kvell_workers=4".into())

@@ -1,4 +1,4 @@
-//! strata-bench: runs the same workloads on strata, RocksDB and LevelDB,
+//! strata-bench: runs the same workloads on strata, RocksDB, LevelDB and fjall,
 //! each engine × workload in its own child process, and writes a terminal
 //! summary, `report.json`, `report.md` and charts. See `docs/BENCHMARKS.md`.
 //!
@@ -10,6 +10,8 @@ pub mod child;
 pub mod engine;
 #[cfg(feature = "comparators")]
 pub mod ffi;
+#[cfg(feature = "comparators")]
+pub mod fjall_store;
 pub mod gen;
 pub mod limits;
 pub mod report;

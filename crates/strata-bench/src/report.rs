@@ -134,6 +134,26 @@ impl Report {
         (b > 0.0).then(|| a / b)
     }
 
+    /// The fastest comparator (RocksDB, LevelDB, fjall) on `workload`: its
+    /// name and median ops/s.
+    pub fn best_peer(&self, workload: &str) -> Option<(&str, f64)> {
+        self.engines
+            .iter()
+            .filter(|e| is_peer(&e.name))
+            .filter_map(|e| {
+                let c = self.cell(&e.name, workload)?;
+                Some((e.name.as_str(), c.median.ops_per_sec))
+            })
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+    }
+
+    /// Throughput of `engine` ÷ the best comparator's on `workload`.
+    pub fn ratio_to_best(&self, engine: &str, workload: &str) -> Option<f64> {
+        let a = self.cell(engine, workload)?.median.ops_per_sec;
+        let (_, b) = self.best_peer(workload)?;
+        (b > 0.0).then(|| a / b)
+    }
+
     fn errors(&self) -> Vec<&RunResult> {
         self.results.iter().filter(|r| r.error.is_some()).collect()
     }
@@ -176,9 +196,16 @@ fn workload_rows(r: &Report, w: &str) -> Vec<Vec<String>> {
         } else {
             "-".into()
         };
+        // A run its budget cut short is marked: its rate covers fewer
+        // operations than the others'.
+        let rate = if m.cut_short {
+            format!("{}*", kops(m.ops_per_sec))
+        } else {
+            kops(m.ops_per_sec)
+        };
         rows.push(vec![
             e.name.clone(),
-            kops(m.ops_per_sec),
+            rate,
             opt(r.ratio(&e.name, w), 2),
             spread,
             format!("{:.1}", m.mb_per_sec),
@@ -196,6 +223,22 @@ fn workload_rows(r: &Report, w: &str) -> Vec<Vec<String>> {
         ]);
     }
     rows
+}
+
+/// The footnote of a workload whose median run its budget cut short.
+fn cut_note(r: &Report, w: &str) -> Option<String> {
+    let cut: Vec<&str> = r
+        .engines
+        .iter()
+        .filter(|e| r.cell(&e.name, w).is_some_and(|c| c.median.cut_short))
+        .map(|e| e.name.as_str())
+        .collect();
+    (!cut.is_empty()).then(|| {
+        format!(
+            "* {}: stopped by the run budget (--max-run-secs) before all its operations; the rate is over those done.",
+            cut.join(", ")
+        )
+    })
 }
 
 /// Rows of the read/write split of a mix workload (YCSB, U1…U9): header +
@@ -500,7 +543,20 @@ fn kvell_rows(r: &Report) -> Option<Vec<Vec<String>>> {
 }
 
 /// Ratio table: one row per workload, one column per engine.
+/// True for the comparators (RocksDB, LevelDB, fjall), false for strata's
+/// own configurations.
+fn is_peer(engine: &str) -> bool {
+    crate::engine::EngineKind::parse(engine).is_ok_and(|k| k.is_comparator())
+}
+
 fn ratio_rows(r: &Report) -> Vec<Vec<String>> {
+    let ours: Vec<&str> = r
+        .engines
+        .iter()
+        .map(|e| e.name.as_str())
+        .filter(|e| !is_peer(e))
+        .collect();
+    let peers = r.engines.iter().any(|e| is_peer(&e.name));
     let mut head = vec!["workload".to_string()];
     head.extend(r.engines.iter().map(|e| format!("{} ops/s", e.name)));
     head.extend(
@@ -508,6 +564,10 @@ fn ratio_rows(r: &Report) -> Vec<Vec<String>> {
             .iter()
             .map(|e| format!("{} / {}", e.name, r.baseline)),
     );
+    if peers {
+        head.push("best peer".into());
+        head.extend(ours.iter().map(|e| format!("{e} / best peer")));
+    }
     let mut rows = vec![head];
     for w in r.workloads() {
         let mut row = vec![w.clone()];
@@ -516,6 +576,10 @@ fn ratio_rows(r: &Report) -> Vec<Vec<String>> {
                 .map_or("failed".into(), |c| kops(c.median.ops_per_sec))
         }));
         row.extend(r.engines.iter().map(|e| opt(r.ratio(&e.name, &w), 2)));
+        if peers {
+            row.push(r.best_peer(&w).map_or("-".into(), |(n, _)| n.to_string()));
+            row.extend(ours.iter().map(|e| opt(r.ratio_to_best(e, &w), 2)));
+        }
         rows.push(row);
     }
     rows
@@ -600,6 +664,9 @@ pub fn summary(r: &Report) -> String {
             .map(|x| x.description.clone());
         let _ = writeln!(s, "\n{w}: {}", desc.unwrap_or_default());
         s.push_str(&text_table(&workload_rows(r, &w)));
+        if let Some(note) = cut_note(r, &w) {
+            let _ = writeln!(s, "  {note}");
+        }
         if let Some(rows) = mix_rows(r, &w) {
             let _ = writeln!(
                 s,
@@ -636,7 +703,11 @@ pub fn summary(r: &Report) -> String {
         let _ = writeln!(s, "KVell and the device (seed 002; median repeat):");
         s.push_str(&text_table(&rows));
     }
-    let _ = writeln!(s, "\nthroughput ratio to {}:", r.baseline);
+    let _ = writeln!(
+        s,
+        "\nthroughput ratio to {} and to the best peer on each workload:",
+        r.baseline
+    );
     s.push_str(&text_table(&ratio_rows(r)));
     for e in r.errors() {
         let _ = writeln!(
@@ -685,7 +756,11 @@ pub fn markdown(r: &Report, charts: &[String]) -> String {
     for n in &r.notes {
         let _ = writeln!(s, "> **Note:** {n}\n");
     }
-    let _ = writeln!(s, "## Throughput relative to {}\n", r.baseline);
+    let _ = writeln!(
+        s,
+        "## Throughput relative to {} and to the best peer\n",
+        r.baseline
+    );
     s.push_str(&md_table(&ratio_rows(r)));
     if let Some(rows) = u_series_rows(r) {
         let _ = writeln!(s, "\n## Read latency across U1…U9 (mean / p99, µs)\n");
@@ -755,6 +830,9 @@ pub fn markdown(r: &Report, charts: &[String]) -> String {
             .map(|x| x.description.clone());
         let _ = writeln!(s, "### {w}\n\n{}\n", desc.unwrap_or_default());
         s.push_str(&md_table(&workload_rows(r, &w)));
+        if let Some(note) = cut_note(r, &w) {
+            let _ = writeln!(s, "\n{note}");
+        }
         if let Some(rows) = mix_rows(r, &w) {
             let _ = writeln!(
                 s,

@@ -24,6 +24,11 @@ pub struct Params {
     pub scan_len: usize,
     /// Overrides the YCSB / U-series request distribution.
     pub distribution: Option<Distribution>,
+    /// A run of a fixed number of operations stops after this many seconds
+    /// even if some are left (an engine that collapses still reports its
+    /// rate in bounded time); the result then says it was cut short.
+    #[serde(default)]
+    pub max_run_secs: Option<f64>,
 }
 
 impl Default for Params {
@@ -38,6 +43,7 @@ impl Default for Params {
             seed: 42,
             scan_len: 10,
             distribution: None,
+            max_run_secs: None,
         }
     }
 }
@@ -56,6 +62,12 @@ impl Params {
             return Err(BenchError::Usage(
                 "--num must be > 0 and --threads 1..256".into(),
             ));
+        }
+        if self
+            .max_run_secs
+            .is_some_and(|s| s.is_nan() || s <= 0.0 || s.is_infinite())
+        {
+            return Err(BenchError::Usage("--max-run-secs must be > 0".into()));
         }
         Ok(())
     }

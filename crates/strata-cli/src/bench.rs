@@ -13,7 +13,8 @@ pub struct BenchArgs {
     #[arg(long, default_value = "quick")]
     pub preset: String,
     /// Engines, comma-separated: strata, strata:opt=v;opt=v (use ';' between
-    /// options), rocksdb, leveldb. Default: every engine compiled in.
+    /// options), kvell, kvell:opt=v, rocksdb, leveldb, fjall. Default: every
+    /// engine compiled in.
     #[arg(long, value_delimiter = ',')]
     pub engines: Option<Vec<String>>,
     /// Workloads, comma-separated (fillseq, fillrandom, overwrite, readrandom,
@@ -40,6 +41,10 @@ pub struct BenchArgs {
     /// Seconds of the timed workloads (fluctuation, readwhilewriting).
     #[arg(long)]
     pub duration: Option<f64>,
+    /// Stop a run of a fixed number of operations after SECS even if some
+    /// are left (its rate is then marked `*` in the report).
+    #[arg(long, value_name = "SECS")]
+    pub max_run_secs: Option<f64>,
     #[arg(long)]
     pub seed: Option<u64>,
     /// Entries read after each seek of seekrandom.
@@ -113,6 +118,7 @@ pub fn run(a: &BenchArgs) -> Result<ExitCode, CliError> {
     p.value_size = a.value_size.unwrap_or(p.value_size);
     p.threads = a.threads.unwrap_or(p.threads);
     p.duration_secs = a.duration.unwrap_or(p.duration_secs);
+    p.max_run_secs = a.max_run_secs.or(p.max_run_secs);
     p.seed = a.seed.unwrap_or(p.seed);
     p.scan_len = a.scan_len.unwrap_or(p.scan_len);
     if let Some(d) = &a.distribution {

@@ -295,6 +295,13 @@ pub struct Options {
     /// use pread(2) and every data block goes through the block cache.
     /// Only the OS file system maps; others always read. Default true.
     pub mmap_reads: bool,
+    /// With `mmap_reads`, advise the OS that table maps are read at random
+    /// (`MADV_RANDOM`): a page fault reads its page alone instead of the
+    /// 128 KiB around it, and forward scans ask for what comes next
+    /// themselves (`MADV_WILLNEED`). Without it, a database larger than
+    /// the memory it may use thrashes: each fault's read-around evicts
+    /// pages another fault brought in. Default true.
+    pub mmap_random: bool,
     /// Files the database may keep open (RocksDB and LevelDB
     /// `max_open_files`); −1 = no limit. The table cache holds at most
     /// `max_open_files − 10` open tables (each an open descriptor or a
@@ -397,6 +404,7 @@ impl Default for Options {
             verify_checksums: true,
             flush_on_close: false,
             mmap_reads: true,
+            mmap_random: true,
             max_open_files: 1000,
             l0: L0Kind::Tables,
             engine: EngineKind::Lsm,
@@ -484,6 +492,8 @@ setters! {
     flush_on_close: bool,
     /// Sets `mmap_reads`.
     mmap_reads: bool,
+    /// Sets `mmap_random`.
+    mmap_random: bool,
     /// Sets `max_open_files` (−1 = no limit).
     max_open_files: i32,
     /// Sets `l0`.
@@ -643,6 +653,7 @@ impl Options {
             "verify_checksums" => self.verify_checksums = flag(name, value)?,
             "flush_on_close" => self.flush_on_close = flag(name, value)?,
             "mmap_reads" => self.mmap_reads = flag(name, value)?,
+            "mmap_random" => self.mmap_random = flag(name, value)?,
             "max_open_files" => {
                 self.max_open_files = value.parse().map_err(|_| {
                     Error::InvalidArgument(format!("option {name}: bad number {value:?}"))
@@ -775,7 +786,7 @@ impl fmt::Display for Options {
              level0_slowdown_writes_trigger={},level0_stop_writes_trigger={},max_bytes_for_level_base={},\
              max_bytes_for_level_multiplier={},num_levels={},target_file_size={},block_size={},\
              block_restart_interval={},bloom_bits_per_key={},block_cache_size={},compression={},\
-             background_threads={},wal_recovery={},verify_checksums={},flush_on_close={},mmap_reads={},max_open_files={},\
+             background_threads={},wal_recovery={},verify_checksums={},flush_on_close={},mmap_reads={},mmap_random={},max_open_files={},\
              l0={},fast_dir={},matrix_capacity={},matrix_column_bytes={},matrix_segment_rows={},\
              matrix_hints={},executor={},compaction_picker={},update_table_size={},stale_threshold={},\
              copro_large_value={},copro_threshold={},copro_alpha={},copro_beta={},offload_timeout_ms={},\
@@ -799,6 +810,7 @@ impl fmt::Display for Options {
             self.verify_checksums,
             self.flush_on_close,
             self.mmap_reads,
+            self.mmap_random,
             self.max_open_files,
             self.l0.name(),
             self.fast_dir

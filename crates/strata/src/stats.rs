@@ -31,6 +31,9 @@ pub struct Stats {
     pub stall_micros: AtomicU64,
     pub slowdown_count: AtomicU64,
     pub slowdown_micros: AtomicU64,
+    /// Write groups delayed by write pacing, and the time they slept.
+    pub pace_count: AtomicU64,
+    pub pace_micros: AtomicU64,
     /// Gets answered by the table the update table named.
     pub shortcut_hits: AtomicU64,
     /// Gets where the update table named a table that did not answer
@@ -100,6 +103,8 @@ pub struct StatsSnapshot {
     pub stall_micros: u64,
     pub slowdown_count: u64,
     pub slowdown_micros: u64,
+    pub pace_count: u64,
+    pub pace_micros: u64,
     pub shortcut_hits: u64,
     pub shortcut_misses: u64,
     pub stale_compactions: u64,
@@ -176,6 +181,8 @@ impl StatsSnapshot {
             stall_micros: g(&s.stall_micros),
             slowdown_count: g(&s.slowdown_count),
             slowdown_micros: g(&s.slowdown_micros),
+            pace_count: g(&s.pace_count),
+            pace_micros: g(&s.pace_micros),
             shortcut_hits: g(&s.shortcut_hits),
             shortcut_misses: g(&s.shortcut_misses),
             stale_compactions: g(&s.stale_compactions),
@@ -239,7 +246,7 @@ impl StatsSnapshot {
             "{{\"user_bytes_written\":{},\"user_writes\":{},\"user_reads\":{},\"wal_bytes\":{},\"wal_syncs\":{},\
              \"write_groups\":{},\"flush_bytes\":{},\"flush_count\":{},\"flush_micros\":{},\"compaction_count\":{},\
              \"compaction_micros\":{},\"compaction_bytes_read\":{},\"compaction_bytes_written\":{},\"trivial_moves\":{},\
-             \"stall_count\":{},\"stall_micros\":{},\"slowdown_count\":{},\"slowdown_micros\":{},\
+             \"stall_count\":{},\"stall_micros\":{},\"slowdown_count\":{},\"slowdown_micros\":{},\"pace_count\":{},\"pace_micros\":{},\
              \"shortcut_hits\":{},\"shortcut_misses\":{},\"stale_compactions\":{},\"stale_dropped\":{},\
              \"compaction_cpu_micros\":{},\"compaction_read_busy_micros\":{},\"compaction_merge_busy_micros\":{},\"compaction_write_busy_micros\":{},\"compaction_subtasks\":{},\"compaction_pipelined_subtasks\":{},\"compaction_offloaded_subtasks\":{},\"compaction_offload_fallbacks\":{},\"compactions_running_max\":{},\
              \"update_table_entries\":{},\"update_table_bytes\":{},\"manifest_bytes\":{},\
@@ -265,6 +272,8 @@ impl StatsSnapshot {
             self.stall_micros,
             self.slowdown_count,
             self.slowdown_micros,
+            self.pace_count,
+            self.pace_micros,
             self.shortcut_hits,
             self.shortcut_misses,
             self.stale_compactions,
@@ -435,11 +444,13 @@ impl fmt::Display for StatsSnapshot {
         }
         writeln!(
             f,
-            "stalls:             {} ({:.3} s); slowdowns {} ({:.3} s)",
+            "stalls:             {} ({:.3} s); slowdowns {} ({:.3} s); paced {} ({:.3} s)",
             self.stall_count,
             self.stall_micros as f64 / 1e6,
             self.slowdown_count,
-            self.slowdown_micros as f64 / 1e6
+            self.slowdown_micros as f64 / 1e6,
+            self.pace_count,
+            self.pace_micros as f64 / 1e6
         )?;
         writeln!(
             f,

@@ -6,6 +6,9 @@
 //! full until background work catches up; debt at
 //! `soft_pending_compaction_bytes_limit` delays like the L0 slowdown.
 //!
+//! A memtable waiting for its flush while writers fill the last free one
+//! paces them (`pace_count`).
+//!
 //! The single background thread is held inside a flush event, so no flush
 //! or compaction can relieve the pressure: what happens is decided by the
 //! triggers alone, and checked on the `slowdown_count` and `stall_count`
@@ -128,6 +131,27 @@ fn too_many_memtables_stall_the_writer_without_slowing_it() {
     assert_eq!(s.immutable_memtables, 1, "{s:?}");
     assert_eq!(s.levels[0].files, 1, "{s:?}");
     assert_eq!(s.slowdown_count, 0, "below every slowdown trigger: {s:?}");
+}
+
+#[test]
+fn a_pending_flush_paces_writers_before_their_memtable_fills() {
+    // Write pacing (docs/ARCHITECTURE.md, "Pacing"): with every memtable
+    // slot taken, writes into the last free memtable are spread over the
+    // time the flush is expected to need, instead of running into a full
+    // memtable at full speed.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (db, gate, next) = held(dir.path(), base(), 1);
+    assert_eq!(db.stats().pace_count, 0, "paced with a free slot");
+    let db = Arc::new(db);
+    let seen = write_through(&db, &gate.0, next);
+    let s = seen
+        .stalled
+        .expect("a full memtable with one waiting for its flush must stop the writer");
+    assert!(
+        s.pace_count > 0,
+        "writes into the last free memtable were not paced: {s:?}"
+    );
+    assert_eq!(s.slowdown_count, 0, "{s:?}");
 }
 
 #[test]

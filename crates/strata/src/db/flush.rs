@@ -31,6 +31,7 @@ pub(super) fn flush_one<'a>(
     let version = st.versions.current();
     let snapshots = inner.snapshot_list();
     let started = Instant::now();
+    st.pacer.flush_started(started);
     let written = MutexGuard::unlocked(&mut st, || write_l0(inner, &mem, &version, snapshots));
     let result = match written {
         Ok(written) => {
@@ -69,6 +70,8 @@ pub(super) fn flush_one<'a>(
     st.flushing = false;
     match result {
         Ok((bytes, edit, keys)) => {
+            st.pacer
+                .flush_finished(mem.approximate_size() as u64, started.elapsed());
             st.imm.remove(0);
             inner.install_super_version(&mut st);
             // Listeners run without the state lock and see the new version.
@@ -100,7 +103,10 @@ pub(super) fn flush_one<'a>(
                 delete_obsolete_wals(inner, keep_from);
             });
         }
-        Err(e) => inner.set_bg_error(&mut st, e),
+        Err(e) => {
+            st.pacer.flush_finished(0, Duration::ZERO);
+            inner.set_bg_error(&mut st, e)
+        }
     }
     inner.done_cv.notify_all();
     inner.bg_cv.notify_all();

@@ -10,6 +10,7 @@
 mod background;
 mod compact;
 pub(crate) mod flush;
+mod pacing;
 mod read;
 mod recovery;
 mod snapshot;
@@ -56,6 +57,8 @@ pub(crate) struct State {
     pub shutting_down: bool,
     /// Bytes by which levels exceed their targets (write pacing).
     pub compaction_debt: u64,
+    /// Slows writers while a flush must finish before the next switch.
+    pub pacer: pacing::Pacer,
 }
 
 impl State {

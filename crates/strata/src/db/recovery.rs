@@ -216,6 +216,7 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
             mem: mem.clone(),
             imm: Vec::new(),
             flushing: false,
+            pacer: super::pacing::Pacer::new(),
             in_flight: Default::default(),
             bg_error: None,
             shutting_down: false,

@@ -122,8 +122,9 @@ impl Inner {
     fn commit_group(&self, group: &mut [Pending]) -> Result<()> {
         let force_switch = group.iter().any(|p| p.force_switch);
         let sync = group.iter().any(|p| p.sync);
+        let bytes = group.iter().map(|p| p.batch.approximate_size()).sum();
         let mut log = self.log.lock();
-        self.make_room(&mut log, force_switch)?;
+        self.make_room(&mut log, force_switch, bytes)?;
 
         let (first, rest) = match group.split_first_mut() {
             Some(x) => x,
@@ -189,13 +190,33 @@ impl Inner {
         Ok(())
     }
 
-    /// Ensures the memtable has room, switching it (and the WAL) when full
-    /// and stalling while background work is too far behind.
-    fn make_room(&self, log: &mut super::LogState, mut force_switch: bool) -> Result<()> {
+    /// Ensures the memtable has room for a group of `bytes`, switching it
+    /// (and the WAL) when full, pacing writers while a flush must end before
+    /// the next switch (`pacing`), and stalling while background work is
+    /// too far behind.
+    fn make_room(
+        &self,
+        log: &mut super::LogState,
+        mut force_switch: bool,
+        bytes: usize,
+    ) -> Result<()> {
         let mut allow_delay = !force_switch;
+        let mut allow_pace = !force_switch;
         let mut st = self.state.lock();
         loop {
             st.check_usable()?;
+            if allow_pace {
+                allow_pace = false;
+                if let Some(wait) = self.pace(&mut st, log, bytes) {
+                    drop(st);
+                    let t = Instant::now();
+                    std::thread::sleep(wait);
+                    Stats::add(&self.stats.pace_count, 1);
+                    Stats::add(&self.stats.pace_micros, t.elapsed().as_micros() as u64);
+                    st = self.state.lock();
+                    continue;
+                }
+            }
             let l0 = self.l0.pressure(&st.versions.current(), &self.opts);
             if allow_delay
                 && (l0.slow || st.compaction_debt >= self.opts.soft_pending_compaction_bytes_limit)
@@ -237,6 +258,27 @@ impl Inner {
             self.switch_memtable(&mut st, log)?;
             force_switch = false;
         }
+    }
+
+    /// The pacing delay of a group of `bytes`: only while every memtable
+    /// slot is taken, so that the next switch would wait for a flush.
+    fn pace(&self, st: &mut State, log: &super::LogState, bytes: usize) -> Option<Duration> {
+        let now = Instant::now();
+        let behind = st.imm.len() + 1 >= self.opts.max_write_buffer_number;
+        let (Some(oldest), true) = (st.imm.first(), behind) else {
+            st.pacer.idle(now);
+            return None;
+        };
+        let room = self
+            .opts
+            .write_buffer_size
+            .saturating_sub(log.mem.approximate_size());
+        if room == 0 {
+            // Full: the switch below stops this writer until the flush ends.
+            return None;
+        }
+        let flushing = oldest.approximate_size();
+        st.pacer.delay(now, bytes, room, flushing)
     }
 
     /// Starts a new WAL and memtable; the old memtable becomes immutable.

@@ -46,6 +46,15 @@ pub trait RandomAccessFile: Send + Sync + Debug {
     fn mapping(&self) -> Option<&Arc<Mapping>> {
         None
     }
+    /// Tells the OS that reads of this file's mapping are random: a page
+    /// fault then reads that page alone instead of the pages around it
+    /// (which, when memory is short, evict one another before they are
+    /// used). No-op where the file is not mapped.
+    fn advise_random(&self) {}
+    /// Asks the OS to start reading `[offset, offset + len)` of the mapping
+    /// in the background (iterators call it ahead of their position). No-op
+    /// where the file is not mapped.
+    fn prefetch(&self, _offset: u64, _len: u64) {}
     /// The file's size when it was opened.
     fn len(&self) -> u64;
     /// True for an empty file.

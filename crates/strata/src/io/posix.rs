@@ -150,6 +150,23 @@ impl RandomAccessFile for PosixMapped {
         Some(&self.map)
     }
 
+    // Advice is a hint: a kernel that refuses it reads as before, so its
+    // errors are ignored.
+    fn advise_random(&self) {
+        let _ = self.map.advise(memmap2::Advice::Random);
+    }
+
+    fn prefetch(&self, offset: u64, len: u64) {
+        let end = self.map.len() as u64;
+        let start = offset.min(end);
+        let len = len.min(end - start);
+        if len > 0 {
+            let _ = self
+                .map
+                .advise_range(memmap2::Advice::WillNeed, start as usize, len as usize);
+        }
+    }
+
     fn len(&self) -> u64 {
         self.map.len() as u64
     }

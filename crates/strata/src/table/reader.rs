@@ -228,6 +228,11 @@ impl Table {
         let n = usize::try_from(h.size + BLOCK_TRAILER_LEN as u64)
             .map_err(|_| Error::corruption(&self.path, h.offset, "block too large"))?;
         let mut buf = vec![0u8; n];
+        if n > 2 * PAGE {
+            // An index or filter spanning many pages: one request for all
+            // of them rather than a fault per page under `MADV_RANDOM`.
+            self.file.prefetch(h.offset, n as u64);
+        }
         self.file.read_exact_at(h.offset, &mut buf)?;
         self.bytes_read.fetch_add(n as u64, Ordering::Relaxed);
         decode_stored_block(buf, verify).map_err(|e| e.in_file(&self.path, h.offset))
@@ -349,6 +354,9 @@ impl Table {
     }
 }
 
+/// The OS page size assumed by prefetch decisions.
+const PAGE: usize = 4096;
+
 /// Bytes read at once by a sequential iterator.
 const READAHEAD_BYTES: usize = 1 << 20;
 
@@ -359,12 +367,34 @@ struct Readahead {
     buf: Vec<u8>,
 }
 
+/// The first prefetch window of a forward scan over a mapped table, once
+/// it has read [`PREFETCH_AFTER`] adjacent blocks; it doubles up to
+/// [`PREFETCH_MAX`] (a sequential iterator starts at the maximum).
+const PREFETCH_MIN: u64 = 16 << 10;
+const PREFETCH_MAX: u64 = 256 << 10;
+const PREFETCH_AFTER: u32 = 2;
+
+/// What a forward scan has asked the OS to read ahead of it in a mapped
+/// table: with `MADV_RANDOM` on the map (see `Options::mmap_random`), a
+/// page fault reads one page, so a scan tells the OS what comes next.
+#[derive(Default)]
+struct Prefetch {
+    /// End of the last data block loaded.
+    last_end: u64,
+    /// Adjacent blocks loaded in a row.
+    run: u32,
+    window: u64,
+    /// Offset up to which reads were requested.
+    until: u64,
+}
+
 /// Bidirectional iterator over a whole table (index iterator + data block
 /// iterator). Errors make it invalid and are reported by `status()`.
 pub struct TableIter {
     table: Arc<Table>,
     /// Set for sequential scans that bypass the block cache.
     readahead: Option<Readahead>,
+    prefetch: Prefetch,
     index: BlockIter,
     data: Option<BlockIter>,
     data_handle: BlockHandle,
@@ -377,6 +407,7 @@ impl TableIter {
         TableIter {
             table,
             readahead: None,
+            prefetch: Prefetch::default(),
             index,
             data: None,
             data_handle: BlockHandle::default(),
@@ -447,8 +478,42 @@ impl TableIter {
             Ok(b) => {
                 self.data = Some(BlockIter::new(b));
                 self.data_handle = handle;
+                self.prefetch_after(handle);
             }
             Err(e) => self.set_error(e),
+        }
+    }
+
+    /// After loading the block at `h`: once blocks are read front to back,
+    /// ask the OS to read the next window of the file in the background.
+    fn prefetch_after(&mut self, h: BlockHandle) {
+        let p = &mut self.prefetch;
+        let end = h.offset + h.size + BLOCK_TRAILER_LEN as u64;
+        if h.offset == p.last_end {
+            p.run += 1;
+        } else {
+            p.run = 0;
+            p.window = 0;
+            p.until = 0;
+        }
+        p.last_end = end;
+        let sequential = self.readahead.is_some();
+        if !sequential && p.run < PREFETCH_AFTER {
+            return;
+        }
+        if end + p.window / 2 < p.until {
+            return;
+        }
+        p.window = if sequential {
+            PREFETCH_MAX
+        } else {
+            (p.window * 2).clamp(PREFETCH_MIN, PREFETCH_MAX)
+        };
+        let from = p.until.max(end);
+        let to = (end + p.window).min(self.table.data_limit);
+        if to > from {
+            self.table.file.prefetch(from, to - from);
+            p.until = to;
         }
     }
 

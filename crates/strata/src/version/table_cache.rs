@@ -64,6 +64,7 @@ pub struct TableCache {
     blocks: Arc<BlockCache>,
     verify_checksums: bool,
     mmap_reads: bool,
+    mmap_random: bool,
     capacity: Option<usize>,
     lru: Mutex<Lru>,
     hits: AtomicU64,
@@ -92,6 +93,7 @@ impl TableCache {
             blocks,
             verify_checksums: opts.verify_checksums,
             mmap_reads: opts.mmap_reads,
+            mmap_random: opts.mmap_random,
             capacity: capacity.map(|c| c.max(1)),
             lru: Mutex::new(Lru::new()),
             hits: AtomicU64::new(0),
@@ -181,7 +183,11 @@ impl TableCache {
     fn open(&self, id: u64, size: u64, bytes_read: &Arc<AtomicU64>) -> Result<Table> {
         let path = self.path(id);
         let file = if self.mmap_reads {
-            self.fs.open_mapped(&path)?
+            let file = self.fs.open_mapped(&path)?;
+            if self.mmap_random {
+                file.advise_random();
+            }
+            file
         } else {
             self.fs.open_random(&path)?
         };

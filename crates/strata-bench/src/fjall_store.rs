@@ -1,0 +1,320 @@
+//! fjall 3 (the pure-Rust LSM from crates.io) as a comparator behind
+//! [`strata::KvStore`], built with the `comparators` feature.
+//!
+//! It runs with fjall's own defaults except what every engine of a run
+//! shares (issue 18): no compression, the run's memtable size and cache
+//! size, and its sync policy (a synced write is the write, then
+//! `persist(SyncData)` of the journal, as a fjall user makes a write
+//! durable). One keyspace holds the data.
+
+use crate::engine::{EngineSettings, OpenEngine};
+use crate::BenchError;
+use fjall::config::CompressionPolicy;
+use fjall::{
+    AbstractTree, CompressionType, Database, Keyspace, KeyspaceCreateOptions, PersistMode,
+};
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use strata::stats::LevelStats;
+use strata::types::ValueKind;
+use strata::{
+    Cursor, KvStore, Semantics, StatsSnapshot, StoreSnapshot, StoreStats, WriteBatch, WriteOptions,
+};
+
+/// The fjall release this crate is built against (Cargo.lock pins it).
+const VERSION: &str = "3.1";
+
+/// fjall levels reported in stats (its default level count).
+const LEVELS: usize = 7;
+
+/// An open fjall database and its one keyspace.
+pub struct FjallStore {
+    db: Database,
+    ks: Keyspace,
+    /// `persist(SyncData)` after every write.
+    sync: bool,
+    path: PathBuf,
+    closed: AtomicBool,
+    name: String,
+}
+
+fn err(path: &Path, e: fjall::Error) -> strata::Error {
+    strata::Error::io(path, std::io::Error::other(format!("fjall: {e}")))
+}
+
+fn compression(name: &str) -> Result<CompressionPolicy, BenchError> {
+    match name {
+        "none" => Ok(CompressionPolicy::all(CompressionType::None)),
+        "lz4" => Ok(CompressionPolicy::all(CompressionType::Lz4)),
+        other => Err(BenchError::Usage(format!(
+            "fjall: compression {other:?} is not supported (none or lz4)"
+        ))),
+    }
+}
+
+/// Opens (creating) fjall in `dir` with the run's shared settings.
+pub fn open(settings: &EngineSettings, dir: &Path) -> Result<OpenEngine, BenchError> {
+    let failed = |e: fjall::Error| BenchError::Engine(err(dir, e));
+    let db = Database::builder(dir)
+        .cache_size(settings.block_cache_size as u64)
+        .open()
+        .map_err(failed)?;
+    let policy = compression(&settings.compression)?;
+    let memtable = settings.write_buffer_size as u64;
+    let ks = db
+        .keyspace("bench", move || {
+            KeyspaceCreateOptions::default()
+                .max_memtable_size(memtable)
+                .data_block_compression_policy(policy.clone())
+        })
+        .map_err(failed)?;
+    let shown = format!(
+        "fjall defaults (leveled, 4 KiB blocks, 64 MiB tables, its bloom policy) with compression={}, memtable={} MiB, cache={} MiB, sync={}",
+        settings.compression,
+        settings.write_buffer_size >> 20,
+        settings.block_cache_size >> 20,
+        settings.sync
+    );
+    let version = format!("fjall {VERSION}");
+    let store = FjallStore {
+        db,
+        ks,
+        sync: settings.sync,
+        path: dir.to_path_buf(),
+        closed: AtomicBool::new(false),
+        name: format!("{version} ({shown})"),
+    };
+    Ok(OpenEngine {
+        store: Box::new(store),
+        version,
+        settings: shown,
+    })
+}
+
+fn owned(b: Bound<&[u8]>) -> Bound<Vec<u8>> {
+    match b {
+        Bound::Included(k) => Bound::Included(k.to_vec()),
+        Bound::Excluded(k) => Bound::Excluded(k.to_vec()),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+impl FjallStore {
+    fn live(&self) -> strata::Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            Err(strata::Error::Closed)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn err(&self, e: fjall::Error) -> strata::Error {
+        err(&self.path, e)
+    }
+
+    /// Makes the journal durable when the run syncs every write.
+    fn after_write(&self) -> strata::Result<()> {
+        if self.sync {
+            self.db
+                .persist(PersistMode::SyncData)
+                .map_err(|e| self.err(e))?;
+        }
+        Ok(())
+    }
+
+    /// What idleness looks like: no flush queued, no compaction running,
+    /// and the table counts (unchanged across looks means nothing new was
+    /// scheduled in between).
+    fn activity(&self) -> (bool, Vec<usize>) {
+        let busy = self.db.outstanding_flushes() > 0 || self.db.active_compactions() > 0;
+        let mut shape: Vec<usize> = (0..LEVELS)
+            .map(|l| self.ks.tree.level_table_count(l).unwrap_or(0))
+            .collect();
+        shape.push(self.db.compactions_completed());
+        (busy, shape)
+    }
+}
+
+impl KvStore for FjallStore {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn semantics(&self) -> Semantics {
+        Semantics {
+            engine: "fjall",
+            atomic_batches: true,
+            snapshot_scans: true,
+            snapshots: false,
+            unsynced: "a process crash (the journal is written to the OS per write)",
+            synced: "per-write sync is the run's setting here (persist(SyncData) after each write)",
+        }
+    }
+
+    fn put(&self, key: &[u8], value: &[u8]) -> strata::Result<()> {
+        self.live()?;
+        self.ks.insert(key, value).map_err(|e| self.err(e))?;
+        self.after_write()
+    }
+
+    fn get(&self, key: &[u8]) -> strata::Result<Option<Vec<u8>>> {
+        self.live()?;
+        Ok(self
+            .ks
+            .get(key)
+            .map_err(|e| self.err(e))?
+            .map(|v| v.to_vec()))
+    }
+
+    fn delete(&self, key: &[u8]) -> strata::Result<()> {
+        self.live()?;
+        self.ks.remove(key).map_err(|e| self.err(e))?;
+        self.after_write()
+    }
+
+    fn write(&self, batch: WriteBatch, opts: &WriteOptions) -> strata::Result<()> {
+        self.live()?;
+        let mut b = self.db.batch();
+        for entry in &batch {
+            let e = entry?;
+            match e.kind {
+                ValueKind::Value => b.insert(&self.ks, e.key, e.value),
+                ValueKind::Delete => b.remove(&self.ks, e.key),
+            }
+        }
+        if self.sync || opts.sync {
+            b = b.durability(Some(PersistMode::SyncData));
+        }
+        b.commit().map_err(|e| self.err(e))
+    }
+
+    fn scan(
+        &self,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        limit: usize,
+        reverse: bool,
+    ) -> strata::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.live()?;
+        let mut out = Vec::new();
+        if limit == 0 {
+            return Ok(out);
+        }
+        let range = (owned(start), owned(end));
+        // An empty or inverted range has nothing (fjall's range would panic
+        // on some inverted bounds, as BTreeMap's does).
+        if let (Bound::Included(s) | Bound::Excluded(s), Bound::Included(e) | Bound::Excluded(e)) =
+            (&range.0, &range.1)
+        {
+            let empty =
+                s > e || (s == e && !matches!(range, (Bound::Included(_), Bound::Included(_))));
+            if empty {
+                return Ok(out);
+            }
+        }
+        let iter = self.ks.range::<Vec<u8>, _>(range);
+        let mut push = |g: fjall::Guard| -> strata::Result<bool> {
+            let (k, v) = g.into_inner().map_err(|e| self.err(e))?;
+            out.push((k.to_vec(), v.to_vec()));
+            Ok(out.len() < limit)
+        };
+        if reverse {
+            for g in iter.rev() {
+                if !push(g)? {
+                    break;
+                }
+            }
+        } else {
+            for g in iter {
+                if !push(g)? {
+                    break;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The benchmark reads through `scan`; like the C comparators, fjall
+    /// offers no positioned cursor here.
+    fn cursor(&self, _snap: Option<&StoreSnapshot>) -> strata::Result<Box<dyn Cursor>> {
+        Err(strata::Error::NotSupported(
+            "cursors on the fjall comparator".into(),
+        ))
+    }
+
+    fn flush(&self) -> strata::Result<()> {
+        self.live()?;
+        self.ks
+            .rotate_memtable_and_wait()
+            .map_err(|e| self.err(e))?;
+        self.db
+            .persist(PersistMode::SyncAll)
+            .map_err(|e| self.err(e))
+    }
+
+    fn compact(&self) -> strata::Result<()> {
+        self.flush()?;
+        self.ks.major_compact().map_err(|e| self.err(e))
+    }
+
+    /// fjall cannot block on its background work: poll until four looks in
+    /// a row, 50 ms apart, find nothing queued or running and the same
+    /// table counts; give up after ten minutes.
+    fn wait_for_compactions(&self) -> strata::Result<()> {
+        const LIMIT: Duration = Duration::from_secs(600);
+        const QUIET_LOOKS: u32 = 4;
+        let started = Instant::now();
+        let mut last: Option<Vec<usize>> = None;
+        let mut quiet = 0;
+        while quiet < QUIET_LOOKS {
+            self.live()?;
+            match self.activity() {
+                (false, shape) if last.as_ref() == Some(&shape) => quiet += 1,
+                (false, shape) => {
+                    last = Some(shape);
+                    quiet = 1;
+                }
+                (true, _) => {
+                    last = None;
+                    quiet = 0;
+                }
+            }
+            if started.elapsed() > LIMIT {
+                return Err(strata::Error::io(
+                    &self.path,
+                    std::io::Error::other(format!(
+                        "fjall: background work still running after {} s",
+                        LIMIT.as_secs()
+                    )),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(())
+    }
+
+    fn stats(&self) -> StoreStats {
+        let mut s = StatsSnapshot::default();
+        if !self.closed.load(Ordering::Acquire) {
+            for level in 0..LEVELS {
+                s.levels.push(LevelStats {
+                    files: self.ks.tree.level_table_count(level).unwrap_or(0),
+                    ..LevelStats::default()
+                });
+            }
+        }
+        let mut out = StoreStats::from_lsm(s);
+        out.engine = "fjall";
+        out
+    }
+
+    /// Marks the store closed; the database closes at drop (fjall persists
+    /// its journal then). Like the other engines, the memtable is not
+    /// flushed.
+    fn close(&self) -> strata::Result<()> {
+        self.closed.store(true, Ordering::Release);
+        Ok(())
+    }
+}

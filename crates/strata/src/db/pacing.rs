@@ -1,0 +1,170 @@
+//! Write pacing: while every memtable slot is taken (the next switch would
+//! have to wait for a flush), writers are slowed so that the active
+//! memtable fills no sooner than the running flush is expected to end.
+//! Without it they run at full speed into a full memtable and then stop for
+//! the rest of the flush: one put then waits hundreds of milliseconds
+//! (RocksDB's delayed-write rate addresses the same cliff).
+//!
+//! The pacer is a token bucket in time: each write group costs
+//! `bytes ÷ allowed rate` seconds, where the allowed rate is the room left
+//! in the active memtable ÷ the time the flush still needs (its memtable's
+//! bytes ÷ the rate of recent flushes, with a margin, minus the time it has
+//! run). A writer sleeps once its group's turn is at least
+//! [`MIN_SLEEP`] away, never longer than [`MAX_SLEEP`] per group.
+
+use std::time::{Duration, Instant};
+
+/// Assumed flush rate before the first flush is measured.
+const DEFAULT_FLUSH_RATE: f64 = 32.0 * 1048576.0;
+/// The flush is expected to take this much longer than its estimate.
+const MARGIN: f64 = 1.25;
+/// Sleeps shorter than this are carried over (the OS cannot sleep less).
+pub const MIN_SLEEP: Duration = Duration::from_millis(1);
+/// The longest a single write group is delayed by pacing.
+pub const MAX_SLEEP: Duration = Duration::from_millis(20);
+/// The time left to a flush is never taken as less than this.
+const MIN_REMAINING: f64 = 0.005;
+
+/// Pacing state, guarded by the state mutex.
+#[derive(Debug)]
+pub(crate) struct Pacer {
+    /// Bytes per second of recent flushes (memtable bytes ÷ flush time),
+    /// a moving average; 0 before the first.
+    flush_rate: f64,
+    /// When the running flush started.
+    flush_started: Option<Instant>,
+    /// Write groups are admitted up to this instant.
+    next: Instant,
+}
+
+impl Pacer {
+    pub fn new() -> Self {
+        Pacer {
+            flush_rate: 0.0,
+            flush_started: None,
+            next: Instant::now(),
+        }
+    }
+
+    pub fn flush_started(&mut self, now: Instant) {
+        self.flush_started = Some(now);
+    }
+
+    /// A flush of a memtable of `bytes` took `took`.
+    pub fn flush_finished(&mut self, bytes: u64, took: Duration) {
+        self.flush_started = None;
+        let secs = took.as_secs_f64();
+        if bytes == 0 || secs <= 0.0 {
+            return;
+        }
+        let rate = bytes as f64 / secs;
+        self.flush_rate = if self.flush_rate > 0.0 {
+            0.5 * self.flush_rate + 0.5 * rate
+        } else {
+            rate
+        };
+    }
+
+    /// Not behind: the bucket starts empty the next time pacing begins.
+    pub fn idle(&mut self, now: Instant) {
+        self.next = now;
+    }
+
+    /// How long a group of `bytes` waits, given the `room` left in the
+    /// active memtable and the size of the memtable being (or about to be)
+    /// flushed; `None` when its turn is less than [`MIN_SLEEP`] away.
+    pub fn delay(
+        &mut self,
+        now: Instant,
+        bytes: usize,
+        room: usize,
+        flushing_bytes: usize,
+    ) -> Option<Duration> {
+        let rate = if self.flush_rate > 0.0 {
+            self.flush_rate
+        } else {
+            DEFAULT_FLUSH_RATE
+        };
+        let expected = flushing_bytes as f64 / rate * MARGIN;
+        let ran = self
+            .flush_started
+            .map_or(0.0, |t| now.saturating_duration_since(t).as_secs_f64());
+        let remaining = (expected - ran).max(MIN_REMAINING);
+        let allowed = (room as f64 / remaining).max(1.0);
+        let cost = Duration::from_secs_f64((bytes as f64 / allowed).min(1.0));
+        let start = self.next.max(now);
+        self.next = start + cost;
+        let wait = self.next.saturating_duration_since(now);
+        (wait >= MIN_SLEEP).then(|| wait.min(MAX_SLEEP))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_delay_while_writers_are_slower_than_the_flush_needs() {
+        let mut p = Pacer::new();
+        let t = Instant::now();
+        p.flush_started(t);
+        p.flush_finished(64 << 20, Duration::from_millis(500)); // 128 MiB/s
+        p.flush_started(t);
+        // 60 MiB of room, 64 MiB to flush in ~0.6 s: 100 MiB/s allowed;
+        // 100-byte groups are far below a millisecond each.
+        for _ in 0..100 {
+            assert_eq!(p.delay(t, 100, 60 << 20, 64 << 20), None);
+        }
+    }
+
+    #[test]
+    fn writers_are_spread_over_the_time_the_flush_needs() {
+        let mut p = Pacer::new();
+        let t = Instant::now();
+        p.flush_finished(64 << 20, Duration::from_secs(1)); // 64 MiB/s
+        p.flush_started(t);
+        // 1 MiB of room, a 64 MiB flush just begun (1.25 s expected): each
+        // 64 KiB group may take 1/16 of the time, ~78 ms, capped.
+        let d = p.delay(t, 64 << 10, 1 << 20, 64 << 20);
+        assert_eq!(d, Some(MAX_SLEEP));
+        // Groups queue behind one another: the total admitted over the
+        // expected flush time is about the room.
+        let mut p = Pacer::new();
+        p.flush_finished(64 << 20, Duration::from_secs(1));
+        p.flush_started(t);
+        let mut admitted = 0usize;
+        while p.next.saturating_duration_since(t) < Duration::from_millis(1250) {
+            p.delay(t, 4096, 1 << 20, 64 << 20);
+            admitted += 4096;
+        }
+        assert!(
+            ((1 << 20) - 8192..=(1 << 20) + 8192).contains(&admitted),
+            "{admitted}"
+        );
+    }
+
+    #[test]
+    fn a_late_flush_slows_writers_without_stopping_them() {
+        let mut p = Pacer::new();
+        let t = Instant::now();
+        p.flush_finished(64 << 20, Duration::from_secs(1));
+        p.flush_started(t);
+        // Far past its expected end, with room left: the minimum remaining
+        // time keeps the rate finite and each delay bounded.
+        let later = t + Duration::from_secs(10);
+        let d = p.delay(later, 1 << 20, 1 << 20, 64 << 20);
+        assert!(d.is_some_and(|d| d <= MAX_SLEEP));
+    }
+
+    #[test]
+    fn idle_empties_the_bucket() {
+        let mut p = Pacer::new();
+        let t = Instant::now();
+        p.flush_started(t);
+        assert!(p.delay(t, 1 << 20, 1 << 20, 64 << 20).is_some());
+        p.idle(t);
+        p.flush_finished(0, Duration::ZERO);
+        assert_eq!(p.flush_rate, 0.0);
+        assert!(p.delay(t, 10, 60 << 20, 1 << 20).is_none());
+    }
+}
