@@ -641,7 +641,10 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
     let deadline = if timed {
         Some(start + Duration::from_secs_f64(p.duration_secs))
     } else {
-        p.max_run_secs.map(|s| start + Duration::from_secs_f64(s))
+        // Validated by the parent; a budget past the clock's range is none.
+        p.max_run_secs
+            .and_then(|s| Duration::try_from_secs_f64(s).ok())
+            .and_then(|d| start.checked_add(d))
     };
     let (meter, writer_ops, elapsed) = std::thread::scope(|s| -> Result<_, BenchError> {
         let ctx = &ctx;

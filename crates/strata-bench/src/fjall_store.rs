@@ -11,7 +11,7 @@ use crate::engine::{EngineSettings, OpenEngine};
 use crate::BenchError;
 use fjall::config::CompressionPolicy;
 use fjall::{
-    AbstractTree, CompressionType, Database, Keyspace, KeyspaceCreateOptions, PersistMode,
+    AbstractTree, CompressionType, Database, Keyspace, KeyspaceCreateOptions, PersistMode, Readable,
 };
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
@@ -44,10 +44,12 @@ fn err(path: &Path, e: fjall::Error) -> strata::Error {
     strata::Error::io(path, std::io::Error::other(format!("fjall: {e}")))
 }
 
-fn compression(name: &str) -> Result<CompressionPolicy, BenchError> {
+/// The run's compression for data blocks and for large values in the
+/// journal (fjall compresses those with LZ4 by default).
+fn compression(name: &str) -> Result<CompressionType, BenchError> {
     match name {
-        "none" => Ok(CompressionPolicy::all(CompressionType::None)),
-        "lz4" => Ok(CompressionPolicy::all(CompressionType::Lz4)),
+        "none" => Ok(CompressionType::None),
+        "lz4" => Ok(CompressionType::Lz4),
         other => Err(BenchError::Usage(format!(
             "fjall: compression {other:?} is not supported (none or lz4)"
         ))),
@@ -57,11 +59,13 @@ fn compression(name: &str) -> Result<CompressionPolicy, BenchError> {
 /// Opens (creating) fjall in `dir` with the run's shared settings.
 pub fn open(settings: &EngineSettings, dir: &Path) -> Result<OpenEngine, BenchError> {
     let failed = |e: fjall::Error| BenchError::Engine(err(dir, e));
+    let kind = compression(&settings.compression)?;
     let db = Database::builder(dir)
         .cache_size(settings.block_cache_size as u64)
+        .journal_compression(kind)
         .open()
         .map_err(failed)?;
-    let policy = compression(&settings.compression)?;
+    let policy = CompressionPolicy::all(kind);
     let memtable = settings.write_buffer_size as u64;
     let ks = db
         .keyspace("bench", move || {
@@ -71,7 +75,7 @@ pub fn open(settings: &EngineSettings, dir: &Path) -> Result<OpenEngine, BenchEr
         })
         .map_err(failed)?;
     let shown = format!(
-        "fjall defaults (leveled, 4 KiB blocks, 64 MiB tables, its bloom policy) with compression={}, memtable={} MiB, cache={} MiB, sync={}",
+        "fjall defaults (leveled, 4 KiB blocks, 64 MiB tables, its bloom policy) with compression={} (blocks and journal), memtable={} MiB, cache={} MiB, sync={}",
         settings.compression,
         settings.write_buffer_size >> 20,
         settings.block_cache_size >> 20,
@@ -128,7 +132,11 @@ impl FjallStore {
     /// and the table counts (unchanged across looks means nothing new was
     /// scheduled in between).
     fn activity(&self) -> (bool, Vec<usize>) {
-        let busy = self.db.outstanding_flushes() > 0 || self.db.active_compactions() > 0;
+        // A flush being written is no longer queued but its memtable is
+        // still sealed.
+        let busy = self.db.outstanding_flushes() > 0
+            || self.ks.sealed_memtable_count() > 0
+            || self.db.active_compactions() > 0;
         let mut shape: Vec<usize> = (0..LEVELS)
             .map(|l| self.ks.tree.level_table_count(l).unwrap_or(0))
             .collect();
@@ -146,6 +154,7 @@ impl KvStore for FjallStore {
         Semantics {
             engine: "fjall",
             atomic_batches: true,
+            // A scan reads through a database snapshot taken at its start.
             snapshot_scans: true,
             snapshots: false,
             unsynced: "a process crash (the journal is written to the OS per write)",
@@ -214,7 +223,7 @@ impl KvStore for FjallStore {
                 return Ok(out);
             }
         }
-        let iter = self.ks.range::<Vec<u8>, _>(range);
+        let iter = self.db.snapshot().range::<Vec<u8>, _>(&self.ks, range);
         let mut push = |g: fjall::Guard| -> strata::Result<bool> {
             let (k, v) = g.into_inner().map_err(|e| self.err(e))?;
             out.push((k.to_vec(), v.to_vec()));
@@ -245,10 +254,27 @@ impl KvStore for FjallStore {
     }
 
     fn flush(&self) -> strata::Result<()> {
+        const LIMIT: Duration = Duration::from_secs(600);
         self.live()?;
         self.ks
             .rotate_memtable_and_wait()
             .map_err(|e| self.err(e))?;
+        // Memtables sealed before this call (by writers) may still be in
+        // flight: wait for every sealed one to be written.
+        let started = Instant::now();
+        while self.ks.sealed_memtable_count() > 0 {
+            self.live()?;
+            if started.elapsed() > LIMIT {
+                return Err(strata::Error::io(
+                    &self.path,
+                    std::io::Error::other(format!(
+                        "fjall: sealed memtables still unwritten after {} s",
+                        LIMIT.as_secs()
+                    )),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
         self.db
             .persist(PersistMode::SyncAll)
             .map_err(|e| self.err(e))

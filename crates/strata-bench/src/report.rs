@@ -542,13 +542,13 @@ fn kvell_rows(r: &Report) -> Option<Vec<Vec<String>>> {
     Some(rows)
 }
 
-/// Ratio table: one row per workload, one column per engine.
 /// True for the comparators (RocksDB, LevelDB, fjall), false for strata's
 /// own configurations.
 fn is_peer(engine: &str) -> bool {
     crate::engine::EngineKind::parse(engine).is_ok_and(|k| k.is_comparator())
 }
 
+/// Ratio table: one row per workload, one column per engine.
 fn ratio_rows(r: &Report) -> Vec<Vec<String>> {
     let ours: Vec<&str> = r
         .engines

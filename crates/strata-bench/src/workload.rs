@@ -63,15 +63,26 @@ impl Params {
                 "--num must be > 0 and --threads 1..256".into(),
             ));
         }
+        if !(self.duration_secs > 0.0 && self.duration_secs <= MAX_RUN_SECS) {
+            return Err(BenchError::Usage(format!(
+                "--duration must be > 0 and at most {MAX_RUN_SECS} seconds"
+            )));
+        }
         if self
             .max_run_secs
-            .is_some_and(|s| s.is_nan() || s <= 0.0 || s.is_infinite())
+            .is_some_and(|s| !(s > 0.0 && s <= MAX_RUN_SECS))
         {
-            return Err(BenchError::Usage("--max-run-secs must be > 0".into()));
+            return Err(BenchError::Usage(format!(
+                "--max-run-secs must be > 0 and at most {MAX_RUN_SECS} (about 11 days)"
+            )));
         }
         Ok(())
     }
 }
+
+/// The longest budget `--max-run-secs` takes (a deadline past it could
+/// overflow the clock).
+pub const MAX_RUN_SECS: f64 = 1e6;
 
 /// Shares of a YCSB-style operation mix (they sum to 1).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

@@ -52,10 +52,12 @@ fn tiny_preset_end_to_end() {
         .map(|e| e["name"].as_str().expect("engine name"))
         .collect();
     if comparators {
-        assert_eq!(engines, ["strata", "rocksdb", "leveldb"]);
+        assert_eq!(engines, ["strata", "rocksdb", "leveldb", "fjall"]);
         assert_eq!(r["baseline"], "rocksdb");
         assert!(
-            stdout.contains("RocksDB 7.") && stdout.contains("LevelDB 1."),
+            stdout.contains("RocksDB 7.")
+                && stdout.contains("LevelDB 1.")
+                && stdout.contains("fjall 3."),
             "{stdout}"
         );
     } else {

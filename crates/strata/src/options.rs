@@ -300,7 +300,10 @@ pub struct Options {
     /// 128 KiB around it, and forward scans ask for what comes next
     /// themselves (`MADV_WILLNEED`). Without it, a database larger than
     /// the memory it may use thrashes: each fault's read-around evicts
-    /// pages another fault brought in. Default true.
+    /// pages another fault brought in. Default false: when the database
+    /// fits in memory, read-around warms a cold cache in far fewer faults
+    /// (quick preset, cold: random gets 156k/s with it, 291k/s without;
+    /// scans 1.1M/s against 2.8M/s).
     pub mmap_random: bool,
     /// Files the database may keep open (RocksDB and LevelDB
     /// `max_open_files`); −1 = no limit. The table cache holds at most
@@ -404,7 +407,7 @@ impl Default for Options {
             verify_checksums: true,
             flush_on_close: false,
             mmap_reads: true,
-            mmap_random: true,
+            mmap_random: false,
             max_open_files: 1000,
             l0: L0Kind::Tables,
             engine: EngineKind::Lsm,

@@ -27,6 +27,10 @@ fn configurations() -> Vec<(&'static str, Options)> {
         ("lsm-tiny", common::tiny_options()),
         ("lsm-matrix", with(common::tiny_options(), common::MATRIX)),
         (
+            "lsm-tiny-mmap-random",
+            with(common::tiny_options(), "mmap_random=true"),
+        ),
+        (
             "kvell-pread",
             with(
                 Options::default(),

@@ -30,7 +30,7 @@ const MAX_OPEN: i32 = 64;
 /// Tables the child's database must reach.
 const MIN_TABLES: usize = 2000;
 
-/// Runs the child scenario `mode` ("pread" or "mmap") with `max_open_files`;
+/// Runs the child scenario `mode` ("pread", "mmap" or "mmap-random") with `max_open_files`;
 /// returns (success, stdout, stderr).
 fn run_child(mode: &str, max_open_files: i32) -> (bool, String, String) {
     let exe = std::env::current_exe().expect("current_exe");
@@ -64,6 +64,12 @@ fn thousands_of_tables_under_256_descriptors_pread() {
 #[test]
 fn thousands_of_tables_under_256_descriptors_mmap() {
     expect_child_ok("mmap");
+}
+
+/// Maps advised `MADV_RANDOM`, scans prefetching ahead themselves.
+#[test]
+fn thousands_of_tables_under_256_descriptors_mmap_random() {
+    expect_child_ok("mmap-random");
 }
 
 /// The same scenario with no limit (`max_open_files = -1`, the old
@@ -162,7 +168,8 @@ fn table_cache_child() {
         .target_file_size(4 << 10)
         .max_bytes_for_level_base(256 << 10)
         .block_size(1024)
-        .mmap_reads(mode == "mmap")
+        .mmap_reads(mode != "pread")
+        .mmap_random(mode == "mmap-random")
         .max_open_files(max_open);
     let capacity = opts.table_cache_capacity();
     let db = common::open(&dir, opts.clone());
@@ -224,7 +231,7 @@ fn table_cache_child() {
     if let Some(cap) = capacity {
         assert!(stats.open_tables <= cap);
         assert!(fds <= cap && maps <= cap, "{fds} fds, {maps} maps");
-        if mode == "mmap" {
+        if mode != "pread" {
             assert_eq!(maps, stats.open_tables);
             assert!(stats.mapped_table_bytes > 0);
         } else {

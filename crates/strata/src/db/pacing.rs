@@ -51,8 +51,10 @@ impl Pacer {
     }
 
     /// A flush of a memtable of `bytes` took `took`.
+    /// The backlog of the paced period ends with it.
     pub fn flush_finished(&mut self, bytes: u64, took: Duration) {
         self.flush_started = None;
+        self.next = Instant::now();
         let secs = took.as_secs_f64();
         if bytes == 0 || secs <= 0.0 {
             return;
@@ -93,7 +95,10 @@ impl Pacer {
         let allowed = (room as f64 / remaining).max(1.0);
         let cost = Duration::from_secs_f64((bytes as f64 / allowed).min(1.0));
         let start = self.next.max(now);
-        self.next = start + cost;
+        // No group is put off past the flush's expected end: by then the
+        // memtable it waits for is free, and a backlog would only carry
+        // delays into the next period.
+        self.next = (start + cost).min(now + Duration::from_secs_f64(remaining));
         let wait = self.next.saturating_duration_since(now);
         (wait >= MIN_SLEEP).then(|| wait.min(MAX_SLEEP))
     }
@@ -154,6 +159,21 @@ mod tests {
         let later = t + Duration::from_secs(10);
         let d = p.delay(later, 1 << 20, 1 << 20, 64 << 20);
         assert!(d.is_some_and(|d| d <= MAX_SLEEP));
+    }
+
+    #[test]
+    fn no_backlog_past_the_flush_end() {
+        let mut p = Pacer::new();
+        let t = Instant::now();
+        p.flush_finished(64 << 20, Duration::from_secs(1));
+        p.flush_started(t);
+        for _ in 0..10_000 {
+            p.delay(t, 1 << 20, 1 << 20, 64 << 20);
+        }
+        assert!(p.next <= t + Duration::from_millis(1250));
+        // The flush ends: the next paced period starts with no debt.
+        p.flush_finished(64 << 20, Duration::from_secs(1));
+        assert!(p.next <= Instant::now());
     }
 
     #[test]

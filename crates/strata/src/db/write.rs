@@ -283,6 +283,8 @@ impl Inner {
 
     /// Starts a new WAL and memtable; the old memtable becomes immutable.
     fn switch_memtable(&self, st: &mut State, log: &mut super::LogState) -> Result<()> {
+        // A fresh memtable: pacing (if still needed) starts from now.
+        st.pacer.idle(Instant::now());
         let number = st.versions.new_file_number();
         let path = wal_path(&self.dir, number);
         // Any failure here stops writes, as a failed WAL append does: the

@@ -260,6 +260,9 @@ impl Table {
                     .min(self.data_limit.saturating_sub(h.offset))
                     .max(n as u64);
                 ra.buf.resize(len as usize, 0);
+                // A mapped file advised random faults page by page: ask
+                // for the whole range first (a no-op for pread files).
+                self.file.prefetch(h.offset, len);
                 self.file.read_exact_at(h.offset, &mut ra.buf)?;
                 self.bytes_read.fetch_add(len, Ordering::Relaxed);
                 ra.offset = h.offset;
