@@ -256,13 +256,13 @@ impl KvStore for FjallStore {
     fn flush(&self) -> strata::Result<()> {
         const LIMIT: Duration = Duration::from_secs(600);
         self.live()?;
-        self.ks
-            .rotate_memtable_and_wait()
-            .map_err(|e| self.err(e))?;
-        // Memtables sealed before this call (by writers) may still be in
-        // flight: wait for every sealed one to be written.
+        // Seal the active memtable, then wait (bounded: fjall's own
+        // `rotate_memtable_and_wait` waits forever if a flush worker
+        // failed) until no flush is queued and every sealed memtable,
+        // including those writers sealed before this call, is written.
+        self.ks.rotate_memtable().map_err(|e| self.err(e))?;
         let started = Instant::now();
-        while self.ks.sealed_memtable_count() > 0 {
+        while self.db.outstanding_flushes() > 0 || self.ks.sealed_memtable_count() > 0 {
             self.live()?;
             if started.elapsed() > LIMIT {
                 return Err(strata::Error::io(

@@ -70,8 +70,11 @@ pub(super) fn flush_one<'a>(
     st.flushing = false;
     match result {
         Ok((bytes, edit, keys)) => {
-            st.pacer
-                .flush_finished(mem.approximate_size() as u64, started.elapsed());
+            st.pacer.flush_finished(
+                Instant::now(),
+                mem.approximate_size() as u64,
+                started.elapsed(),
+            );
             st.imm.remove(0);
             inner.install_super_version(&mut st);
             // Listeners run without the state lock and see the new version.
@@ -104,7 +107,7 @@ pub(super) fn flush_one<'a>(
             });
         }
         Err(e) => {
-            st.pacer.flush_finished(0, Duration::ZERO);
+            st.pacer.flush_finished(Instant::now(), 0, Duration::ZERO);
             inner.set_bg_error(&mut st, e)
         }
     }

@@ -26,6 +26,8 @@ pub const MIN_SLEEP: Duration = Duration::from_micros(200);
 pub const MAX_SLEEP: Duration = Duration::from_millis(20);
 /// The time left to a flush is never taken as less than this.
 const MIN_REMAINING: f64 = 0.005;
+/// Flushes smaller than this do not update the flush rate.
+const MIN_RATE_SAMPLE: u64 = 1 << 20;
 /// A late flush is assumed to need this share of its estimate still.
 const LATE_SHARE: f64 = 0.25;
 
@@ -56,11 +58,13 @@ impl Pacer {
 
     /// A flush of a memtable of `bytes` took `took`.
     /// The backlog of the paced period ends with it.
-    pub fn flush_finished(&mut self, bytes: u64, took: Duration) {
+    pub fn flush_finished(&mut self, now: Instant, bytes: u64, took: Duration) {
         self.flush_started = None;
-        self.next = Instant::now();
+        self.next = now;
         let secs = took.as_secs_f64();
-        if bytes == 0 || secs <= 0.0 {
+        // A small (forced) flush is mostly fixed cost (syncs, the manifest
+        // edit): its rate would say little about a full memtable's.
+        if bytes < MIN_RATE_SAMPLE || secs <= 0.0 {
             return;
         }
         let rate = bytes as f64 / secs;
@@ -122,7 +126,7 @@ mod tests {
         let mut p = Pacer::new();
         let t = Instant::now();
         p.flush_started(t);
-        p.flush_finished(64 << 20, Duration::from_millis(500)); // 128 MiB/s
+        p.flush_finished(t, 64 << 20, Duration::from_millis(500)); // 128 MiB/s
         p.flush_started(t);
         // 60 MiB of room, 64 MiB to flush in ~0.6 s: 100 MiB/s allowed;
         // 100-byte groups are far below a millisecond each.
@@ -135,7 +139,7 @@ mod tests {
     fn writers_are_spread_over_the_time_the_flush_needs() {
         let mut p = Pacer::new();
         let t = Instant::now();
-        p.flush_finished(64 << 20, Duration::from_secs(1)); // 64 MiB/s
+        p.flush_finished(t, 64 << 20, Duration::from_secs(1)); // 64 MiB/s
         p.flush_started(t);
         // 1 MiB of room, a 64 MiB flush just begun (1.25 s expected): each
         // 64 KiB group may take 1/16 of the time, ~78 ms, capped.
@@ -144,7 +148,7 @@ mod tests {
         // Groups queue behind one another: the total admitted over the
         // expected flush time is about the room.
         let mut p = Pacer::new();
-        p.flush_finished(64 << 20, Duration::from_secs(1));
+        p.flush_finished(t, 64 << 20, Duration::from_secs(1));
         p.flush_started(t);
         let mut admitted = 0usize;
         while p.next.saturating_duration_since(t) < Duration::from_millis(1250) {
@@ -161,7 +165,7 @@ mod tests {
     fn a_late_flush_slows_writers_without_stopping_them() {
         let mut p = Pacer::new();
         let t = Instant::now();
-        p.flush_finished(64 << 20, Duration::from_secs(1));
+        p.flush_finished(t, 64 << 20, Duration::from_secs(1));
         p.flush_started(t);
         // Far past its expected end, with room left: the minimum remaining
         // time keeps the rate finite and each delay bounded.
@@ -174,15 +178,15 @@ mod tests {
     fn no_backlog_past_the_flush_end() {
         let mut p = Pacer::new();
         let t = Instant::now();
-        p.flush_finished(64 << 20, Duration::from_secs(1));
+        p.flush_finished(t, 64 << 20, Duration::from_secs(1));
         p.flush_started(t);
         for _ in 0..10_000 {
             p.delay(t, 1 << 20, 1 << 20, 64 << 20);
         }
         assert!(p.next <= t + Duration::from_millis(1250));
         // The flush ends: the next paced period starts with no debt.
-        p.flush_finished(64 << 20, Duration::from_secs(1));
-        assert!(p.next <= Instant::now());
+        p.flush_finished(t, 64 << 20, Duration::from_secs(1));
+        assert_eq!(p.next, t);
     }
 
     #[test]
@@ -192,7 +196,7 @@ mod tests {
         p.flush_started(t);
         assert!(p.delay(t, 1 << 20, 1 << 20, 64 << 20).is_some());
         p.idle(t);
-        p.flush_finished(0, Duration::ZERO);
+        p.flush_finished(t, 0, Duration::ZERO);
         assert_eq!(p.flush_rate, 0.0);
         assert!(p.delay(t, 10, 60 << 20, 1 << 20).is_none());
     }
