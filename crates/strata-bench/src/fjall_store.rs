@@ -26,6 +26,10 @@ use strata::{
 /// The fjall release this crate is built against (Cargo.lock pins it).
 const VERSION: &str = "3.1";
 
+/// The longest `flush` and `wait_for_compactions` wait for fjall's
+/// background work.
+const WAIT_LIMIT: Duration = Duration::from_secs(600);
+
 /// fjall levels reported in stats (its default level count).
 const LEVELS: usize = 7;
 
@@ -118,6 +122,20 @@ impl FjallStore {
         err(&self.path, e)
     }
 
+    /// A flush is queued or being written (a flush being written is no
+    /// longer queued, but its memtable is still sealed).
+    fn flushing(&self) -> bool {
+        self.db.outstanding_flushes() > 0 || self.ks.sealed_memtable_count() > 0
+    }
+
+    /// The error of a wait for background work that passed [`WAIT_LIMIT`].
+    fn timed_out(&self, what: &str) -> strata::Error {
+        strata::Error::io(
+            &self.path,
+            std::io::Error::other(format!("fjall: {what} after {} s", WAIT_LIMIT.as_secs())),
+        )
+    }
+
     /// Makes the journal durable when the run syncs every write.
     fn after_write(&self) -> strata::Result<()> {
         if self.sync {
@@ -132,11 +150,7 @@ impl FjallStore {
     /// and the table counts (unchanged across looks means nothing new was
     /// scheduled in between).
     fn activity(&self) -> (bool, Vec<usize>) {
-        // A flush being written is no longer queued but its memtable is
-        // still sealed.
-        let busy = self.db.outstanding_flushes() > 0
-            || self.ks.sealed_memtable_count() > 0
-            || self.db.active_compactions() > 0;
+        let busy = self.flushing() || self.db.active_compactions() > 0;
         let mut shape: Vec<usize> = (0..LEVELS)
             .map(|l| self.ks.tree.level_table_count(l).unwrap_or(0))
             .collect();
@@ -254,7 +268,6 @@ impl KvStore for FjallStore {
     }
 
     fn flush(&self) -> strata::Result<()> {
-        const LIMIT: Duration = Duration::from_secs(600);
         self.live()?;
         // Seal the active memtable, then wait (bounded: fjall's own
         // `rotate_memtable_and_wait` waits forever if a flush worker
@@ -262,16 +275,10 @@ impl KvStore for FjallStore {
         // including those writers sealed before this call, is written.
         self.ks.rotate_memtable().map_err(|e| self.err(e))?;
         let started = Instant::now();
-        while self.db.outstanding_flushes() > 0 || self.ks.sealed_memtable_count() > 0 {
+        while self.flushing() {
             self.live()?;
-            if started.elapsed() > LIMIT {
-                return Err(strata::Error::io(
-                    &self.path,
-                    std::io::Error::other(format!(
-                        "fjall: sealed memtables still unwritten after {} s",
-                        LIMIT.as_secs()
-                    )),
-                ));
+            if started.elapsed() > WAIT_LIMIT {
+                return Err(self.timed_out("sealed memtables still unwritten"));
             }
             std::thread::sleep(Duration::from_millis(5));
         }
@@ -289,7 +296,6 @@ impl KvStore for FjallStore {
     /// a row, 50 ms apart, find nothing queued or running and the same
     /// table counts; give up after ten minutes.
     fn wait_for_compactions(&self) -> strata::Result<()> {
-        const LIMIT: Duration = Duration::from_secs(600);
         const QUIET_LOOKS: u32 = 4;
         let started = Instant::now();
         let mut last: Option<Vec<usize>> = None;
@@ -307,14 +313,8 @@ impl KvStore for FjallStore {
                     quiet = 0;
                 }
             }
-            if started.elapsed() > LIMIT {
-                return Err(strata::Error::io(
-                    &self.path,
-                    std::io::Error::other(format!(
-                        "fjall: background work still running after {} s",
-                        LIMIT.as_secs()
-                    )),
-                ));
+            if started.elapsed() > WAIT_LIMIT {
+                return Err(self.timed_out("background work still running"));
             }
             std::thread::sleep(Duration::from_millis(50));
         }
