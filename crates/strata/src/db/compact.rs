@@ -94,8 +94,13 @@ pub(super) fn compact<'a>(
     st.in_flight.finish(ticket);
     match result {
         Ok((edit, outcome)) => {
-            inner.install_super_version(&mut st);
+            let old = inner.install_super_version(&mut st);
             let emitted = MutexGuard::unlocked(&mut st, || {
+                // The replaced super-version and the picked version may
+                // hold the last references to the inputs: unmapping,
+                // closing and deleting them happens here, not under the
+                // state mutex.
+                drop((old, version));
                 inner.emit_events(TableReason::Compaction, &edit, &outcome.keys)
             });
             if let Err(e) = emitted {

@@ -75,8 +75,8 @@ pub(super) fn flush_one<'a>(
                 mem.approximate_size() as u64,
                 started.elapsed(),
             );
-            st.imm.remove(0);
-            inner.install_super_version(&mut st);
+            let flushed = st.imm.remove(0);
+            let old_sv = inner.install_super_version(&mut st);
             // Listeners run without the state lock and see the new version.
             // Keys were collected for the tracker too: listeners get them
             // only if one asked.
@@ -104,6 +104,9 @@ pub(super) fn flush_one<'a>(
                     .lock()
                     .retain(|w| w.log_number() >= keep_from);
                 delete_obsolete_wals(inner, keep_from);
+                // The memtable's memory (tens of MiB) is returned here,
+                // not under the state mutex that every writer takes.
+                drop((flushed, mem, old_sv));
             });
         }
         Err(e) => {

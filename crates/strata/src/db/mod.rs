@@ -360,16 +360,23 @@ impl std::fmt::Debug for Db {
 
 impl Inner {
     /// Publishes a new super version from the state (call with the state locked).
-    pub(crate) fn install_super_version(&self, st: &mut State) {
+    ///
+    /// Returns the super-version it replaced. Callers drop it with the
+    /// state mutex released: it may hold the last reference to a flushed
+    /// memtable (tens of MiB to free) or to compacted tables (unmapped,
+    /// closed and deleted on drop), work that every writer would
+    /// otherwise wait for.
+    #[must_use = "drop the old super-version outside the state mutex"]
+    pub(crate) fn install_super_version(&self, st: &mut State) -> Arc<SuperVersion> {
         let mut imm = st.imm.clone();
         imm.reverse();
         let version = st.versions.current();
         st.compaction_debt = crate::compaction::picker::compaction_debt(&version, &self.opts);
-        self.super_version.store(Arc::new(SuperVersion {
+        self.super_version.swap(Arc::new(SuperVersion {
             mem: st.mem.clone(),
             imm,
             version,
-        }));
+        }))
     }
 
     /// Logs `edit` to the manifest and installs the new version. Called

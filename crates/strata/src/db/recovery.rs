@@ -253,7 +253,8 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
     };
     {
         let mut st = inner.state.lock();
-        inner.install_super_version(&mut st);
+        // Nothing else runs yet: the recovered super-version is dropped here.
+        drop(inner.install_super_version(&mut st));
         remove_obsolete_files(&inner, &st)?;
     }
     Ok(inner)

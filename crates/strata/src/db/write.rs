@@ -311,7 +311,9 @@ impl Inner {
         self.unsynced_logs.lock().push(old_writer);
         st.mem = log.mem.clone();
         st.imm.push(old);
-        self.install_super_version(st);
+        // The replaced super-version holds only what the new one holds too
+        // (the switched memtable is in `imm`): dropping it frees nothing.
+        drop(self.install_super_version(st));
         self.bg_cv.notify_all();
         Ok(())
     }
