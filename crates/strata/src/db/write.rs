@@ -162,7 +162,7 @@ impl Inner {
         let wal_before = log.writer.len();
         let logged = log.writer.add_record(batch.encoded()).and_then(|()| {
             if sync {
-                log.writer.sync()
+                log.writer.sync_ahead()
             } else {
                 log.writer.flush()
             }

@@ -279,6 +279,10 @@ impl WritableFile for FaultWritable {
     fn len(&self) -> u64 {
         self.inner.len()
     }
+
+    fn preallocate(&mut self, upto: u64) -> Result<()> {
+        self.inner.preallocate(upto)
+    }
 }
 
 #[derive(Debug)]

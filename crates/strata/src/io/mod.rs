@@ -32,6 +32,20 @@ pub trait WritableFile: Send {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// Writes zeros from the end of the appended bytes (or of an earlier
+    /// preallocation) up to offset `upto`, without moving the append
+    /// position, so that later appends there overwrite blocks that already
+    /// exist: their `sync` then changes no file metadata (size, extents)
+    /// and costs one data write instead of a journal commit as well. The
+    /// file is then longer than [`len`](Self::len); readers of such a file
+    /// must take a zero-filled rest as its end (the WAL reader does).
+    /// Nothing is synced here, and a failure leaves the file usable (the
+    /// zeros written so far are harmless). The default does nothing (the
+    /// in-memory file system does not model it).
+    fn preallocate(&mut self, upto: u64) -> Result<()> {
+        let _ = upto;
+        Ok(())
+    }
 }
 
 /// A read-only memory map of a whole file (see [`FileSystem::open_mapped`]).

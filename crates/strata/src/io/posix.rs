@@ -20,6 +20,8 @@ struct PosixWritable {
     file: File,
     buf: Vec<u8>,
     len: u64,
+    /// End of the zeros written by `preallocate` (0 when none).
+    zeroed: u64,
     /// A write or sync failed. The file may end in part of what was being
     /// written (a short write before ENOSPC), so nothing more may follow it:
     /// writing the buffer again would put whole records after a torn one,
@@ -86,6 +88,25 @@ impl WritableFile for PosixWritable {
 
     fn len(&self) -> u64 {
         self.len
+    }
+
+    fn preallocate(&mut self, upto: u64) -> Result<()> {
+        if self.failed {
+            return Err(self.failed_before());
+        }
+        // Buffered bytes go to `len - buf.len() .. len`: the zeros start
+        // at `len` at the earliest and never overlap them.
+        let mut at = self.zeroed.max(self.len);
+        let zeros = [0u8; 64 << 10];
+        while at < upto {
+            let n = usize::try_from(upto - at).map_or(zeros.len(), |n| n.min(zeros.len()));
+            self.file
+                .write_all_at(&zeros[..n], at)
+                .map_err(|e| Error::io(&self.path, e))?;
+            at += n as u64;
+            self.zeroed = at;
+        }
+        Ok(())
     }
 }
 
@@ -213,6 +234,7 @@ impl FileSystem for PosixFs {
             file,
             buf: Vec::with_capacity(WRITE_BUFFER),
             len: 0,
+            zeroed: 0,
             failed: false,
         }))
     }

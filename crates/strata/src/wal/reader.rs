@@ -102,7 +102,9 @@ impl Reader {
 
     /// The next complete record's payload, or `Ok(None)` at the end.
     ///
-    /// Damage (bad checksum, truncated header or payload, zero fill, a
+    /// A zero-filled rest of the file is its end (see `Writer::sync_ahead`).
+    /// Damage (bad checksum, truncated header or payload, zeros followed
+    /// by anything else, a
     /// fragment crossing a block, a broken fragment sequence, an unknown
     /// type) is handled by the recovery mode:
     ///
@@ -410,6 +412,12 @@ impl Reader {
             pos += block_left;
         }
         if pos >= len {
+            return Frag::Eof;
+        }
+        // A zero-filled rest of the file is its end: the writer zero-fills
+        // ahead of synced records (`Writer::sync_ahead`). Zeros with
+        // anything after them are damage, as before.
+        if self.data.get(pos) == Some(&0) && self.data[pos..].iter().all(|&b| b == 0) {
             return Frag::Eof;
         }
         let bad = |reason: String| Frag::Bad {

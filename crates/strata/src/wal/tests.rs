@@ -264,12 +264,35 @@ fn flipped_byte_mid_file_is_skipped_in_skip_any_corrupted() {
 }
 
 #[test]
-fn zero_filled_tail_is_a_torn_tail() {
+fn zero_filled_tail_is_the_end_of_the_log() {
+    // What `Writer::sync_ahead` leaves: records, then zeros to the end of
+    // the file. In every mode that is a clean end, not damage (a torn tail
+    // would stop replay before the next log).
     let dir = tempfile::tempdir().expect("tempdir");
     let records: Vec<Vec<u8>> = (0..10).map(|i| payload(i, 700)).collect();
     let (path, _) = write_log(dir.path(), &records);
+    let mut bytes = std::fs::read(&path).expect("read");
+    bytes.resize(bytes.len() + 64 * 1024 + 3, 0);
+    std::fs::write(&path, &bytes).expect("write");
+    for mode in ALL_MODES {
+        let (got, end, r) = read_log(&path, mode);
+        end.expect("a zero-filled rest is the end");
+        assert!(got == records, "{mode:?}");
+        assert!(r.dropped().is_none(), "{mode:?}: {:?}", r.dropped());
+    }
+}
+
+#[test]
+fn zero_filled_tail_inside_a_record_is_a_torn_tail() {
+    // A record's first fragment, then zeros: the record never completed.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let records: Vec<Vec<u8>> = (0..3).map(|i| payload(i, 700)).collect();
+    let (path, _) = write_log(dir.path(), &records);
     let clean_len = std::fs::metadata(&path).expect("meta").len();
     let mut bytes = std::fs::read(&path).expect("read");
+    let first = payload(9, 100);
+    bytes.extend_from_slice(&fragment_header(FragmentType::First, &first));
+    bytes.extend_from_slice(&first);
     bytes.resize(bytes.len() + 64 * 1024, 0);
     std::fs::write(&path, &bytes).expect("write");
     for mode in [
@@ -278,15 +301,51 @@ fn zero_filled_tail_is_a_torn_tail() {
         WalRecovery::SkipAnyCorrupted,
     ] {
         let (got, end, r) = read_log(&path, mode);
-        end.expect("zero tail tolerated");
-        assert!(got == records);
-        let (off, reason) = r.dropped().expect("reported");
-        assert_eq!(off, clean_len);
-        assert!(reason.contains("zero"), "{reason}");
+        end.expect("torn tail tolerated");
+        assert!(got == records, "{mode:?}");
+        let (off, _) = r.dropped().expect("reported");
+        assert_eq!(off, clean_len, "{mode:?}");
     }
     let (got, end, _) = read_log(&path, WalRecovery::AbsoluteConsistency);
     assert!(got == records);
     assert!(end.expect_err("absolute").is_corruption());
+}
+
+#[test]
+fn sync_ahead_zero_fills_and_the_reader_stops_there() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("000008.log");
+    let mut w = Writer::new(PosixFs.create(&path).expect("create"), 8).expect("writer");
+    let mut records = Vec::new();
+    // Past the first zero-filled MiB, so the region is extended once.
+    for i in 0..1500 {
+        let r = payload(i, 1000);
+        w.add_record(&r).expect("add");
+        w.sync_ahead().expect("sync");
+        records.push(r);
+    }
+    let len = w.len();
+    let on_disk = std::fs::metadata(&path).expect("meta").len();
+    assert!(len > 1 << 20, "{len}");
+    assert!(
+        on_disk >= len + (256 << 10) && on_disk <= len + (1 << 20),
+        "zero-filled ahead of the records: file {on_disk}, records end at {len}"
+    );
+    let bytes = std::fs::read(&path).expect("read");
+    assert!(bytes[len as usize..].iter().all(|&b| b == 0));
+    // Dropped without a close, as in a crash: every mode reads every record.
+    drop(w);
+    for mode in ALL_MODES {
+        let (got, end, r) = read_log(&path, mode);
+        end.expect("clean end");
+        assert!(
+            got == records,
+            "{mode:?}: {} of {}",
+            got.len(),
+            records.len()
+        );
+        assert!(r.dropped().is_none(), "{mode:?}");
+    }
 }
 
 #[test]
