@@ -22,6 +22,9 @@ use std::time::{Duration, Instant};
 
 /// Largest group a leader assembles.
 const MAX_GROUP_BYTES: usize = 1 << 20;
+/// How long a leader of a synced group waits for the writers of the last
+/// synced group to queue up again (see `submit`).
+const SYNC_GROUP_WINDOW: Duration = Duration::from_micros(100);
 
 struct Pending {
     ticket: u64,
@@ -38,6 +41,8 @@ pub(crate) struct Queue {
     leader_active: bool,
     results: HashMap<u64, Result<()>>,
     next_ticket: u64,
+    /// Writers in the last group that synced.
+    last_sync_group: usize,
 }
 
 impl Db {
@@ -88,6 +93,17 @@ impl Inner {
         }
         // Leader: take a group.
         q.leader_active = true;
+        // A synced group costs one fdatasync whatever its size. When the
+        // last one had several writers, they are on their way back (woken,
+        // taking the next key): give them a moment to join this group
+        // rather than each paying for a sync of its own.
+        let want = q.last_sync_group;
+        if want > 1 && q.pending.front().is_some_and(|p| p.sync) {
+            let deadline = Instant::now() + SYNC_GROUP_WINDOW;
+            while q.pending.len() < want && Instant::now() < deadline {
+                parking_lot::MutexGuard::unlocked(&mut q, std::thread::yield_now);
+            }
+        }
         let mut group: Vec<Pending> = Vec::new();
         let mut bytes = 0;
         while let Some(p) = q.pending.front() {
@@ -112,6 +128,9 @@ impl Inner {
         let mut q = self.writers.lock();
         for p in group.iter().skip(1) {
             q.results.insert(p.ticket, result.clone());
+        }
+        if group.iter().any(|p| p.sync) {
+            q.last_sync_group = group.len();
         }
         q.leader_active = false;
         drop(q);
