@@ -105,7 +105,7 @@ fn open_whose_second_thread_cannot_start_fails_and_releases_the_lock() {
         // Every thread the failed open started was joined.
         let left = limit.tasks();
         drop(limit);
-        Ok::<_, String>((opened.map(|db| drop(db)), left))
+        Ok::<_, String>((opened.map(drop), left))
     })
     .join()
     .expect("the limited thread panicked");

@@ -132,7 +132,8 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
     'logs: for n in wals {
         let path = wal_path(dir, n);
         let mut reader =
-            wal::Reader::new(fs.open_sequential(&path)?, path.clone(), opts.wal_recovery);
+            wal::Reader::new(fs.open_sequential(&path)?, path.clone(), opts.wal_recovery)
+                .zero_filled_end();
         loop {
             // Decoding errors are reported relative to where the record starts.
             let start = reader.last_good_offset();
@@ -362,7 +363,8 @@ fn interrupted_creation(
                     fs.open_sequential(&path)?,
                     path,
                     WalRecovery::TolerateCorruptedTail,
-                );
+                )
+                .zero_filled_end();
                 match r.read_record() {
                     Ok(None) => {}
                     _ => return Ok(false),

@@ -343,7 +343,8 @@ fn verify_wal(fs: &dyn FileSystem, path: &Path) -> Checked {
     let mut run = || -> Result<()> {
         let file = fs.open_sequential(path)?;
         let mut reader =
-            wal::Reader::new(file, path.to_path_buf(), WalRecovery::AbsoluteConsistency);
+            wal::Reader::new(file, path.to_path_buf(), WalRecovery::AbsoluteConsistency)
+                .zero_filled_end();
         while let Some(rec) = reader.read_record()? {
             let at = reader.last_good_offset();
             let batch = WriteBatch::decode_format(&rec, reader.format_version())

@@ -77,6 +77,11 @@ pub struct Reader {
     done: bool,
     /// A sticky error: returned again by later calls.
     failed: Option<Error>,
+    /// Take a zero-filled rest of the file as its end (write-ahead logs,
+    /// see [`Reader::zero_filled_end`]).
+    zero_filled_end: bool,
+    /// With `zero_filled_end`: one past the last non-zero byte of `data`.
+    data_end: usize,
 }
 
 impl Reader {
@@ -97,13 +102,25 @@ impl Reader {
             in_damage: false,
             done: false,
             failed: None,
+            zero_filled_end: false,
+            data_end: 0,
         }
+    }
+
+    /// Makes a zero-filled rest of the file (from where a fragment would
+    /// start) a clean end of the log in every mode, for write-ahead logs,
+    /// which `Writer::sync_ahead` zero-fills ahead of their records.
+    /// Without it (the manifest, which is never zero-filled) such a tail is
+    /// damage like any other.
+    pub fn zero_filled_end(mut self) -> Self {
+        self.zero_filled_end = true;
+        self
     }
 
     /// The next complete record's payload, or `Ok(None)` at the end.
     ///
-    /// A zero-filled rest of the file is its end (see `Writer::sync_ahead`).
-    /// Damage (bad checksum, truncated header or payload, zeros followed
+    /// With [`zero_filled_end`](Self::zero_filled_end), a zero-filled rest
+    /// of the file is its end. Damage (bad checksum, truncated header or payload, zeros followed
     /// by anything else, a
     /// fragment crossing a block, a broken fragment sequence, an unknown
     /// type) is handled by the recovery mode:
@@ -169,6 +186,7 @@ impl Reader {
         loop {
             let n = f.read(&mut chunk)?;
             if n == 0 {
+                self.data_end = self.data.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
                 return Ok(());
             }
             self.data.extend_from_slice(chunk.get(..n).unwrap_or(&[]));
@@ -414,10 +432,10 @@ impl Reader {
         if pos >= len {
             return Frag::Eof;
         }
-        // A zero-filled rest of the file is its end: the writer zero-fills
-        // ahead of synced records (`Writer::sync_ahead`). Zeros with
-        // anything after them are damage, as before.
-        if self.data.get(pos) == Some(&0) && self.data[pos..].iter().all(|&b| b == 0) {
+        // A zero-filled rest of a write-ahead log is its end: the writer
+        // zero-fills ahead of synced records (`Writer::sync_ahead`). Zeros
+        // with anything after them are damage, as before.
+        if self.zero_filled_end && pos >= self.data_end {
             return Frag::Eof;
         }
         let bad = |reason: String| Frag::Bad {
