@@ -62,6 +62,8 @@ pub(super) fn compact<'a>(
         if let Err(e) = logged {
             st.in_flight.finish(ticket);
             inner.set_bg_error(&mut st, e);
+            // The picked version may hold replaced tables last (see below).
+            MutexGuard::unlocked(&mut st, || drop(version));
             inner.done_cv.notify_all();
             inner.bg_cv.notify_all();
             return st;
@@ -108,7 +110,10 @@ pub(super) fn compact<'a>(
             }
             account(inner, &plan, &outcome, started);
         }
-        Err(e) => inner.set_bg_error(&mut st, e),
+        Err(e) => {
+            inner.set_bg_error(&mut st, e);
+            MutexGuard::unlocked(&mut st, || drop(version));
+        }
     }
     inner.done_cv.notify_all();
     inner.bg_cv.notify_all();

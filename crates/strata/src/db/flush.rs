@@ -115,7 +115,9 @@ pub(super) fn flush_one<'a>(
         }
         Err(e) => {
             st.pacer.flush_finished(Instant::now(), 0, Duration::ZERO);
-            inner.set_bg_error(&mut st, e)
+            inner.set_bg_error(&mut st, e);
+            // As above: the starting version may hold replaced tables last.
+            MutexGuard::unlocked(&mut st, || drop((mem, version)));
         }
     }
     inner.done_cv.notify_all();
