@@ -34,11 +34,23 @@ fn require(tool: &str, package: &str, what: &str) -> bool {
     false
 }
 
+/// A free loopback port, never one handed out before in this process: the
+/// tests run in parallel, and two of them given the same port (freed by
+/// the probe, then picked again) once talked to one server (a second
+/// `strata serve` failed to bind while the first answered for both).
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port");
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 /// Whether something listens on `port`. The ports come from the ephemeral range, so a
@@ -88,6 +100,15 @@ fn serve(dir: &Path, port: u16) -> Proc {
             "port {port} never opened"
         );
         std::thread::sleep(Duration::from_millis(20));
+    }
+    // Listening, but is it this server? (Another process may hold the
+    // port; then this one exits with a bind error.)
+    std::thread::sleep(Duration::from_millis(50));
+    if let Ok(Some(status)) = p.0.try_wait() {
+        panic!(
+            "strata serve exited with {status} (port {port} taken by another process?): {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
     }
     p
 }
