@@ -120,10 +120,10 @@ impl Reader {
     /// The next complete record's payload, or `Ok(None)` at the end.
     ///
     /// With [`zero_filled_end`](Self::zero_filled_end), a zero-filled rest
-    /// of the file is its end. Damage (bad checksum, truncated header or payload, zeros followed
-    /// by anything else, a
-    /// fragment crossing a block, a broken fragment sequence, an unknown
-    /// type) is handled by the recovery mode:
+    /// of the file is its end. Damage (bad checksum, truncated header or
+    /// payload, zeros followed by anything else, a fragment crossing a
+    /// block, a broken fragment sequence, an unknown type) is handled by
+    /// the recovery mode:
     ///
     /// | mode                   | torn tail              | mid-file damage          |
     /// |------------------------|------------------------|--------------------------|
@@ -186,7 +186,9 @@ impl Reader {
         loop {
             let n = f.read(&mut chunk)?;
             if n == 0 {
-                self.data_end = self.data.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+                if self.zero_filled_end {
+                    self.data_end = self.data.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+                }
                 return Ok(());
             }
             self.data.extend_from_slice(chunk.get(..n).unwrap_or(&[]));
