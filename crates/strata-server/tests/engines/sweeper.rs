@@ -103,9 +103,15 @@ fn sweep_expired_removes_every_record_of_expired_keys_only() {
 
     // A key whose expiry was removed (PERSIST) or moved later keeps its
     // data, and its stale expiry entry is cleaned up.
-    exec(&d, &mut s, &["SET", "kept", "v", "PX", "1"]);
-    exec(&d, &mut s, &["PERSIST", "kept"]);
-    wait_past(now_ms() + 1);
+    // (500 ms, not 1: with 1 ms the key could expire before PERSIST ran
+    // on a busy machine, and then the sweep rightly removed it.)
+    let set_at = now_ms();
+    exec(&d, &mut s, &["SET", "kept", "v", "PX", "500"]);
+    assert!(matches!(
+        exec(&d, &mut s, &["PERSIST", "kept"]),
+        Reply::Int(1)
+    ));
+    wait_past(set_at + 500);
     assert_eq!(d.sweep_expired(1000).expect("sweep"), 0);
     assert!(meta_keys(&st).contains(&"kept".to_string()));
     assert_eq!(records(&st, keys::EXPIRY).len(), 1);
