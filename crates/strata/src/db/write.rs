@@ -310,8 +310,7 @@ impl Inner {
         // database refuses writes until it is reopened (RocksDB does the same).
         let writer = match self
             .opts
-            .fs
-            .create(&path)
+            .create_wal(&path)
             .and_then(|file| wal::Writer::new(file, number))
         {
             Ok(w) => w,

@@ -330,6 +330,15 @@ impl FileSystem for FaultFs {
         }))
     }
 
+    fn create_log(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        self.handle.check(Op::Create, path)?;
+        Ok(Box::new(FaultWritable {
+            inner: self.inner.create_log(path)?,
+            path: path.to_path_buf(),
+            handle: self.handle.clone(),
+        }))
+    }
+
     fn open_random(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
         self.handle.check(Op::Open, path)?;
         Ok(Arc::new(FaultRandom {

@@ -92,6 +92,14 @@ pub trait FileSystem: Send + Sync + Debug {
     fn create_dir_all(&self, path: &Path) -> Result<()>;
     /// Creates (or truncates) a file for writing.
     fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
+    /// Creates (or truncates) a write-ahead log for appending. Only WALs
+    /// are created this way: a writer may reserve space past the appended
+    /// bytes, which then read as zeros until it is dropped (the WAL reader
+    /// takes a zero-filled rest as the log's end). `PosixFs` writes them
+    /// through a shared memory map; the default is [`FileSystem::create`].
+    fn create_log(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        self.create(path)
+    }
     /// Opens an existing file for random reads.
     fn open_random(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>>;
     /// Opens an existing, immutable file for random reads through a memory

@@ -4,6 +4,7 @@ use super::{FileLock, FileSystem, RandomAccessFile, SequentialFile, WritableFile
 use crate::error::{Error, Result};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -96,15 +97,10 @@ impl WritableFile for PosixWritable {
         }
         // Buffered bytes go to `len - buf.len() .. len`: the zeros start
         // at `len` at the earliest and never overlap them.
-        let mut at = self.zeroed.max(self.len);
-        let zeros = [0u8; 64 << 10];
-        while at < upto {
-            let n = usize::try_from(upto - at).map_or(zeros.len(), |n| n.min(zeros.len()));
-            self.file
-                .write_all_at(&zeros[..n], at)
-                .map_err(|e| Error::io(&self.path, e))?;
-            at += n as u64;
-            self.zeroed = at;
+        let from = self.zeroed.max(self.len);
+        if from < upto {
+            write_zeros(&self.file, from, upto).map_err(|e| Error::io(&self.path, e))?;
+            self.zeroed = upto;
         }
         Ok(())
     }
@@ -117,6 +113,214 @@ impl Drop for PosixWritable {
         // reported; callers that care flush first.
         if !self.failed {
             let _ = self.write_out();
+        }
+    }
+}
+
+/// A mapped log ([`FileSystem::create_log`]) maps its file this many bytes
+/// at a time (address space only: pages appear as they are written).
+const LOG_WINDOW: u64 = 64 << 20;
+/// ...and grows the file, reserving its blocks, this many bytes at a time.
+const LOG_RESERVE: u64 = 1 << 20;
+
+/// A write-ahead log written through a shared memory map of its file.
+///
+/// With `sync` off a WAL group's bytes must survive a process crash, which
+/// with a plain file costs one `write(2)` per group (about 0.8 µs for a
+/// 130-byte record here, a quarter of a small put). Bytes copied into a
+/// shared map of the file are in the page cache at once, so they survive a
+/// process crash the same way, for the cost of a `memcpy` and a page fault
+/// per 4 KiB: 0.11 µs per record in the same test.
+///
+/// The file is grown 1 MiB ahead of the records with `fallocate(2)`, which
+/// reserves its blocks: a full disk is an `ENOSPC` from `append`, never a
+/// `SIGBUS` from writing into a sparse page. Until then the reserved rest
+/// reads as zeros, which the WAL reader takes as the end of the log
+/// ([`crate::wal::Reader::zero_filled_end`]). `sync` is `fdatasync(2)` on
+/// the file, which on Linux writes back the pages dirtied through the map
+/// as well. The map is advised `MADV_RANDOM`: without it the first fault in
+/// a window read around (here zeroed) up to `read_ahead_kb` (8 MiB) of
+/// pages at once, a 1-3 ms stall for the write that touched it. Windows
+/// are unmapped when the log is dropped (after its memtable is flushed, on
+/// a background thread), so a write never waits for an unmap either.
+/// Dropping the log also cuts the file back to the bytes appended.
+struct PosixLog {
+    path: PathBuf,
+    file: File,
+    /// The window being written (`None` before the first append).
+    map: Option<memmap2::MmapMut>,
+    /// Full windows, kept mapped until the log is dropped.
+    retired: Vec<memmap2::MmapMut>,
+    /// File offset of `map[0]`.
+    map_start: u64,
+    len: u64,
+    /// The file's size: its blocks up to here are reserved.
+    reserved: u64,
+    /// End of the zeros written by `preallocate` (0 when none).
+    zeroed: u64,
+    /// A reservation, map or sync failed: nothing more may be appended
+    /// (see `PosixWritable::failed`).
+    failed: bool,
+}
+
+impl PosixLog {
+    fn failed_before(&self) -> Error {
+        Error::io(
+            &self.path,
+            std::io::Error::other("an earlier write or sync of this file failed"),
+        )
+    }
+
+    fn fail(&mut self, e: std::io::Error) -> Error {
+        self.failed = true;
+        Error::io(&self.path, e)
+    }
+
+    /// Makes the file at least `upto` bytes long with its blocks reserved.
+    fn reserve(&mut self, upto: u64) -> std::io::Result<()> {
+        if upto <= self.reserved {
+            return Ok(());
+        }
+        let (Ok(offset), Ok(len)) = (
+            libc::off_t::try_from(self.reserved),
+            libc::off_t::try_from(upto - self.reserved),
+        ) else {
+            return Err(std::io::Error::other("log file offset out of range"));
+        };
+        // SAFETY: a plain system call on a file descriptor this struct
+        // owns; no memory is passed.
+        let rc = unsafe { libc::fallocate(self.file.as_raw_fd(), 0, offset, len) };
+        if rc != 0 {
+            let e = std::io::Error::last_os_error();
+            if !matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::ENOSYS)) {
+                return Err(e);
+            }
+            // A file system without fallocate: written zeros reserve the
+            // blocks just as well.
+            write_zeros(&self.file, self.reserved, upto)?;
+        }
+        self.reserved = upto;
+        Ok(())
+    }
+
+    /// Maps the next window, from the append position on.
+    fn next_window(&mut self) -> std::io::Result<()> {
+        let start = self.len;
+        // SAFETY: the map covers `[start, start + LOG_WINDOW)` of a file
+        // this struct created and alone writes (the directory LOCK keeps
+        // other strata processes out). Its bytes are only reached through
+        // this `MmapMut`, owned here and never shared, and `append` writes
+        // only below `reserved`, up to which `reserve` made the file long
+        // with its blocks allocated, so no access lies past the end of the
+        // file or can fault for want of space. What this cannot rule out
+        // (pwrite(2) would return `EIO` instead): another program
+        // truncating the log, or a device failing a page, either of which
+        // faults the process (SIGBUS). `mmap_writes = false` is the choice
+        // where that is a real risk.
+        let map = unsafe {
+            memmap2::MmapOptions::new()
+                .offset(start)
+                .len(LOG_WINDOW as usize)
+                .map_mut(&self.file)
+        }?;
+        // A hint: refused, faults only read around (zero) more pages.
+        let _ = map.advise(memmap2::Advice::Random);
+        if let Some(full) = self.map.replace(map) {
+            self.retired.push(full);
+        }
+        self.map_start = start;
+        Ok(())
+    }
+
+    fn copy_in(&mut self, mut data: &[u8]) -> std::io::Result<()> {
+        while !data.is_empty() {
+            if self.len >= self.reserved {
+                self.reserve(self.len + LOG_RESERVE)?;
+            }
+            let at = usize::try_from(self.len - self.map_start).unwrap_or(usize::MAX);
+            let room = self.map.as_ref().map_or(0, |m| m.len().saturating_sub(at));
+            if room == 0 {
+                self.next_window()?;
+                continue;
+            }
+            let reserved = usize::try_from(self.reserved - self.len).unwrap_or(usize::MAX);
+            let n = room.min(reserved).min(data.len());
+            let (head, rest) = data.split_at(n);
+            let dst = self.map.as_mut().and_then(|m| m.get_mut(at..at + n));
+            dst.ok_or_else(|| std::io::Error::other("log map out of range"))?
+                .copy_from_slice(head);
+            self.len += n as u64;
+            data = rest;
+        }
+        Ok(())
+    }
+}
+
+/// Writes zeros to `file` over `[from, upto)`.
+fn write_zeros(file: &File, from: u64, upto: u64) -> std::io::Result<()> {
+    let zeros = [0u8; 64 << 10];
+    let mut at = from;
+    while at < upto {
+        let n = usize::try_from(upto - at).map_or(zeros.len(), |n| n.min(zeros.len()));
+        file.write_all_at(&zeros[..n], at)?;
+        at += n as u64;
+    }
+    Ok(())
+}
+
+impl WritableFile for PosixLog {
+    fn append(&mut self, data: &[u8]) -> Result<()> {
+        if self.failed {
+            return Err(self.failed_before());
+        }
+        self.copy_in(data).map_err(|e| self.fail(e))
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        // Bytes in the map are in the page cache already.
+        if self.failed {
+            return Err(self.failed_before());
+        }
+        Ok(())
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        if self.failed {
+            return Err(self.failed_before());
+        }
+        self.file.sync_data().map_err(|e| self.fail(e))
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn preallocate(&mut self, upto: u64) -> Result<()> {
+        if self.failed {
+            return Err(self.failed_before());
+        }
+        // Reserved blocks read as zeros but are not written yet (the sync
+        // after the first write there would also record that they are):
+        // write real zeros, past everything appended.
+        let from = self.zeroed.max(self.len);
+        if from < upto {
+            write_zeros(&self.file, from, upto).map_err(|e| Error::io(&self.path, e))?;
+            self.zeroed = upto;
+            self.reserved = self.reserved.max(upto);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for PosixLog {
+    fn drop(&mut self) {
+        self.map = None;
+        self.retired.clear();
+        // Best effort: the reserved zeros past the records are harmless
+        // (the reader stops there), so an error here loses nothing. After a
+        // failure the file is left as it is.
+        if !self.failed && self.reserved > self.len {
+            let _ = self.file.set_len(self.len);
         }
     }
 }
@@ -234,6 +438,27 @@ impl FileSystem for PosixFs {
             file,
             buf: Vec::with_capacity(WRITE_BUFFER),
             len: 0,
+            zeroed: 0,
+            failed: false,
+        }))
+    }
+
+    fn create_log(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .map_err(|e| Error::io(path, e))?;
+        Ok(Box::new(PosixLog {
+            path: path.to_path_buf(),
+            file,
+            map: None,
+            retired: Vec::new(),
+            map_start: 0,
+            len: 0,
+            reserved: 0,
             zeroed: 0,
             failed: false,
         }))
