@@ -235,7 +235,14 @@ fn wal_fixture() -> (tempfile::TempDir, Vec<Op>) {
         let db = common::open(live.path(), wal_opts());
         write_ops(&db, &ops);
         assert_eq!(db.stats().flush_count, 0);
-        // Every write handed its WAL record to the OS before returning.
+        // Closed: the log is synced and its sync confirmed by a mark
+        // (`Writer::sync_final`), so damage anywhere in it is damage to
+        // synced records. (A log whose records were never synced may have
+        // gaps after a power loss: its damage is a torn tail, see
+        // `unsynced_wal_damage_is_a_torn_tail`.)
+        db.close().expect("close");
+        // Dropped: the log's reserved blocks are cut off.
+        drop(db);
         copy_db(live.path(), copy.path());
     }
     assert_eq!(files_of(copy.path(), FileKind::Table).len(), 0);
@@ -257,7 +264,8 @@ fn wal_record_ends(wal: &Path) -> Vec<u64> {
         Box::new(ReadFile(std::io::BufReader::new(file))),
         wal.to_path_buf(),
         WalRecovery::AbsoluteConsistency,
-    );
+    )
+    .zero_filled_end();
     let mut ends = vec![(wal_format::HEADER_SIZE + wal_format::FILE_HEADER_LEN) as u64];
     while r.read_record().expect("pristine wal").is_some() {
         ends.push(r.last_good_offset());
@@ -356,12 +364,81 @@ fn wal_mid_file_flip_is_corruption_in_default_mode() {
     }
 }
 
+/// A copy of a live database whose writes were handed to the OS but never
+/// synced, except (with `synced_tail`) the last two, which were written
+/// with `sync = true`.
+fn live_wal_fixture(synced_tail: bool) -> (tempfile::TempDir, Vec<Op>) {
+    let ops = ops(WAL_OPS);
+    let live = tempfile::tempdir().expect("tempdir");
+    let copy = tempfile::tempdir().expect("tempdir");
+    let db = common::open(live.path(), wal_opts());
+    let split = if synced_tail { WAL_OPS - 2 } else { WAL_OPS };
+    write_ops(&db, &ops[..split]);
+    for (k, v) in &ops[split..] {
+        let mut b = strata::WriteBatch::new();
+        match v {
+            Some(v) => b.put(k, v),
+            None => b.delete(k),
+        }
+        db.write(b, &strata::WriteOptions { sync: true })
+            .expect("synced write");
+    }
+    copy_db(live.path(), copy.path());
+    drop(db);
+    (copy, ops)
+}
+
+#[test]
+fn unsynced_wal_damage_is_a_torn_tail() {
+    // Pages of a log written since its last sync can reach the disk in any
+    // order (and its reserved blocks read as zeros): damage there, even with
+    // valid records after it, is a torn tail in the default mode. The same
+    // damage before where a sync is known to have completed (the second
+    // synced write's mark says where the first one's sync ended) is damage
+    // to synced records: `Corruption`.
+    for synced_tail in [false, true] {
+        let (fx, ops) = live_wal_fixture(synced_tail);
+        let wal = files_of(fx.path(), FileKind::Wal).remove(0);
+        let ends = wal_record_ends(&wal);
+        let len = *ends.last().expect("records");
+        for at in [40, len / 3, 2 * len / 3] {
+            let d = Damage::Flip { at, mask: 0x10 };
+            let dir = damaged_copy(fx.path(), FileKind::Wal, 0, d);
+            let ctx = format!("synced tail {synced_tail}, {d:?}");
+            let out = check(dir.path(), wal_opts(), &ops, &ctx);
+            if synced_tail {
+                assert!(matches!(out, Outcome::Corrupt(_)), "{ctx}: {out:?}");
+            } else {
+                let allowed = allowed_prefixes(&ends, d);
+                assert!(
+                    matches!(out, Outcome::Prefix(n) if allowed.contains(&n)),
+                    "{ctx}: {out:?}, expected one of {allowed:?}"
+                );
+            }
+        }
+        // Damage in the last record, written after the last completed
+        // sync the log records: a torn tail either way.
+        let d = Damage::Flip {
+            at: len - 3,
+            mask: 0x10,
+        };
+        let dir = damaged_copy(fx.path(), FileKind::Wal, 0, d);
+        let out = check(dir.path(), wal_opts(), &ops, "last record");
+        assert_eq!(
+            out,
+            Outcome::Prefix(WAL_OPS - 1),
+            "synced tail {synced_tail}"
+        );
+    }
+}
+
 #[test]
 fn absolute_consistency_rejects_a_torn_wal_tail() {
     let (fx, ops) = wal_fixture();
     let wal = files_of(fx.path(), FileKind::Wal).remove(0);
-    let len = std::fs::metadata(&wal).expect("stat").len();
     let ends = wal_record_ends(&wal);
+    // The end of the last record (sync marks follow it).
+    let len = *ends.last().expect("records");
     for cut in [len - 1, len - 10, len / 2] {
         let d = Damage::Truncate(cut);
         let opts = || wal_opts().wal_recovery(WalRecovery::AbsoluteConsistency);
@@ -394,8 +471,8 @@ fn absolute_consistency_rejects_a_torn_wal_tail() {
 fn point_in_time_opens_with_a_prefix() {
     let (fx, ops) = wal_fixture();
     let wal = files_of(fx.path(), FileKind::Wal).remove(0);
-    let len = std::fs::metadata(&wal).expect("stat").len();
     let ends = wal_record_ends(&wal);
+    let len = *ends.last().expect("records");
     let opts = || wal_opts().wal_recovery(WalRecovery::PointInTime);
     for d in [
         Damage::Truncate(len / 2),

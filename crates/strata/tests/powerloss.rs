@@ -14,7 +14,10 @@
 //! Process crashes keep every acknowledged write. A third kind of power loss
 //! keeps a random prefix (in operation order) of the directory changes not
 //! yet synced, so a file removed before the edit that obsoletes it is
-//! durable shows up as lost data.
+//! durable shows up as lost data. A fourth leaves the unsynced pages of
+//! write-ahead logs written back in no order (some still zeros, the log
+//! longer than its records), as a zero-filled or mapped log can be: the
+//! sync marks must let recovery open at the first gap.
 //!
 //! More cases: `STRATA_POWERLOSS_CASES=2000 cargo test --release --test powerloss -- --ignored`
 //! (`STRATA_POWERLOSS_SEED=n` fixes the master seed).
@@ -294,10 +297,11 @@ fn run_cases(cases: usize, base: &Options) {
         let ops = history(seed, 700, 300, 0.3);
         let total = calibrate(&ops, base);
         for _ in 0..25.min(cases - i) {
-            let kind = match rng.gen_range(0..6) {
+            let kind = match rng.gen_range(0..7) {
                 0 => CrashKind::Process,
                 1 | 2 => CrashKind::PowerLoss,
                 3 => CrashKind::PowerLossPartial(rng.gen()),
+                4 => CrashKind::PowerLossScattered(rng.gen()),
                 _ => CrashKind::PowerLossDirPrefix(rng.gen()),
             };
             let c = Case {
@@ -601,7 +605,29 @@ fn replay_into_several_tables_keeps_tombstones() {
     assert_eq!(all(&db).len(), 200);
 }
 
-/// Replays one case: `STRATA_PL_CASE=<seed>,<crash_at>,<partial seed or 0>`.
+/// Unsynced pages of a write-ahead log reaching the disk in no order (its
+/// blocks reserved ahead, or written through a map): recovery must open at
+/// the first gap, even with valid records after it, the header's page
+/// included, and keep every synced write.
+#[test]
+fn scattered_unsynced_log_pages_open_at_the_first_gap() {
+    for (seed, sync) in [(77, 0.0), (78, 0.02)] {
+        let ops = history(seed, 400, 300, sync);
+        let base = tiny_options().write_buffer_size(256 << 10);
+        let total = calibrate(&ops, &base);
+        for s in 0..40u64 {
+            let c = Case {
+                seed,
+                crash_at: total / 3 + s * total / 60,
+                kind: CrashKind::PowerLossScattered(s),
+            };
+            check_case_on(&MemFs::new(), base.clone(), &ops, &c);
+        }
+    }
+}
+
+/// Replays one case: `STRATA_PL_CASE=<seed>,<crash_at>,<partial seed or 0>`
+/// (`,1` after the seed: the seed is a `PowerLossScattered` one).
 #[test]
 #[ignore = "replays one case from a failure message"]
 fn power_loss_replay_case() {
@@ -612,10 +638,11 @@ fn power_loss_replay_case() {
         .split(',')
         .map(|s| s.parse().expect("number"))
         .collect();
-    let kind = match v.get(2) {
-        Some(0) | None => CrashKind::PowerLoss,
-        Some(1) => CrashKind::Process,
-        Some(s) => CrashKind::PowerLossPartial(*s),
+    let kind = match (v.get(2), v.get(3)) {
+        (Some(0) | None, _) => CrashKind::PowerLoss,
+        (Some(1), _) => CrashKind::Process,
+        (Some(s), Some(1)) => CrashKind::PowerLossScattered(*s),
+        (Some(s), _) => CrashKind::PowerLossPartial(*s),
     };
     let ops = history(v[0], 700, 300, 0.3);
     for _ in 0..50 {

@@ -281,7 +281,7 @@ impl Db {
             let mut log = self.inner.log.lock();
             self.inner
                 .sync_before_current_log(&mut log)
-                .and_then(|()| log.writer.sync())
+                .and_then(|()| log.writer.sync_final())
         };
         flushed.and(synced)
     }

@@ -198,7 +198,7 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
 
     // A fresh WAL, and a fresh manifest naming it.
     let log_number = versions.new_file_number();
-    let writer = wal::Writer::new(opts.create_wal(&wal_path(dir, log_number))?, log_number)?;
+    let writer = wal::Writer::new_wal(opts.create_wal(&wal_path(dir, log_number))?, log_number)?;
     edit.log_number = Some(log_number);
     edit.last_sequence = Some(max_seq);
     versions.log_and_apply(&mut edit)?;

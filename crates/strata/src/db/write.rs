@@ -311,7 +311,7 @@ impl Inner {
         let writer = match self
             .opts
             .create_wal(&path)
-            .and_then(|file| wal::Writer::new(file, number))
+            .and_then(|file| wal::Writer::new_wal(file, number))
         {
             Ok(w) => w,
             Err(e) => {
@@ -353,7 +353,7 @@ impl Inner {
     pub(crate) fn sync_old_logs(&self) -> Result<()> {
         let mut logs = self.unsynced_logs.lock();
         while let Some(w) = logs.first_mut() {
-            w.sync()?;
+            w.sync_final()?;
             Stats::add(&self.stats.wal_syncs, 1);
             logs.remove(0);
         }

@@ -58,6 +58,16 @@ pub enum CrashKind {
     /// A removal (of a log, a table, a manifest) can so be durable while the
     /// manifest edit that made the file obsolete is not.
     PowerLossDirPrefix(u64),
+    /// A power loss where the disk had written back a random subset of the
+    /// 4 KiB pages of each write-ahead log's unsynced tail (seeded), in no
+    /// particular order, and the log was longer than its records (its
+    /// blocks reserved ahead, `FileSystem::create_log`): pages not written
+    /// back read as zeros, and so do up to 64 KiB past the end. What a
+    /// zero-filled or mapped log can show after a power loss. Other files
+    /// keep a random prefix of their unsynced tail, as in
+    /// `PowerLossPartial`; directory changes are all-or-nothing per
+    /// `sync_dir`.
+    PowerLossScattered(u64),
 }
 
 /// The kind of a mutating file operation (see [`MemFs::record_ops`]).
@@ -98,6 +108,8 @@ struct Inode {
     data: Vec<u8>,
     /// Length of the prefix of `data` that is durable.
     durable: usize,
+    /// Made by `create_log` (see `CrashKind::PowerLossScattered`).
+    log: bool,
 }
 
 type InodeRef = Arc<Mutex<Inode>>;
@@ -175,6 +187,27 @@ fn split(path: &Path) -> Result<(&Path, String)> {
     Ok((parent, name.to_string()))
 }
 
+/// `data` as a power loss may leave a log whose blocks were reserved
+/// ahead: the synced prefix, then each 4 KiB page of the rest either
+/// written back or still zeros (one coin per page), then up to 64 KiB of
+/// zeros.
+fn scattered(data: &[u8], durable: usize, seed: &mut u64) -> Vec<u8> {
+    const PAGE: usize = 4096;
+    let mut out = data.to_vec();
+    let mut page = durable / PAGE * PAGE;
+    while page < out.len() {
+        let end = (page + PAGE).min(out.len());
+        if splitmix(seed) & 1 == 0 {
+            let from = page.max(durable);
+            out[from..end].fill(0);
+        }
+        page = end;
+    }
+    let reserved = (splitmix(seed) % (64 << 10)) as usize;
+    out.resize(out.len() + reserved, 0);
+    out
+}
+
 /// splitmix64: a tiny seeded generator (no dependency).
 pub(crate) fn splitmix(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
@@ -231,7 +264,9 @@ impl State {
     /// The state a crash of `kind` would leave, as a new file system.
     fn crashed(&self, kind: CrashKind) -> MemFs {
         let mut seed = match kind {
-            CrashKind::PowerLossPartial(s) | CrashKind::PowerLossDirPrefix(s) => s,
+            CrashKind::PowerLossPartial(s)
+            | CrashKind::PowerLossDirPrefix(s)
+            | CrashKind::PowerLossScattered(s) => s,
             _ => 0,
         };
         // For `PowerLossDirPrefix`: the unsynced directory changes numbered
@@ -270,17 +305,23 @@ impl State {
                 let keep = match kind {
                     CrashKind::Process => src.data.len(),
                     CrashKind::PowerLoss | CrashKind::PowerLossDirPrefix(_) => src.durable,
-                    CrashKind::PowerLossPartial(_) => {
+                    CrashKind::PowerLossPartial(_) | CrashKind::PowerLossScattered(_) => {
                         let tail = (src.data.len() - src.durable) as u64;
                         src.durable + (splitmix(&mut seed) % (tail + 1)) as usize
                     }
                 };
-                let data = src.data.get(..keep).unwrap_or(&src.data).to_vec();
+                let data = match kind {
+                    CrashKind::PowerLossScattered(_) if src.log => {
+                        scattered(&src.data, src.durable, &mut seed)
+                    }
+                    _ => src.data.get(..keep).unwrap_or(&src.data).to_vec(),
+                };
                 out.inodes.insert(
                     *ino,
                     Arc::new(Mutex::new(Inode {
                         durable: data.len(),
                         data,
+                        log: src.log,
                     })),
                 );
             }
@@ -578,6 +619,12 @@ impl FileSystem for MemFs {
             buf: Vec::new(),
             len: 0,
         }))
+    }
+
+    fn create_log(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        let w = self.create(path)?;
+        self.state.lock().inode(path)?.lock().log = true;
+        Ok(w)
     }
 
     fn open_random(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {

@@ -10,10 +10,20 @@ pub const HEADER_SIZE: usize = 7;
 /// header record.
 pub const WAL_MAGIC: u64 = u64::from_le_bytes(*b"STRATWAL");
 
-/// Version of the log format written by this build. Version 2 changed only
-/// the write-batch entries inside the records (no keyspace byte for the
-/// default keyspace, `batch.rs`); version-1 logs are still read.
-pub const WAL_VERSION: u32 = 2;
+/// Version of the write-ahead logs written by this build. Version 3 adds
+/// [`FragmentType::Synced`] marks, which tell recovery how far a sync of the
+/// log is known to have completed (`Reader::read_record`). Version 2 changed
+/// only the write-batch entries inside the records (no keyspace byte for the
+/// default keyspace, `batch.rs`). Older logs are still read.
+pub const WAL_VERSION: u32 = 3;
+
+/// The version written in manifests, which share the log format but take
+/// no sync marks.
+pub const MANIFEST_LOG_VERSION: u32 = 2;
+
+/// Payload length of a [`FragmentType::Synced`] mark that carries its
+/// offset (u64 LE); shorter marks only fill the end of a block.
+pub const SYNCED_MARK_LEN: usize = 8;
 
 /// Payload length of the header record: magic u64 + version u32 + log number u64.
 pub const FILE_HEADER_LEN: usize = 8 + 4 + 8;
@@ -34,6 +44,12 @@ pub enum FragmentType {
     Last = 4,
     /// The file header record; only valid as the very first fragment.
     Header = 5,
+    /// A sync mark (version 3 write-ahead logs), written just before each
+    /// sync, between records: its 8-byte payload is the offset up to which
+    /// an earlier sync of this log had completed when it was written. A
+    /// mark with a shorter payload only fills the end of a block. Not a
+    /// record: readers skip it.
+    Synced = 6,
 }
 
 impl FragmentType {
@@ -45,6 +61,7 @@ impl FragmentType {
             3 => Some(FragmentType::Middle),
             4 => Some(FragmentType::Last),
             5 => Some(FragmentType::Header),
+            6 => Some(FragmentType::Synced),
             _ => None,
         }
     }

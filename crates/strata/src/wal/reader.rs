@@ -1,7 +1,8 @@
 //! Reads records back from a write-ahead log, applying a [`WalRecovery`] mode.
 
 use super::format::{
-    FragmentType, BLOCK_SIZE, FILE_HEADER_LEN, HEADER_SIZE, WAL_MAGIC, WAL_VERSION,
+    fragment_crc, FragmentType, BLOCK_SIZE, FILE_HEADER_LEN, HEADER_SIZE, SYNCED_MARK_LEN,
+    WAL_MAGIC, WAL_VERSION,
 };
 use crate::coding::{get_u32, get_u64, unmask_crc};
 use crate::error::{Error, Result};
@@ -239,7 +240,16 @@ impl Reader {
                         continue;
                     }
                     self.done = true;
-                    let tail = !self.valid_record_from(probe);
+                    let tail = if self.has_sync_marks() {
+                        // Blocks written since the last completed sync can
+                        // reach the disk in any order, so valid records
+                        // after damage there prove nothing; damage before
+                        // where a sync is known to have completed is
+                        // damage to synced records.
+                        offset >= self.synced_after(offset)
+                    } else {
+                        !self.valid_record_from(probe)
+                    };
                     return match (self.mode, tail) {
                         (WalRecovery::AbsoluteConsistency, _)
                         | (WalRecovery::TolerateCorruptedTail, false) => {
@@ -314,7 +324,19 @@ impl Reader {
                 skip,
             } => {
                 let reason = format!("damaged WAL header: {reason}");
-                if self.valid_record_from(skip.unwrap_or_else(|| next_block(offset))) {
+                // A write-ahead log whose header still reads as zeros and
+                // no mark of which says a sync completed was never synced:
+                // a power loss can leave its later pages without its first
+                // (see `has_sync_marks`), so what follows proves nothing.
+                let never_synced = self.zero_filled_end
+                    && self
+                        .data
+                        .get(..HEADER_SIZE + FILE_HEADER_LEN)
+                        .is_some_and(|h| h.iter().all(|&b| b == 0))
+                    && self.synced_after(0) == 0;
+                if !never_synced
+                    && self.valid_record_from(skip.unwrap_or_else(|| next_block(offset)))
+                {
                     return Err(self.corruption(offset, reason));
                 }
                 if self.mode == WalRecovery::AbsoluteConsistency {
@@ -327,6 +349,46 @@ impl Reader {
                 Ok(false)
             }
         }
+    }
+
+    /// A write-ahead log of format version 3 or later: its syncs are
+    /// marked ([`FragmentType::Synced`]).
+    fn has_sync_marks(&self) -> bool {
+        self.zero_filled_end && self.log_number.is_some() && self.version >= 3
+    }
+
+    /// The furthest offset up to which an intact sync mark at or after
+    /// `from` says a sync had completed (0 when none). The marks are found
+    /// by their shape, not by parsing from `from` (the bytes there are
+    /// damaged): a type-6 header of length 8 whose checksum holds.
+    fn synced_after(&self, from: usize) -> usize {
+        let end = self.data_end.max(from).min(self.data.len());
+        let mut best = 0u64;
+        let mut at = from;
+        while let Some(i) = self
+            .data
+            .get(at..end)
+            .and_then(|d| d.iter().position(|&b| b == FragmentType::Synced as u8))
+        {
+            let ty_at = at + i;
+            at = ty_at + 1;
+            let Some(start) = ty_at.checked_sub(HEADER_SIZE - 1) else {
+                continue;
+            };
+            let Some(frag) = self.data.get(start..start + HEADER_SIZE + SYNCED_MARK_LEN) else {
+                continue;
+            };
+            let (h, payload) = frag.split_at(HEADER_SIZE);
+            let len = usize::from(u16::from_le_bytes([h[4], h[5]]));
+            if len != SYNCED_MARK_LEN
+                || BLOCK_SIZE - start % BLOCK_SIZE < HEADER_SIZE + SYNCED_MARK_LEN
+                || get_u32(h, 0) != Some(fragment_crc(h[6], payload))
+            {
+                continue;
+            }
+            best = best.max(get_u64(payload, 0).unwrap_or(0));
+        }
+        usize::try_from(best).unwrap_or(usize::MAX)
     }
 
     /// True when a complete valid record starts at or after `pos`.
@@ -411,7 +473,10 @@ impl Reader {
                         probe: next,
                     }
                 }
-                (FragmentType::Header | FragmentType::Zero, _) => {
+                // A sync mark between records is skipped; the writer never
+                // puts one inside a record.
+                (FragmentType::Synced, None) => {}
+                (FragmentType::Header | FragmentType::Zero | FragmentType::Synced, _) => {
                     return Raw::Damage {
                         offset: start,
                         reason: format!("unexpected {ty:?} fragment"),

@@ -353,7 +353,7 @@ fn zero_filled_tail_inside_a_record_is_a_torn_tail() {
 fn sync_ahead_zero_fills_and_the_reader_stops_there() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("000008.log");
-    let mut w = Writer::new(PosixFs.create(&path).expect("create"), 8).expect("writer");
+    let mut w = Writer::new_wal(PosixFs.create(&path).expect("create"), 8).expect("writer");
     let mut records = Vec::new();
     // Past the first zero-filled MiB, so the region is extended once.
     for i in 0..1500 {
@@ -634,7 +634,7 @@ fn a_format_1_log_is_read_and_its_batches_decoded() {
 /// end.
 fn write_mapped_log(dir: &Path, records: &[Vec<u8>], sync_every: usize) -> (PathBuf, u64) {
     let path = dir.join("000009.log");
-    let mut w = Writer::new(PosixFs.create_log(&path).expect("create"), 9).expect("writer");
+    let mut w = Writer::new_wal(PosixFs.create_log(&path).expect("create"), 9).expect("writer");
     for (i, r) in records.iter().enumerate() {
         w.add_record(r).expect("add");
         if sync_every > 0 && i % sync_every == 0 {
@@ -654,7 +654,12 @@ fn write_mapped_log(dir: &Path, records: &[Vec<u8>], sync_every: usize) -> (Path
     for mode in ALL_MODES {
         let (got, end, r) = read_log(&path, mode);
         end.expect("clean end");
-        assert!(got == records, "{mode:?}: {} of {}", got.len(), records.len());
+        assert!(
+            got == records,
+            "{mode:?}: {} of {}",
+            got.len(),
+            records.len()
+        );
         assert!(r.dropped().is_none(), "{mode:?}");
     }
     drop(w);
@@ -704,4 +709,157 @@ fn mapped_log_with_synced_writes_zero_fills_ahead() {
         end.expect("clean");
         assert!(got == records, "{mode:?}");
     }
+}
+
+/// A version-3 log: `synced` records each followed by a sync (the second
+/// and later syncs' marks say where the one before ended), then `unsynced`
+/// records only flushed. Returns the path, each record's (start, end)
+/// and the offset the last sync reached.
+fn marked_log(dir: &Path, synced: usize, unsynced: usize) -> (PathBuf, Vec<(u64, u64)>, u64) {
+    let path = dir.join("000011.log");
+    let mut w = Writer::new_wal(PosixFs.create_log(&path).expect("create"), 11).expect("writer");
+    let mut spans = Vec::new();
+    let mut synced_at = 0;
+    for i in 0..synced + unsynced {
+        let start = w.len();
+        w.add_record(&payload(i, 900)).expect("add");
+        spans.push((start, w.len()));
+        if i < synced {
+            w.sync().expect("sync");
+            synced_at = w.len();
+        } else {
+            w.flush().expect("flush");
+        }
+    }
+    drop(w);
+    (path, spans, synced_at)
+}
+
+fn zero_page_at(path: &Path, at: u64) {
+    let mut bytes = std::fs::read(path).expect("read");
+    let at = (at as usize) / 4096 * 4096;
+    bytes[at..at + 4096].fill(0);
+    std::fs::write(path, &bytes).expect("write");
+}
+
+#[test]
+fn a_gap_after_the_last_sync_is_a_torn_tail_even_with_records_after_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (path, spans, synced_at) = marked_log(dir.path(), 20, 40);
+    // A page well past the last sync zeroed, as a power loss can leave it
+    // when later pages reached the disk first.
+    let (gap_start, _) = spans[45];
+    assert!(gap_start > synced_at + 4096);
+    zero_page_at(&path, gap_start);
+    let intact = spans
+        .iter()
+        .take_while(|&&(_, end)| end <= gap_start / 4096 * 4096)
+        .count();
+    let (got, end, r) = read_log(&path, WalRecovery::TolerateCorruptedTail);
+    end.expect("a torn tail");
+    assert_eq!(got.len(), intact);
+    assert!(r.dropped().is_some());
+    // Without marks (the rule for version-2 logs) it would be mid-file
+    // damage; AbsoluteConsistency still refuses it.
+    let (_, end, _) = read_log(&path, WalRecovery::AbsoluteConsistency);
+    corruption_at(&end.expect_err("absolute"));
+}
+
+#[test]
+fn damage_before_a_completed_sync_is_corruption() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (path, spans, synced_at) = marked_log(dir.path(), 20, 5);
+    // Record 3 was synced, and the later marks say that sync completed.
+    let (start, _) = spans[3];
+    assert!(start + 4096 < synced_at);
+    zero_page_at(&path, start + 2000);
+    let (got, end, _) = read_log(&path, WalRecovery::TolerateCorruptedTail);
+    let (_, off, _) = corruption_at(&end.expect_err("synced records damaged"));
+    assert!(off <= start + 2000, "{off}");
+    assert!(got.len() < 6, "{}", got.len());
+    // The last synced record: its own mark follows it, but nothing says that
+    // sync completed, so damage in it is a torn tail.
+    let (path, spans, _) = marked_log(dir.path(), 20, 0);
+    let (start, end_19) = spans[19];
+    let mut bytes = std::fs::read(&path).expect("read");
+    bytes[(start + 100) as usize] ^= 0x40;
+    std::fs::write(&path, &bytes).expect("write");
+    let (got, end, r) = read_log(&path, WalRecovery::TolerateCorruptedTail);
+    end.expect("a torn tail");
+    assert_eq!(got.len(), 19);
+    assert_eq!(r.dropped().map(|d| d.0), Some(start));
+    assert!(end_19 > start);
+}
+
+#[test]
+fn sync_final_confirms_the_sync_so_any_damage_is_corruption() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("000012.log");
+    let mut w = Writer::new_wal(PosixFs.create_log(&path).expect("create"), 12).expect("writer");
+    for i in 0..30 {
+        w.add_record(&payload(i, 700)).expect("add");
+        w.flush().expect("flush");
+    }
+    let last_start = w.len() - 700 - HEADER_SIZE as u64;
+    w.sync_final().expect("sync");
+    let after = w.len();
+    // Nothing appended since: no more marks.
+    w.sync_final().expect("again");
+    assert_eq!(w.len(), after);
+    drop(w);
+    for mode in ALL_MODES {
+        let (got, end, _) = read_log(&path, mode);
+        end.expect("clean");
+        assert_eq!(got.len(), 30, "{mode:?}");
+    }
+    let mut bytes = std::fs::read(&path).expect("read");
+    bytes[(last_start + 50) as usize] ^= 0x01;
+    std::fs::write(&path, &bytes).expect("write");
+    let (got, end, _) = read_log(&path, WalRecovery::TolerateCorruptedTail);
+    corruption_at(&end.expect_err("the last record was synced"));
+    assert_eq!(got.len(), 29);
+}
+
+#[test]
+fn a_block_end_too_short_for_a_mark_gets_a_filler() {
+    // Records sized so that syncs meet every leftover room at a block's
+    // end, from 0 to past a whole mark.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("000013.log");
+    let mut w = Writer::new_wal(PosixFs.create_log(&path).expect("create"), 13).expect("writer");
+    let mut records = Vec::new();
+    for i in 0..400 {
+        let r = payload(i, 300 + i % 23);
+        w.add_record(&r).expect("add");
+        w.sync().expect("sync");
+        records.push(r);
+    }
+    drop(w);
+    for mode in ALL_MODES {
+        let (got, end, r) = read_log(&path, mode);
+        end.expect("clean");
+        assert!(got == records, "{mode:?}");
+        assert!(r.dropped().is_none(), "{mode:?}");
+    }
+}
+
+#[test]
+fn a_zeroed_header_page_of_a_never_synced_log_is_a_torn_tail() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Never synced: the header's page may be the one a power loss lost.
+    let (path, spans, _) = marked_log(dir.path(), 0, 30);
+    assert!(spans[29].1 > 8192);
+    zero_page_at(&path, 0);
+    let (got, end, r) = read_log(&path, WalRecovery::TolerateCorruptedTail);
+    end.expect("nothing in it was synced");
+    assert!(got.is_empty());
+    assert_eq!(r.dropped().map(|d| d.0), Some(0));
+    let (_, end, _) = read_log(&path, WalRecovery::AbsoluteConsistency);
+    corruption_at(&end.expect_err("absolute"));
+    // Synced twice (the second mark says the first sync completed): the
+    // header was durable, so zeros there are damage.
+    let (path, _, _) = marked_log(dir.path(), 10, 30);
+    zero_page_at(&path, 0);
+    let (_, end, _) = read_log(&path, WalRecovery::TolerateCorruptedTail);
+    corruption_at(&end.expect_err("a synced header damaged"));
 }

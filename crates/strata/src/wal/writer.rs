@@ -1,7 +1,8 @@
 //! Appends records to a write-ahead log.
 
 use super::format::{
-    fragment_header, FragmentType, BLOCK_SIZE, FILE_HEADER_LEN, HEADER_SIZE, WAL_MAGIC, WAL_VERSION,
+    fragment_header, FragmentType, BLOCK_SIZE, FILE_HEADER_LEN, HEADER_SIZE, MANIFEST_LOG_VERSION,
+    SYNCED_MARK_LEN, WAL_MAGIC, WAL_VERSION,
 };
 use crate::coding::{put_u32, put_u64};
 use crate::error::{Error, Result};
@@ -24,13 +25,36 @@ pub struct Writer {
     block_offset: usize,
     /// End of the zero-filled region `sync_ahead` asked for.
     preallocated: u64,
+    /// Write a [`FragmentType::Synced`] mark before each sync (write-ahead
+    /// logs, see [`Writer::new_wal`]).
+    marks: bool,
+    /// The file length when the last sync completed.
+    synced: u64,
+    /// The last sync was [`Writer::sync_final`]'s and nothing came after.
+    confirmed: bool,
     failed: Option<Error>,
 }
 
 impl Writer {
-    /// Starts a log in an empty `file` and writes its header record
-    /// (buffered: nothing is flushed).
+    /// Starts a manifest log in an empty `file` and writes its header
+    /// record (buffered: nothing is flushed).
     pub fn new(file: Box<dyn WritableFile>, log_number: u64) -> Result<Self> {
+        Self::start(file, log_number, MANIFEST_LOG_VERSION)
+    }
+
+    /// Starts a write-ahead log (format version 3) in an empty `file`: each
+    /// sync is preceded by a [`FragmentType::Synced`] mark holding how far
+    /// the previous sync reached. Recovery uses the marks to tell damage a
+    /// power loss may leave in blocks written since the last sync (a torn
+    /// tail, even with valid records after it: pages of a zero-filled log
+    /// can reach the disk in any order) from damage to synced records.
+    pub fn new_wal(file: Box<dyn WritableFile>, log_number: u64) -> Result<Self> {
+        let mut w = Self::start(file, log_number, WAL_VERSION)?;
+        w.marks = true;
+        Ok(w)
+    }
+
+    fn start(file: Box<dyn WritableFile>, log_number: u64, version: u32) -> Result<Self> {
         if !file.is_empty() {
             return Err(Error::InvalidArgument(format!(
                 "a WAL writer needs an empty file, this one has {} bytes",
@@ -42,11 +66,14 @@ impl Writer {
             log_number,
             block_offset: 0,
             preallocated: 0,
+            marks: false,
+            synced: 0,
+            confirmed: false,
             failed: None,
         };
         let mut header = Vec::with_capacity(FILE_HEADER_LEN);
         put_u64(&mut header, WAL_MAGIC);
-        put_u32(&mut header, WAL_VERSION);
+        put_u32(&mut header, version);
         put_u64(&mut header, log_number);
         w.guard(|w| w.emit(FragmentType::Header, &header))?;
         Ok(w)
@@ -66,7 +93,27 @@ impl Writer {
 
     /// Flushes and `fdatasync`s (survives power loss).
     pub fn sync(&mut self) -> Result<()> {
-        self.guard(|w| w.file.sync())
+        self.guard(|w| w.marked_sync())
+    }
+
+    /// [`sync`](Self::sync) for a log that takes no more writes (at close,
+    /// and for the log of a memtable that was switched out): a write-ahead
+    /// log then gets a second mark and sync, which record that the first
+    /// sync completed, so that damage anywhere in the log is found to be
+    /// damage to synced records. Nothing is done when nothing was appended
+    /// since the last `sync_final`.
+    pub fn sync_final(&mut self) -> Result<()> {
+        self.guard(|w| {
+            if w.confirmed {
+                return w.file.sync();
+            }
+            w.marked_sync()?;
+            if w.marks {
+                w.marked_sync()?;
+            }
+            w.confirmed = true;
+            Ok(())
+        })
     }
 
     /// [`sync`](Self::sync) for a log that takes synced writes: first keeps
@@ -86,7 +133,7 @@ impl Writer {
                 let _ = w.file.preallocate(upto);
                 w.preallocated = upto;
             }
-            w.file.sync()
+            w.marked_sync()
         })
     }
 
@@ -110,6 +157,32 @@ impl Writer {
             return Err(e.clone());
         }
         op(self).inspect_err(|e| self.failed = Some(e.clone()))
+    }
+
+    /// The mark (write-ahead logs), then the sync.
+    fn marked_sync(&mut self) -> Result<()> {
+        if self.marks {
+            self.mark()?;
+        }
+        self.file.sync()?;
+        self.synced = self.file.len();
+        Ok(())
+    }
+
+    /// Appends a [`FragmentType::Synced`] mark holding `synced`. A block
+    /// with too little room left for it is filled with a short mark.
+    fn mark(&mut self) -> Result<()> {
+        let leftover = BLOCK_SIZE - self.block_offset;
+        if leftover < HEADER_SIZE + SYNCED_MARK_LEN {
+            if leftover >= HEADER_SIZE {
+                let filler = [0u8; SYNCED_MARK_LEN];
+                self.emit(FragmentType::Synced, &filler[..leftover - HEADER_SIZE])?;
+            } else if leftover > 0 {
+                self.file.append(&[0u8; HEADER_SIZE][..leftover])?;
+            }
+            self.block_offset = 0;
+        }
+        self.emit(FragmentType::Synced, &self.synced.to_le_bytes())
     }
 
     fn write_record(&mut self, payload: &[u8]) -> Result<()> {
@@ -145,6 +218,7 @@ impl Writer {
 
     fn emit(&mut self, ty: FragmentType, payload: &[u8]) -> Result<()> {
         debug_assert!(self.block_offset + HEADER_SIZE + payload.len() <= BLOCK_SIZE);
+        self.confirmed = false;
         self.file.append(&fragment_header(ty, payload))?;
         self.file.append(payload)?;
         self.block_offset += HEADER_SIZE + payload.len();
