@@ -308,10 +308,10 @@ pub struct Options {
     /// Write the WAL through a shared memory map of its file instead of a
     /// `write(2)` per write group: the bytes are in the page cache (safe
     /// from a process crash) after a `memcpy`. The log's blocks are
-    /// reserved 4 MiB ahead with `fallocate(2)`, so a full disk is an
-    /// error from the write, not a fault. Only the OS file system maps;
-    /// others always write. Off for file systems where a mapped page can
-    /// fail under the process (network or FUSE mounts). Default true.
+    /// reserved 1 MiB ahead with `fallocate(2)`, so a full disk is an
+    /// error from the write, not a fault. Only the OS file system maps, and
+    /// only on ext2/3/4, XFS and tmpfs (where reserved blocks stay
+    /// reserved); elsewhere logs are written with `write(2)`. Default true.
     pub mmap_writes: bool,
     /// Files the database may keep open (RocksDB and LevelDB
     /// `max_open_files`); −1 = no limit. The table cache holds at most

@@ -99,10 +99,14 @@ pub(super) fn flush_one<'a>(
             // write may hold `unsynced_logs` while it syncs them.
             let keep_from = st.versions.log_number;
             MutexGuard::unlocked(&mut st, || {
-                inner
-                    .unsynced_logs
-                    .lock()
-                    .retain(|w| w.log_number() >= keep_from);
+                // Dropped after the locks are released: dropping a mapped
+                // log unmaps it, which a synced write waiting for these
+                // locks should not sit through.
+                let flushed_logs = (
+                    take_flushed(&inner.unsynced_logs, keep_from),
+                    take_flushed(&inner.synced_logs, keep_from),
+                );
+                drop(flushed_logs);
                 delete_obsolete_wals(inner, keep_from);
                 // The memtable's memory (tens of MiB) is returned here,
                 // not under the state mutex that every writer takes; so
@@ -267,6 +271,20 @@ impl Db {
             inner.done_cv.wait_for(&mut st, Duration::from_millis(50));
         }
     }
+}
+
+/// Takes the logs numbered below `keep_from` (their memtables are flushed)
+/// out of `logs`.
+fn take_flushed(
+    logs: &parking_lot::Mutex<Vec<crate::wal::Writer>>,
+    keep_from: u64,
+) -> Vec<crate::wal::Writer> {
+    let mut logs = logs.lock();
+    let (keep, gone) = std::mem::take(&mut *logs)
+        .into_iter()
+        .partition(|w| w.log_number() >= keep_from);
+    *logs = keep;
+    gone
 }
 
 #[cfg(test)]

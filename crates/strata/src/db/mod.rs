@@ -109,6 +109,10 @@ pub(crate) struct Inner {
     /// write before it is acknowledged (so a synced write is never durable
     /// before the writes that precede it), dropped once flushed.
     pub unsynced_logs: Mutex<Vec<wal::Writer>>,
+    /// Those logs once synced, kept until their memtable is flushed: the
+    /// flush drops them on its background thread (dropping a mapped log
+    /// unmaps up to 64 MiB, which a synced write should not wait for).
+    pub synced_logs: Mutex<Vec<wal::Writer>>,
     pub writers: Mutex<write::Queue>,
     pub writers_cv: Condvar,
     pub snapshots: Mutex<BTreeMap<SeqNo, usize>>,

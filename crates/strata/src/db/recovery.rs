@@ -237,6 +237,7 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
             dir_unsynced: false,
         }),
         unsynced_logs: Mutex::new(Vec::new()),
+        synced_logs: Mutex::new(Vec::new()),
         writers: Mutex::new(Default::default()),
         writers_cv: Condvar::new(),
         snapshots: Mutex::new(BTreeMap::new()),

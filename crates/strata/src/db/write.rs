@@ -355,7 +355,7 @@ impl Inner {
         while let Some(w) = logs.first_mut() {
             w.sync_final()?;
             Stats::add(&self.stats.wal_syncs, 1);
-            logs.remove(0);
+            self.synced_logs.lock().push(logs.remove(0));
         }
         Ok(())
     }

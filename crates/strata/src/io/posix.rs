@@ -134,15 +134,17 @@ const LOG_RESERVE: u64 = 1 << 20;
 ///
 /// The file is grown 1 MiB ahead of the records with `fallocate(2)`, which
 /// reserves its blocks: a full disk is an `ENOSPC` from `append`, never a
-/// `SIGBUS` from writing into a sparse page. Until then the reserved rest
+/// `SIGBUS` from writing into a sparse page (only on file systems where
+/// that holds, see `reserves_blocks`; elsewhere `create_log` returns a
+/// plain log). Until then the reserved rest
 /// reads as zeros, which the WAL reader takes as the end of the log
 /// ([`crate::wal::Reader::zero_filled_end`]). `sync` is `fdatasync(2)` on
 /// the file, which on Linux writes back the pages dirtied through the map
 /// as well. The map is advised `MADV_RANDOM`: without it the first fault in
 /// a window read around (here zeroed) up to `read_ahead_kb` (8 MiB) of
 /// pages at once, a 1-3 ms stall for the write that touched it. Windows
-/// are unmapped when the log is dropped (after its memtable is flushed, on
-/// a background thread), so a write never waits for an unmap either.
+/// are unmapped only when the log is dropped (after its memtable is
+/// flushed, on a background thread), so a write never waits for an unmap.
 /// Dropping the log also cuts the file back to the bytes appended.
 struct PosixLog {
     path: PathBuf,
@@ -187,9 +189,15 @@ impl PosixLog {
         ) else {
             return Err(std::io::Error::other("log file offset out of range"));
         };
-        // SAFETY: a plain system call on a file descriptor this struct
-        // owns; no memory is passed.
-        let rc = unsafe { libc::fallocate(self.file.as_raw_fd(), 0, offset, len) };
+        let rc = loop {
+            // SAFETY: a plain system call on a file descriptor this struct
+            // owns; no memory is passed.
+            let rc = unsafe { libc::fallocate(self.file.as_raw_fd(), 0, offset, len) };
+            if rc == 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
+            {
+                break rc;
+            }
+        };
         if rc != 0 {
             let e = std::io::Error::last_os_error();
             if !matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::ENOSYS)) {
@@ -254,6 +262,30 @@ impl PosixLog {
         }
         Ok(())
     }
+}
+
+/// True when `file` lives on a file system where `fallocate(2)` reserves
+/// blocks that a write through a map then only fills (ext2/3/4, XFS,
+/// tmpfs): there a full disk is an error from `fallocate`. Elsewhere (a
+/// copy-on-write file system such as btrfs or ZFS allocates anew at each
+/// write; network and FUSE mounts) a fault in a mapped page could raise
+/// SIGBUS instead of returning an error, so logs there are written with
+/// `write(2)`.
+fn reserves_blocks(file: &File) -> bool {
+    const EXT4: u64 = 0xef53;
+    const XFS: u64 = 0x5846_5342;
+    const TMPFS: u64 = 0x0102_1994;
+    let mut st = std::mem::MaybeUninit::<libc::statfs>::zeroed();
+    // SAFETY: `st` is a writable `statfs` the call fills; the descriptor is
+    // open for the duration of the call.
+    let rc = unsafe { libc::fstatfs(file.as_raw_fd(), st.as_mut_ptr()) };
+    if rc != 0 {
+        return false;
+    }
+    // SAFETY: `fstatfs` succeeded, so it initialised `st` (and all-zero is
+    // a valid `statfs` anyway).
+    let st = unsafe { st.assume_init() };
+    matches!(u64::try_from(st.f_type), Ok(EXT4 | XFS | TMPFS))
 }
 
 /// Writes zeros to `file` over `[from, upto)`.
@@ -451,6 +483,16 @@ impl FileSystem for PosixFs {
             .truncate(true)
             .open(path)
             .map_err(|e| Error::io(path, e))?;
+        if !reserves_blocks(&file) {
+            return Ok(Box::new(PosixWritable {
+                path: path.to_path_buf(),
+                file,
+                buf: Vec::with_capacity(WRITE_BUFFER),
+                len: 0,
+                zeroed: 0,
+                failed: false,
+            }));
+        }
         Ok(Box::new(PosixLog {
             path: path.to_path_buf(),
             file,

@@ -56,9 +56,11 @@ enum Raw {
 ///
 /// The file is read into memory on the first call to
 /// [`read_record`](Self::read_record) (logs are bounded by the write buffer
-/// size). Damage is classified as a *torn tail* when no complete valid record
-/// follows it anywhere in the file, and as *mid-file corruption* otherwise;
-/// the [`WalRecovery`] mode decides what each means (see `read_record`).
+/// size). Damage is classified as a *torn tail* or as *mid-file corruption*
+/// (in a log with sync marks: whether a mark after it says a sync completed
+/// past it; otherwise: whether a complete valid record follows it anywhere
+/// in the file); the [`WalRecovery`] mode decides what each means (see
+/// `read_record`).
 pub struct Reader {
     file: Option<Box<dyn SequentialFile>>,
     path: PathBuf,
@@ -110,7 +112,8 @@ impl Reader {
 
     /// Makes a zero-filled rest of the file (from where a fragment would
     /// start) a clean end of the log in every mode, for write-ahead logs,
-    /// which `Writer::sync_ahead` zero-fills ahead of their records.
+    /// which `Writer::sync_ahead` zero-fills and a mapped log
+    /// (`FileSystem::create_log`) reserves ahead of their records.
     /// Without it (the manifest, which is never zero-filled) such a tail is
     /// damage like any other.
     pub fn zero_filled_end(mut self) -> Self {
@@ -133,11 +136,19 @@ impl Reader {
     /// | PointInTime            | `Ok(None)`, `dropped()`| `Ok(None)`, `dropped()`  |
     /// | SkipAnyCorrupted       | `Ok(None)`, `dropped()`| skip, count, continue    |
     ///
+    /// In a log of format 3 (sync marks, [`FragmentType::Synced`]), damage
+    /// is a torn tail unless an intact mark after it says a sync had
+    /// completed past it; in older logs and manifests, unless a complete
+    /// valid record follows it.
+    ///
     /// A header record that verifies but has the wrong magic or length is
     /// `Corruption` in every mode, a newer format version `NotSupported`; a
     /// damaged header is treated like any other damage, except that valid
     /// records after it are `Corruption` in every mode (the log cannot be
-    /// identified). An empty file is a valid empty log. Errors are sticky.
+    /// identified) — unless, with `zero_filled_end`, the header reads as
+    /// zeros and no mark says a sync completed (a log never synced, whose
+    /// first page a power loss may have lost). An empty file is a valid
+    /// empty log. Errors are sticky.
     pub fn read_record(&mut self) -> Result<Option<Vec<u8>>> {
         if let Some(e) = &self.failed {
             return Err(e.clone());
@@ -354,20 +365,57 @@ impl Reader {
     /// A write-ahead log of format version 3 or later: its syncs are
     /// marked ([`FragmentType::Synced`]).
     fn has_sync_marks(&self) -> bool {
-        self.zero_filled_end && self.log_number.is_some() && self.version >= 3
+        self.log_number.is_some() && self.version >= 3
     }
 
     /// The furthest offset up to which an intact sync mark at or after
-    /// `from` says a sync had completed (0 when none). The marks are found
-    /// by their shape, not by parsing from `from` (the bytes there are
-    /// damaged): a type-6 header of length 8 whose checksum holds.
+    /// `from` says a sync had completed (0 when none). The block holding
+    /// `from` is damaged there, so its marks are found by their shape (a
+    /// type-6 header of length 8 whose checksum holds); every later block
+    /// begins with a fragment and is parsed in order, by shape again only
+    /// from damage in it on. (Parsing keeps a record's payload from being
+    /// read as a mark wherever it can.)
     fn synced_after(&self, from: usize) -> usize {
         let end = self.data_end.max(from).min(self.data.len());
         let mut best = 0u64;
+        let mut block = from / BLOCK_SIZE * BLOCK_SIZE;
+        self.marks_by_shape(from, (block + BLOCK_SIZE).min(end), &mut best);
+        block += BLOCK_SIZE;
+        while block < end {
+            let block_end = (block + BLOCK_SIZE).min(end);
+            let mut pos = block;
+            while pos < block_end && BLOCK_SIZE - pos % BLOCK_SIZE >= HEADER_SIZE {
+                match self.fragment(pos) {
+                    Frag::Ok {
+                        ty,
+                        payload: (a, b),
+                        next,
+                        ..
+                    } => {
+                        if ty == FragmentType::Synced && b - a == SYNCED_MARK_LEN {
+                            best = best.max(get_u64(&self.data, a).unwrap_or(0));
+                        }
+                        pos = next;
+                    }
+                    Frag::Eof => break,
+                    Frag::Bad { .. } => {
+                        self.marks_by_shape(pos, block_end, &mut best);
+                        break;
+                    }
+                }
+            }
+            block += BLOCK_SIZE;
+        }
+        usize::try_from(best).unwrap_or(usize::MAX)
+    }
+
+    /// Raises `best` to the value of every intact mark starting in
+    /// `[from, to)`, found by shape.
+    fn marks_by_shape(&self, from: usize, to: usize, best: &mut u64) {
         let mut at = from;
         while let Some(i) = self
             .data
-            .get(at..end)
+            .get(at..to)
             .and_then(|d| d.iter().position(|&b| b == FragmentType::Synced as u8))
         {
             let ty_at = at + i;
@@ -375,6 +423,9 @@ impl Reader {
             let Some(start) = ty_at.checked_sub(HEADER_SIZE - 1) else {
                 continue;
             };
+            if start < from {
+                continue;
+            }
             let Some(frag) = self.data.get(start..start + HEADER_SIZE + SYNCED_MARK_LEN) else {
                 continue;
             };
@@ -386,9 +437,8 @@ impl Reader {
             {
                 continue;
             }
-            best = best.max(get_u64(payload, 0).unwrap_or(0));
+            *best = (*best).max(get_u64(payload, 0).unwrap_or(0));
         }
-        usize::try_from(best).unwrap_or(usize::MAX)
     }
 
     /// True when a complete valid record starts at or after `pos`.
@@ -475,7 +525,7 @@ impl Reader {
                 }
                 // A sync mark between records is skipped; the writer never
                 // puts one inside a record.
-                (FragmentType::Synced, None) => {}
+                (FragmentType::Synced, None) if self.has_sync_marks() => {}
                 (FragmentType::Header | FragmentType::Zero | FragmentType::Synced, _) => {
                     return Raw::Damage {
                         offset: start,

@@ -777,8 +777,9 @@ fn damage_before_a_completed_sync_is_corruption() {
     let (_, off, _) = corruption_at(&end.expect_err("synced records damaged"));
     assert!(off <= start + 2000, "{off}");
     assert!(got.len() < 6, "{}", got.len());
-    // The last synced record: its own mark follows it, but nothing says that
-    // sync completed, so damage in it is a torn tail.
+    // The last synced record: nothing was appended after its sync, so no
+    // mark says that sync completed, and damage in it is a torn tail (the
+    // one case the marks cannot tell, DURABILITY.md).
     let (path, spans, _) = marked_log(dir.path(), 20, 0);
     let (start, end_19) = spans[19];
     let mut bytes = std::fs::read(&path).expect("read");
@@ -787,7 +788,9 @@ fn damage_before_a_completed_sync_is_corruption() {
     let (got, end, r) = read_log(&path, WalRecovery::TolerateCorruptedTail);
     end.expect("a torn tail");
     assert_eq!(got.len(), 19);
-    assert_eq!(r.dropped().map(|d| d.0), Some(start));
+    // (The record starts after the mark of the sync before it.)
+    let dropped_at = r.dropped().expect("reported").0;
+    assert!((start..=start + 15).contains(&dropped_at), "{dropped_at}");
     assert!(end_19 > start);
 }
 
@@ -822,17 +825,31 @@ fn sync_final_confirms_the_sync_so_any_damage_is_corruption() {
 
 #[test]
 fn a_block_end_too_short_for_a_mark_gets_a_filler() {
-    // Records sized so that syncs meet every leftover room at a block's
-    // end, from 0 to past a whole mark.
+    // A mark (15 bytes) due with every room from 0 to 16 bytes left in its
+    // block: below 7 the block is zero-padded, from 7 to 14 filled with a
+    // short mark, from 15 on the mark fits.
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("000013.log");
     let mut w = Writer::new_wal(PosixFs.create_log(&path).expect("create"), 13).expect("writer");
     let mut records = Vec::new();
-    for i in 0..400 {
-        let r = payload(i, 300 + i % 23);
+    let block = BLOCK_SIZE as u64;
+    let mut add = |w: &mut Writer, n: usize| {
+        let r = payload(records.len(), n);
         w.add_record(&r).expect("add");
-        w.sync().expect("sync");
         records.push(r);
+    };
+    for k in 0..=16u64 {
+        let mut left = block - w.len() % block;
+        if left < k + HEADER_SIZE as u64 + 50 {
+            // Finish this block (what cannot hold a header is padding).
+            add(&mut w, left.saturating_sub(HEADER_SIZE as u64) as usize);
+            left = block - w.len() % block;
+        }
+        add(&mut w, (left - k - HEADER_SIZE as u64) as usize);
+        assert_eq!(block - w.len() % block, if k == 0 { block } else { k });
+        w.sync().expect("sync");
+        // The mark goes in front of this record.
+        add(&mut w, 10);
     }
     drop(w);
     for mode in ALL_MODES {
@@ -841,6 +858,27 @@ fn a_block_end_too_short_for_a_mark_gets_a_filler() {
         assert!(got == records, "{mode:?}");
         assert!(r.dropped().is_none(), "{mode:?}");
     }
+    // Count the marks by walking the fragments.
+    let bytes = std::fs::read(&path).expect("read");
+    let (mut full, mut fillers, mut pos) = (0, 0, 0usize);
+    while pos + HEADER_SIZE <= bytes.len() {
+        let left = BLOCK_SIZE - pos % BLOCK_SIZE;
+        if left < HEADER_SIZE {
+            pos += left;
+            continue;
+        }
+        let len = usize::from(u16::from_le_bytes([bytes[pos + 4], bytes[pos + 5]]));
+        if bytes[pos + 6] == FragmentType::Synced as u8 {
+            if len == 8 {
+                full += 1;
+            } else {
+                fillers += 1;
+            }
+        }
+        pos += HEADER_SIZE + len;
+    }
+    assert_eq!(full, 17, "one mark per sync");
+    assert_eq!(fillers, 8, "rooms of 7 to 14 bytes");
 }
 
 #[test]

@@ -30,8 +30,9 @@ pub struct Writer {
     marks: bool,
     /// The file length when the last sync completed.
     synced: u64,
-    /// The last sync was [`Writer::sync_final`]'s and nothing came after.
-    confirmed: bool,
+    /// A sync completed and no mark says so yet: the next append starts
+    /// with one.
+    confirm_pending: bool,
     failed: Option<Error>,
 }
 
@@ -42,12 +43,14 @@ impl Writer {
         Self::start(file, log_number, MANIFEST_LOG_VERSION)
     }
 
-    /// Starts a write-ahead log (format version 3) in an empty `file`: each
-    /// sync is preceded by a [`FragmentType::Synced`] mark holding how far
-    /// the previous sync reached. Recovery uses the marks to tell damage a
-    /// power loss may leave in blocks written since the last sync (a torn
-    /// tail, even with valid records after it: pages of a zero-filled log
-    /// can reach the disk in any order) from damage to synced records.
+    /// Starts a write-ahead log (format version 3) in an empty `file`: the
+    /// first append after each completed sync begins with a
+    /// [`FragmentType::Synced`] mark holding how far that sync reached
+    /// (written after the sync returned, so it proves it). Recovery uses
+    /// the marks to tell damage a power loss may leave in blocks written
+    /// since the last sync (a torn tail, even with valid records after it:
+    /// pages of a reserved or zero-filled log can reach the disk in any
+    /// order) from damage to synced records.
     pub fn new_wal(file: Box<dyn WritableFile>, log_number: u64) -> Result<Self> {
         let mut w = Self::start(file, log_number, WAL_VERSION)?;
         w.marks = true;
@@ -68,7 +71,7 @@ impl Writer {
             preallocated: 0,
             marks: false,
             synced: 0,
-            confirmed: false,
+            confirm_pending: false,
             failed: None,
         };
         let mut header = Vec::with_capacity(FILE_HEADER_LEN);
@@ -83,7 +86,10 @@ impl Writer {
     /// that never cross a block boundary. Buffered: call [`flush`](Self::flush)
     /// or [`sync`](Self::sync) to make it survive a crash.
     pub fn add_record(&mut self, payload: &[u8]) -> Result<()> {
-        self.guard(|w| w.write_record(payload))
+        self.guard(|w| {
+            w.confirm()?;
+            w.write_record(payload)
+        })
     }
 
     /// Hands buffered bytes to the operating system (survives a process crash).
@@ -93,25 +99,28 @@ impl Writer {
 
     /// Flushes and `fdatasync`s (survives power loss).
     pub fn sync(&mut self) -> Result<()> {
-        self.guard(|w| w.marked_sync())
+        self.guard(|w| w.sync_now())
     }
 
     /// [`sync`](Self::sync) for a log that takes no more writes (at close,
     /// and for the log of a memtable that was switched out): a write-ahead
-    /// log then gets a second mark and sync, which record that the first
-    /// sync completed, so that damage anywhere in the log is found to be
-    /// damage to synced records. Nothing is done when nothing was appended
-    /// since the last `sync_final`.
+    /// log then also gets the mark that says this sync completed, synced
+    /// in turn, so that damage anywhere in its records is found to be
+    /// damage to synced records. Calling it again with nothing appended in
+    /// between writes nothing.
     pub fn sync_final(&mut self) -> Result<()> {
         self.guard(|w| {
-            if w.confirmed {
+            if !w.marks {
                 return w.file.sync();
             }
-            w.marked_sync()?;
-            if w.marks {
-                w.marked_sync()?;
+            if w.file.len() != w.synced {
+                w.sync_now()?;
             }
-            w.confirmed = true;
+            if w.confirm_pending {
+                w.confirm()?;
+                w.file.sync()?;
+                w.synced = w.file.len();
+            }
             Ok(())
         })
     }
@@ -133,7 +142,7 @@ impl Writer {
                 let _ = w.file.preallocate(upto);
                 w.preallocated = upto;
             }
-            w.marked_sync()
+            w.sync_now()
         })
     }
 
@@ -159,13 +168,19 @@ impl Writer {
         op(self).inspect_err(|e| self.failed = Some(e.clone()))
     }
 
-    /// The mark (write-ahead logs), then the sync.
-    fn marked_sync(&mut self) -> Result<()> {
-        if self.marks {
-            self.mark()?;
-        }
+    fn sync_now(&mut self) -> Result<()> {
         self.file.sync()?;
         self.synced = self.file.len();
+        self.confirm_pending = self.marks;
+        Ok(())
+    }
+
+    /// The mark for a completed sync no mark reports yet, if any.
+    fn confirm(&mut self) -> Result<()> {
+        if self.confirm_pending {
+            self.mark()?;
+            self.confirm_pending = false;
+        }
         Ok(())
     }
 
@@ -218,7 +233,6 @@ impl Writer {
 
     fn emit(&mut self, ty: FragmentType, payload: &[u8]) -> Result<()> {
         debug_assert!(self.block_offset + HEADER_SIZE + payload.len() <= BLOCK_SIZE);
-        self.confirmed = false;
         self.file.append(&fragment_header(ty, payload))?;
         self.file.append(payload)?;
         self.block_offset += HEADER_SIZE + payload.len();
