@@ -32,10 +32,7 @@ struct PosixWritable {
 
 impl PosixWritable {
     fn failed_before(&self) -> Error {
-        Error::io(
-            &self.path,
-            std::io::Error::other("an earlier write or sync of this file failed"),
-        )
+        failed_before(&self.path)
     }
 
     /// Runs `op` unless an earlier call failed; a failure fails the file.
@@ -97,12 +94,7 @@ impl WritableFile for PosixWritable {
         }
         // Buffered bytes go to `len - buf.len() .. len`: the zeros start
         // at `len` at the earliest and never overlap them.
-        let from = self.zeroed.max(self.len);
-        if from < upto {
-            write_zeros(&self.file, from, upto).map_err(|e| Error::io(&self.path, e))?;
-            self.zeroed = upto;
-        }
-        Ok(())
+        zero_ahead(&self.file, &self.path, &mut self.zeroed, self.len, upto)
     }
 }
 
@@ -167,10 +159,7 @@ struct PosixLog {
 
 impl PosixLog {
     fn failed_before(&self) -> Error {
-        Error::io(
-            &self.path,
-            std::io::Error::other("an earlier write or sync of this file failed"),
-        )
+        failed_before(&self.path)
     }
 
     fn fail(&mut self, e: std::io::Error) -> Error {
@@ -288,6 +277,25 @@ fn reserves_blocks(file: &File) -> bool {
     matches!(u64::try_from(st.f_type), Ok(EXT4 | XFS | TMPFS))
 }
 
+/// `WritableFile::preallocate` for a file whose appends end at `len` and
+/// whose zeros written so far end at `zeroed`.
+fn zero_ahead(file: &File, path: &Path, zeroed: &mut u64, len: u64, upto: u64) -> Result<()> {
+    let from = (*zeroed).max(len);
+    if from < upto {
+        write_zeros(file, from, upto).map_err(|e| Error::io(path, e))?;
+        *zeroed = upto;
+    }
+    Ok(())
+}
+
+/// The error of a call on a file after an earlier write or sync failed.
+fn failed_before(path: &Path) -> Error {
+    Error::io(
+        path,
+        std::io::Error::other("an earlier write or sync of this file failed"),
+    )
+}
+
 /// Writes zeros to `file` over `[from, upto)`.
 fn write_zeros(file: &File, from: u64, upto: u64) -> std::io::Result<()> {
     let zeros = [0u8; 64 << 10];
@@ -334,12 +342,8 @@ impl WritableFile for PosixLog {
         // Reserved blocks read as zeros but are not written yet (the sync
         // after the first write there would also record that they are):
         // write real zeros, past everything appended.
-        let from = self.zeroed.max(self.len);
-        if from < upto {
-            write_zeros(&self.file, from, upto).map_err(|e| Error::io(&self.path, e))?;
-            self.zeroed = upto;
-            self.reserved = self.reserved.max(upto);
-        }
+        zero_ahead(&self.file, &self.path, &mut self.zeroed, self.len, upto)?;
+        self.reserved = self.reserved.max(self.zeroed);
         Ok(())
     }
 }
