@@ -252,6 +252,21 @@ impl FaultFs {
     pub fn handle(&self) -> Arc<FaultHandle> {
         self.handle.clone()
     }
+
+    /// A file `create` made on the inner file system, after the `Create`
+    /// rule for `path`, wrapped so its appends, flushes and syncs can fail.
+    fn wrap_created(
+        &self,
+        path: &Path,
+        create: impl FnOnce(&dyn FileSystem) -> Result<Box<dyn WritableFile>>,
+    ) -> Result<Box<dyn WritableFile>> {
+        self.handle.check(Op::Create, path)?;
+        Ok(Box::new(FaultWritable {
+            inner: create(self.inner.as_ref())?,
+            path: path.to_path_buf(),
+            handle: self.handle.clone(),
+        }))
+    }
 }
 
 struct FaultWritable {
@@ -322,21 +337,11 @@ impl FileSystem for FaultFs {
     }
 
     fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
-        self.handle.check(Op::Create, path)?;
-        Ok(Box::new(FaultWritable {
-            inner: self.inner.create(path)?,
-            path: path.to_path_buf(),
-            handle: self.handle.clone(),
-        }))
+        self.wrap_created(path, |fs| fs.create(path))
     }
 
     fn create_log(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
-        self.handle.check(Op::Create, path)?;
-        Ok(Box::new(FaultWritable {
-            inner: self.inner.create_log(path)?,
-            path: path.to_path_buf(),
-            handle: self.handle.clone(),
-        }))
+        self.wrap_created(path, |fs| fs.create_log(path))
     }
 
     fn open_random(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {

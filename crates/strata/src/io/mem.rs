@@ -198,8 +198,9 @@ fn scattered(data: &[u8], durable: usize, seed: &mut u64) -> Vec<u8> {
     while page < out.len() {
         let end = (page + PAGE).min(out.len());
         if splitmix(seed) & 1 == 0 {
-            let from = page.max(durable);
-            out[from..end].fill(0);
+            if let Some(unsynced) = out.get_mut(page.max(durable)..end) {
+                unsynced.fill(0);
+            }
         }
         page = end;
     }

@@ -31,6 +31,17 @@ struct PosixWritable {
 }
 
 impl PosixWritable {
+    fn new(path: &Path, file: File) -> Self {
+        PosixWritable {
+            path: path.to_path_buf(),
+            file,
+            buf: Vec::with_capacity(WRITE_BUFFER),
+            len: 0,
+            zeroed: 0,
+            failed: false,
+        }
+    }
+
     fn failed_before(&self) -> Error {
         failed_before(&self.path)
     }
@@ -469,14 +480,7 @@ impl FileSystem for PosixFs {
             .truncate(true)
             .open(path)
             .map_err(|e| Error::io(path, e))?;
-        Ok(Box::new(PosixWritable {
-            path: path.to_path_buf(),
-            file,
-            buf: Vec::with_capacity(WRITE_BUFFER),
-            len: 0,
-            zeroed: 0,
-            failed: false,
-        }))
+        Ok(Box::new(PosixWritable::new(path, file)))
     }
 
     fn create_log(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
@@ -488,14 +492,7 @@ impl FileSystem for PosixFs {
             .open(path)
             .map_err(|e| Error::io(path, e))?;
         if !reserves_blocks(&file) {
-            return Ok(Box::new(PosixWritable {
-                path: path.to_path_buf(),
-                file,
-                buf: Vec::with_capacity(WRITE_BUFFER),
-                len: 0,
-                zeroed: 0,
-                failed: false,
-            }));
+            return Ok(Box::new(PosixWritable::new(path, file)));
         }
         Ok(Box::new(PosixLog {
             path: path.to_path_buf(),

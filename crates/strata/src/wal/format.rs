@@ -44,11 +44,10 @@ pub enum FragmentType {
     Last = 4,
     /// The file header record; only valid as the very first fragment.
     Header = 5,
-    /// A sync mark (version 3 write-ahead logs), written just before each
-    /// sync, between records: its 8-byte payload is the offset up to which
-    /// an earlier sync of this log had completed when it was written. A
-    /// mark with a shorter payload only fills the end of a block. Not a
-    /// record: readers skip it.
+    /// A sync mark (version 3 write-ahead logs), written between records in
+    /// front of the first append after a completed sync: its 8-byte payload
+    /// is the offset that sync reached. A mark with a shorter payload only
+    /// fills the end of a block. Not a record: readers skip it.
     Synced = 6,
 }
 

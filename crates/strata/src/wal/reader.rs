@@ -1,8 +1,7 @@
 //! Reads records back from a write-ahead log, applying a [`WalRecovery`] mode.
 
 use super::format::{
-    fragment_crc, FragmentType, BLOCK_SIZE, FILE_HEADER_LEN, HEADER_SIZE, SYNCED_MARK_LEN,
-    WAL_MAGIC, WAL_VERSION,
+    FragmentType, BLOCK_SIZE, FILE_HEADER_LEN, HEADER_SIZE, SYNCED_MARK_LEN, WAL_MAGIC, WAL_VERSION,
 };
 use crate::coding::{get_u32, get_u64, unmask_crc};
 use crate::error::{Error, Result};
@@ -387,14 +386,9 @@ impl Reader {
             while pos < block_end && BLOCK_SIZE - pos % BLOCK_SIZE >= HEADER_SIZE {
                 match self.fragment(pos) {
                     Frag::Ok {
-                        ty,
-                        payload: (a, b),
-                        next,
-                        ..
+                        ty, payload, next, ..
                     } => {
-                        if ty == FragmentType::Synced && b - a == SYNCED_MARK_LEN {
-                            best = best.max(get_u64(&self.data, a).unwrap_or(0));
-                        }
+                        best = best.max(self.mark_value(ty, payload));
                         pos = next;
                     }
                     Frag::Eof => break,
@@ -410,7 +404,8 @@ impl Reader {
     }
 
     /// Raises `best` to the value of every intact mark starting in
-    /// `[from, to)`, found by shape.
+    /// `[from, to)`, found by shape: wherever a type byte 6 could end a
+    /// fragment header, that header is parsed like any other.
     fn marks_by_shape(&self, from: usize, to: usize, best: &mut u64) {
         let mut at = from;
         while let Some(i) = self
@@ -420,24 +415,27 @@ impl Reader {
         {
             let ty_at = at + i;
             at = ty_at + 1;
-            let Some(start) = ty_at.checked_sub(HEADER_SIZE - 1) else {
+            let Some(pos) = ty_at.checked_sub(HEADER_SIZE - 1).filter(|&p| p >= from) else {
                 continue;
             };
-            if start < from {
-                continue;
-            }
-            let Some(frag) = self.data.get(start..start + HEADER_SIZE + SYNCED_MARK_LEN) else {
-                continue;
-            };
-            let (h, payload) = frag.split_at(HEADER_SIZE);
-            let len = usize::from(u16::from_le_bytes([h[4], h[5]]));
-            if len != SYNCED_MARK_LEN
-                || BLOCK_SIZE - start % BLOCK_SIZE < HEADER_SIZE + SYNCED_MARK_LEN
-                || get_u32(h, 0) != Some(fragment_crc(h[6], payload))
+            if let Frag::Ok {
+                ty, start, payload, ..
+            } = self.fragment(pos)
             {
-                continue;
+                if start == pos {
+                    *best = (*best).max(self.mark_value(ty, payload));
+                }
             }
-            *best = (*best).max(get_u64(payload, 0).unwrap_or(0));
+        }
+    }
+
+    /// The offset a verified fragment says a sync reached, when it is a
+    /// sync mark that carries one (0 otherwise).
+    fn mark_value(&self, ty: FragmentType, (a, b): (usize, usize)) -> u64 {
+        if ty == FragmentType::Synced && b - a == SYNCED_MARK_LEN {
+            get_u64(&self.data, a).unwrap_or(0)
+        } else {
+            0
         }
     }
 

@@ -25,8 +25,8 @@ pub struct Writer {
     block_offset: usize,
     /// End of the zero-filled region `sync_ahead` asked for.
     preallocated: u64,
-    /// Write a [`FragmentType::Synced`] mark before each sync (write-ahead
-    /// logs, see [`Writer::new_wal`]).
+    /// Write a [`FragmentType::Synced`] mark after each completed sync, in
+    /// front of the next append (write-ahead logs, see [`Writer::new_wal`]).
     marks: bool,
     /// The file length when the last sync completed.
     synced: u64,
