@@ -13,7 +13,7 @@ use crate::io::Mapping;
 use crate::iter::InternalIterator;
 use crate::types::compare_internal;
 use std::cmp::Ordering;
-use std::ops::Range;
+use std::ops::{Deref, Range};
 use std::sync::Arc;
 
 /// Builds one block. Keys must be added in increasing order.
@@ -211,6 +211,12 @@ impl Block {
         }
     }
 
+    /// The block's bytes, restart array included.
+    #[cfg(test)]
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.data
+    }
+
     /// Bytes of the block contents.
     pub fn size(&self) -> usize {
         self.data.len()
@@ -231,6 +237,33 @@ impl Block {
 
     fn restart_point(&self, i: usize) -> usize {
         get_u32(&self.data, self.restarts_offset + 4 * i).map_or(0, |v| v as usize)
+    }
+
+    /// Key and value of the entry at restart point `i`, which stores its
+    /// full key; `None` past the last restart point or when it does not
+    /// decode.
+    pub fn restart_entry(&self, i: usize) -> Option<(&[u8], &[u8])> {
+        if i >= self.num_restarts {
+            return None;
+        }
+        let e = decode_entry(self, self.restart_point(i))?;
+        if e.shared != 0 {
+            return None;
+        }
+        Some((self.data.get(e.delta)?, self.data.get(e.value)?))
+    }
+
+    /// True when every entry is at a restart point (an index block): then
+    /// [`restart_entry`](Self::restart_entry) `i` is entry `i`.
+    pub fn one_entry_per_restart(&self) -> bool {
+        (0..self.num_restarts).all(|i| {
+            let end = if i + 1 < self.num_restarts {
+                self.restart_point(i + 1)
+            } else {
+                self.restarts_offset
+            };
+            decode_entry(self, self.restart_point(i)).is_some_and(|e| e.next == end)
+        })
     }
 
     /// Iterator over this block.
@@ -269,10 +302,11 @@ fn decode_entry(block: &Block, off: usize) -> Option<Entry> {
 
 /// Bidirectional cursor over one block, ordered by [`compare_internal`].
 /// Bad data makes it invalid and is reported by `status()` (offsets relative
-/// to the block).
+/// to the block). It holds the block shared (`Arc`, the default) or, for a
+/// point lookup that ends before the block goes, borrowed (`&Block`).
 #[derive(Debug)]
-pub struct BlockIter {
-    block: Arc<Block>,
+pub struct BlockIter<B: Deref<Target = Block> = Arc<Block>> {
+    block: B,
     /// Offset of the current entry; `restarts_offset` when invalid.
     current: usize,
     /// Offset of the entry after the current one.
@@ -284,8 +318,16 @@ pub struct BlockIter {
     status: Option<Error>,
 }
 
-impl BlockIter {
-    pub fn new(block: Arc<Block>) -> Self {
+impl<B: Deref<Target = Block>> BlockIter<B> {
+    pub fn new(block: B) -> Self {
+        Self::with_key_buffer(block, Vec::new())
+    }
+
+    /// An iterator that builds its keys in `key` (cleared), so a caller
+    /// walking several blocks in turn allocates once; see
+    /// [`into_key_buffer`](Self::into_key_buffer).
+    pub fn with_key_buffer(block: B, mut key: Vec<u8>) -> Self {
+        key.clear();
         let end = block.restarts_offset;
         let n = block.num_restarts;
         BlockIter {
@@ -293,14 +335,33 @@ impl BlockIter {
             current: end,
             next_off: end,
             restart_index: n,
-            key: Vec::new(),
+            key,
             value: 0..0,
             status: None,
         }
     }
 
+    /// The key buffer, for the next [`with_key_buffer`](Self::with_key_buffer).
+    pub fn into_key_buffer(self) -> Vec<u8> {
+        self.key
+    }
+
+    /// Positions at entry `i` of a block with one entry per restart point
+    /// (see [`Block::one_entry_per_restart`]); invalid past the last.
+    pub fn seek_to_restart_entry(&mut self, i: usize) {
+        if self.status.is_some() {
+            return;
+        }
+        if i >= self.block.num_restarts {
+            self.invalidate();
+            return;
+        }
+        self.seek_to_restart_point(i);
+        self.parse_next_key();
+    }
+
     /// The block this iterator walks.
-    pub fn block(&self) -> &Arc<Block> {
+    pub fn block(&self) -> &B {
         &self.block
     }
 
@@ -372,7 +433,7 @@ impl BlockIter {
     }
 }
 
-impl InternalIterator for BlockIter {
+impl<B: Deref<Target = Block> + Send> InternalIterator for BlockIter<B> {
     fn valid(&self) -> bool {
         self.status.is_none() && self.current < self.block.restarts_offset
     }

@@ -28,6 +28,7 @@
 pub mod block;
 mod builder;
 mod cache;
+mod fence;
 pub mod filter;
 pub mod format;
 mod properties;

@@ -2,6 +2,7 @@
 
 use super::block::{Block, BlockBytes, BlockIter};
 use super::cache::BlockCache;
+use super::fence::Fences;
 use super::filter::Bloom;
 use super::format::{
     check_block_trailer, decode_stored_block, BlockHandle, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN,
@@ -26,6 +27,9 @@ pub struct Table {
     cache: Arc<BlockCache>,
     verify_checksums: bool,
     index: Arc<Block>,
+    /// A search structure over `index` for point lookups (`None` when the
+    /// index is not in the shape the builder writes).
+    fences: Option<Fences>,
     index_handle: BlockHandle,
     filter: Option<Bloom>,
     props: TableProperties,
@@ -93,6 +97,7 @@ impl Table {
             cache,
             verify_checksums,
             index: Arc::new(Block::empty()),
+            fences: None,
             index_handle: footer.index,
             filter: None,
             props: TableProperties::default(),
@@ -104,6 +109,7 @@ impl Table {
         let mut index =
             Block::new(index).map_err(|e| t.block_error(e, footer.index, compressed))?;
         index.compressed = compressed;
+        t.fences = Fences::build(&index, |h| t.check_handle(h).is_ok());
         t.index = Arc::new(index);
         if footer.filter.size > 0 {
             let (f, compressed) = t.read_block(footer.filter, true)?;
@@ -117,6 +123,24 @@ impl Table {
         t.props = props;
         t.compression = compression;
         Ok(t)
+    }
+
+    /// Whether point lookups use the index's fences.
+    #[cfg(test)]
+    pub(crate) fn has_fences(&self) -> bool {
+        self.fences.is_some()
+    }
+
+    /// Makes point lookups search the index block itself.
+    #[cfg(test)]
+    pub(crate) fn drop_fences(&mut self) {
+        self.fences = None;
+    }
+
+    /// The index block's bytes.
+    #[cfg(test)]
+    pub(crate) fn index_bytes(&self) -> Vec<u8> {
+        self.index.bytes().to_vec()
     }
 
     pub fn properties(&self) -> &TableProperties {
@@ -144,7 +168,9 @@ impl Table {
 
     /// Memory pinned by the index block and the filter.
     pub fn pinned_bytes(&self) -> usize {
-        self.index.size() + self.filter.as_ref().map_or(0, Bloom::size)
+        self.index.size()
+            + self.fences.as_ref().map_or(0, Fences::size)
+            + self.filter.as_ref().map_or(0, Bloom::size)
     }
 
     /// Bytes of the file mapped into memory (0 when it is read with pread).
@@ -168,36 +194,78 @@ impl Table {
         if !self.may_contain(user_key) {
             return Ok(None);
         }
-        let mut index = BlockIter::new(Arc::clone(&self.index));
-        index.seek(seek_key);
-        if !index.valid() {
-            return index
-                .status()
-                .map(|()| None)
-                .map_err(|e| self.block_error(e, self.index_handle, self.index.compressed));
+        // Borrowed blocks and one key buffer per thread: a lookup takes
+        // no reference count and allocates only the value it returns.
+        thread_local! {
+            static KEY: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
         }
-        let handle = self.decode_index_value(index.value())?;
-        let block = self.data_block(handle)?;
-        let compressed = block.compressed;
-        let mut it = BlockIter::new(block);
-        it.seek(seek_key);
-        if !it.valid() {
-            return it
-                .status()
-                .map(|()| None)
-                .map_err(|e| self.block_error(e, handle, compressed));
-        }
-        let Some(p) = parse_internal_key(it.key()) else {
-            return Err(Error::corruption(
-                &self.path,
-                handle.offset,
-                "malformed internal key in data block",
-            ));
+        let (handle, key) = match &self.fences {
+            Some(f) => match f.seek(&self.index, seek_key) {
+                Some(h) => (h, KEY.take()),
+                None => return Ok(None),
+            },
+            None => {
+                let mut index = BlockIter::with_key_buffer(&*self.index, KEY.take());
+                index.seek(seek_key);
+                if !index.valid() {
+                    return index.status().map(|()| None).map_err(|e| {
+                        self.block_error(e, self.index_handle, self.index.compressed)
+                    });
+                }
+                (
+                    self.decode_index_value(index.value())?,
+                    index.into_key_buffer(),
+                )
+            }
         };
-        if p.user_key != user_key {
-            return Ok(None);
-        }
-        Ok(Some((p.seq, p.kind, it.value().to_vec())))
+        let found = match self.mapped_block_in_place(handle)? {
+            Some(block) => self.find_in(
+                BlockIter::with_key_buffer(&block, key),
+                handle,
+                seek_key,
+                user_key,
+            ),
+            None => {
+                let block = self.data_block(handle)?;
+                self.find_in(
+                    BlockIter::with_key_buffer(&*block, key),
+                    handle,
+                    seek_key,
+                    user_key,
+                )
+            }
+        };
+        let (found, key) = found;
+        KEY.set(key);
+        found
+    }
+
+    /// The first entry `>= seek_key` of `it`'s block, if its user key is
+    /// `user_key`; gives the key buffer back.
+    fn find_in(
+        &self,
+        mut it: BlockIter<&Block>,
+        handle: BlockHandle,
+        seek_key: &[u8],
+        user_key: &[u8],
+    ) -> (Result<Option<(u64, ValueKind, Vec<u8>)>>, Vec<u8>) {
+        it.seek(seek_key);
+        let found = if !it.valid() {
+            it.status()
+                .map(|()| None)
+                .map_err(|e| self.block_error(e, handle, it.block().compressed))
+        } else {
+            match parse_internal_key(it.key()) {
+                None => Err(Error::corruption(
+                    &self.path,
+                    handle.offset,
+                    "malformed internal key in data block",
+                )),
+                Some(p) if p.user_key != user_key => Ok(None),
+                Some(p) => Ok(Some((p.seq, p.kind, it.value().to_vec()))),
+            }
+        };
+        (found, it.into_key_buffer())
     }
 
     /// Decodes an index entry's value into a data block handle within bounds.
@@ -285,6 +353,11 @@ impl Table {
     /// map (checked like a read one, never cached: the page cache keeps
     /// it); `None` when the table is not mapped or the block is compressed.
     fn mapped_block(&self, h: BlockHandle) -> Result<Option<Arc<Block>>> {
+        Ok(self.mapped_block_in_place(h)?.map(Arc::new))
+    }
+
+    /// [`mapped_block`](Self::mapped_block) without the `Arc`.
+    fn mapped_block_in_place(&self, h: BlockHandle) -> Result<Option<Block>> {
         let Some(map) = self.file.mapping() else {
             return Ok(None);
         };
@@ -317,8 +390,9 @@ impl Table {
             start,
             end: start + n,
         };
-        let block = Block::new(bytes).map_err(|e| self.block_error(e, h, false))?;
-        Ok(Some(Arc::new(block)))
+        Block::new(bytes)
+            .map(Some)
+            .map_err(|e| self.block_error(e, h, false))
     }
 
     /// A data block from the memory map, the cache, or read from the file
@@ -586,7 +660,12 @@ impl InternalIterator for TableIter {
         if self.status.is_some() {
             return;
         }
-        self.index.seek(target);
+        match &self.table.fences {
+            Some(f) => self
+                .index
+                .seek_to_restart_entry(f.position(&self.table.index, target)),
+            None => self.index.seek(target),
+        }
         self.init_data_block();
         if let Some(d) = &mut self.data {
             d.seek(target);

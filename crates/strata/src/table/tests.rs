@@ -807,3 +807,121 @@ fn shared_across_threads() {
         th.join().expect("thread");
     }
 }
+
+/// User keys of several shapes: dense hex keys, keys that are prefixes of
+/// one another and differ past the fence's 8 bytes, binary keys, and one
+/// key with many versions spanning blocks.
+fn key_shapes() -> Vec<Vec<Vec<u8>>> {
+    let hex: Vec<Vec<u8>> = (0..600u64)
+        .map(|i| format!("{:016x}", i * 3).into_bytes())
+        .collect();
+    let mut nested = vec![b"ab".to_vec(), b"abc".to_vec()];
+    for n in 0..12 {
+        let mut k = b"ab".to_vec();
+        k.extend(std::iter::repeat_n(0u8, n));
+        nested.push(k.clone());
+        k.push(1);
+        nested.push(k.clone());
+        // Equal in the fence's 8 bytes, different after them.
+        k.extend_from_slice(b"0123456789");
+        nested.push(k.clone());
+        k.push(b'x');
+        nested.push(k);
+    }
+    let binary: Vec<Vec<u8>> = (0..300u32)
+        .map(|i| {
+            let mut k = vec![0xff; (i % 5) as usize];
+            k.extend_from_slice(&i.wrapping_mul(2_654_435_761).to_be_bytes());
+            k
+        })
+        .collect();
+    let single = vec![b"only".to_vec()];
+    let mut out = vec![hex, nested, binary, single];
+    for keys in &mut out {
+        keys.sort();
+        keys.dedup();
+    }
+    out
+}
+
+#[test]
+fn point_lookups_match_a_model_with_and_without_fences() {
+    for keys in key_shapes() {
+        // Internal keys: "only" gets 200 versions (it spans blocks), the
+        // rest one to three.
+        let mut kvs = Vec::new();
+        for (i, k) in keys.iter().enumerate() {
+            let versions = if keys.len() == 1 { 200 } else { i % 3 + 1 };
+            for v in (1..=versions as u64).rev() {
+                let seq = v * 10;
+                let kind = if v == 2 { 0 } else { 1 };
+                kvs.push((internal_key(k, seq, kind), value_for(i, seq)));
+            }
+        }
+        for block_size in [64, 512, 4096] {
+            let (bytes, _) = build_mem(&kvs, opts(block_size, Compression::None));
+            let mut targets: Vec<Vec<u8>> = vec![Vec::new(), vec![0], vec![0xff; 40]];
+            for k in &keys {
+                targets.push(k.clone());
+                let mut longer = k.clone();
+                longer.push(0);
+                targets.push(longer);
+                let mut shorter = k.clone();
+                shorter.pop();
+                targets.push(shorter);
+                let mut bumped = k.clone();
+                if let Some(last) = bumped.last_mut() {
+                    *last = last.wrapping_add(1);
+                }
+                targets.push(bumped);
+            }
+            for fenced in [true, false] {
+                let mut t = open_mem(bytes.clone(), true).expect("open");
+                assert!(t.has_fences(), "the builder's index gets fences");
+                if !fenced {
+                    t.drop_fences();
+                }
+                for u in &targets {
+                    for seq in [MAX_SEQ, 25, 20, 10, 9, 0] {
+                        let seek = seek_key(u, seq);
+                        let want = kvs
+                            .iter()
+                            .find(|(k, _)| {
+                                crate::types::compare_internal(k, &seek) != std::cmp::Ordering::Less
+                            })
+                            .and_then(|(k, v)| {
+                                let p = crate::types::parse_internal_key(k)?;
+                                (p.user_key == u.as_slice()).then(|| (p.seq, p.kind, v.clone()))
+                            });
+                        let got = t.get(&seek, u).expect("get");
+                        assert_eq!(
+                            got, want,
+                            "key {u:x?} seq {seq} block {block_size} fenced {fenced}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn index_of_another_shape_falls_back_to_the_block_search() {
+    // An index block with several entries per restart point (not what the
+    // builder writes) gets no fences; lookups still work through it.
+    let kvs = entries(200);
+    let (bytes, _) = build_mem(&kvs, opts(128, Compression::None));
+    let t = open_mem(bytes, true).expect("open");
+    let index = Block::new(t.index_bytes()).expect("index");
+    assert!(index.one_entry_per_restart());
+    let mut b = BlockBuilder::new(4);
+    let mut it = BlockIter::new(Arc::new(index));
+    it.seek_to_first();
+    while it.valid() {
+        b.add(it.key(), it.value());
+        it.next();
+    }
+    let regrouped = Block::new(b.finish().to_vec()).expect("regrouped");
+    assert!(!regrouped.one_entry_per_restart());
+    assert!(super::fence::Fences::build(&regrouped, |_| true).is_none());
+}
