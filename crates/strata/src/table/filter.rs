@@ -49,7 +49,7 @@ fn probe_pair(h: u64) -> (u64, u64) {
 /// The line of a cache-local filter of `lines` lines that `h` maps to.
 #[inline]
 fn line_of(h: u64, lines: usize) -> usize {
-    ((h & 0xffff_ffff) * lines as u64 >> 32) as usize
+    (((h & 0xffff_ffff) * lines as u64) >> 32) as usize
 }
 
 /// The bits (0..512) the k probes of `h` test in its line.

@@ -18,6 +18,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+/// A point lookup's answer: sequence number, kind and value.
+type Found = (u64, ValueKind, Vec<u8>);
+
 /// An open table: footer, index block, filter and properties are read,
 /// verified and pinned at open; data blocks go through the [`BlockCache`].
 pub struct Table {
@@ -248,7 +251,7 @@ impl Table {
         handle: BlockHandle,
         seek_key: &[u8],
         user_key: &[u8],
-    ) -> (Result<Option<(u64, ValueKind, Vec<u8>)>>, Vec<u8>) {
+    ) -> (Result<Option<Found>>, Vec<u8>) {
         it.seek(seek_key);
         let found = if !it.valid() {
             it.status()
