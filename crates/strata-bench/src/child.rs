@@ -932,6 +932,96 @@ mod tests {
         Ok(())
     }
 
+    /// `--own-defaults`: every engine opens with its library's defaults,
+    /// whatever the shared settings say, and says which values it has.
+    #[cfg(feature = "comparators")]
+    #[test]
+    fn own_defaults_reach_every_comparator() -> Result<(), BenchError> {
+        // Tiny shared settings that would show if they leaked through.
+        let settings = EngineSettings {
+            own_defaults: true,
+            write_buffer_size: 256 << 10,
+            block_cache_size: 128 << 10,
+            target_file_size: 256 << 10,
+            bloom_bits_per_key: 3,
+            ..EngineSettings::default()
+        };
+        let tmp = tempfile::tempdir().map_err(|e| BenchError::Io("tmp".into(), e))?;
+        let open = |name: &str| -> Result<engine::OpenEngine, BenchError> {
+            engine::open(&EngineKind::parse(name)?, &settings, &tmp.path().join(name))
+        };
+
+        // RocksDB: Options() as read back from its OPTIONS file (7.8).
+        let rocks = open("rocksdb")?;
+        for want in [
+            "write_buffer_size=67108864",
+            "max_write_buffer_number=2",
+            "level0_file_num_compaction_trigger=4",
+            "max_bytes_for_level_base=268435456",
+            "target_file_size_base=67108864",
+            "compression=kSnappyCompression",
+            "max_background_jobs=2",
+            "max_subcompactions=1",
+            "block_size=4096",
+            "filter_policy=nullptr",
+            "internal lru(8388608)",
+            "sync=false",
+        ] {
+            assert!(rocks.settings.contains(want), "{want}: {}", rocks.settings);
+        }
+        assert!(rocks.settings.starts_with(engine::OWN_DEFAULTS_PREFIX));
+        rocks.store.close()?;
+
+        // fjall: 32 MiB cache read back, its default policies.
+        let fjall = open("fjall")?;
+        assert!(
+            fjall.settings.contains("cache=32 MiB"),
+            "{}",
+            fjall.settings
+        );
+        assert!(
+            fjall.settings.contains("memtable=64 MiB"),
+            "{}",
+            fjall.settings
+        );
+        assert!(fjall.settings.contains("Lz4"), "{}", fjall.settings);
+        fjall.store.close()?;
+
+        // LevelDB has no options dump: check its behaviour. A 4 MiB
+        // memtable holds ~3 MB of puts without a table (the shared 256 KiB
+        // would have written a dozen); past 4 MiB a table appears, and
+        // snappy shrinks compressible values (shared mode writes them raw).
+        let level = open("leveldb")?;
+        assert!(level.settings.contains("write_buffer_size=4194304"));
+        let s = level.store.as_ref();
+        let value = vec![b'a'; 1000];
+        let tables =
+            |s: &dyn KvStore| -> usize { level_shape(&s.stats()).iter().map(|l| l.files).sum() };
+        for n in 0..2800u64 {
+            s.put(&key_for(n, 16), &value)?;
+        }
+        s.wait_for_compactions()?;
+        assert_eq!(tables(s), 0, "a 4 MiB memtable holds 2.9 MB");
+        for n in 2800..6000u64 {
+            s.put(&key_for(n, 16), &value)?;
+        }
+        s.wait_for_compactions()?;
+        assert!(tables(s) >= 1, "past 4 MiB the memtable is written");
+        let table_bytes: u64 = std::fs::read_dir(tmp.path().join("leveldb"))
+            .map_err(|e| BenchError::Io(tmp.path().into(), e))?
+            .filter_map(|e| e.ok())
+            .filter(|e| e.path().extension().is_some_and(|x| x == "ldb"))
+            .filter_map(|e| e.metadata().ok())
+            .map(|m| m.len())
+            .sum();
+        assert!(
+            table_bytes > 0 && table_bytes < 1 << 20,
+            "{table_bytes} bytes of tables for >4 MB of snappy-compressible values"
+        );
+        s.close()?;
+        Ok(())
+    }
+
     #[test]
     fn a_run_in_process_measures() -> Result<(), BenchError> {
         let tmp = tempfile::tempdir().map_err(|e| BenchError::Io("tmp".into(), e))?;

@@ -1,4 +1,5 @@
-//! The engines under test, all behind [`strata::KvStore`], configured alike.
+//! The engines under test, all behind [`strata::KvStore`], configured alike
+//! (or, with [`EngineSettings::own_defaults`], each with its own defaults).
 
 use crate::BenchError;
 use serde::{Deserialize, Serialize};
@@ -32,6 +33,18 @@ pub struct EngineSettings {
     /// option of that name; LevelDB's is fixed at 10 MiB).
     #[serde(default = "level_base")]
     pub level_base: u64,
+    /// Issue 18's second view of fairness (`strata bench --own-defaults`):
+    /// every engine runs with its own library defaults for every memory
+    /// and shape setting above (write buffer, block cache, block size,
+    /// table size, bloom filter, L1 target, background threads,
+    /// subcompactions, and compression), which are then ignored. Durability
+    /// stays equal: the WAL on in every engine, `sync` for all.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub own_defaults: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 fn level_base() -> u64 {
@@ -55,6 +68,7 @@ impl Default for EngineSettings {
             background_threads: 2,
             subcompactions: 1,
             level_base: level_base(),
+            own_defaults: false,
         }
     }
 }
@@ -62,6 +76,14 @@ impl Default for EngineSettings {
 impl EngineSettings {
     /// One line for reports.
     pub fn summary(&self) -> String {
+        if self.own_defaults {
+            return format!(
+                "OWN DEFAULTS: each engine with its own library defaults for write buffer, block cache, \
+                 block and table sizes, bloom filter, compression, level shape and background threads \
+                 (listed per engine); equal durability: WAL on, sync={}",
+                self.sync
+            );
+        }
         format!(
             "WAL on, sync={}, compression={}, write_buffer={} MiB, block_cache={} MiB, bloom={} bits/key, block={} KiB, target_file={} MiB, L1 target={} MiB, background_threads={}, RocksDB max_subcompactions={}",
             self.sync,
@@ -131,6 +153,9 @@ impl EngineKind {
 /// `comparators`).
 pub const COMPARATORS: bool = cfg!(feature = "comparators");
 
+/// How an engine's settings line starts in `--own-defaults` mode.
+pub const OWN_DEFAULTS_PREFIX: &str = "own defaults";
+
 /// An open engine with what the report says about it.
 pub struct OpenEngine {
     pub store: Box<dyn KvStore>,
@@ -163,6 +188,18 @@ pub fn split_placement(opts: &str) -> (Option<String>, String) {
 }
 
 pub fn strata_options(settings: &EngineSettings, extra: &str) -> Result<Options, BenchError> {
+    if settings.own_defaults {
+        // `Options::default()` untouched but for durability (KVell's
+        // synced mode is its `--sync`) and the spec's own options.
+        let mut o = Options::default();
+        if settings.sync {
+            o.kvell_durability = strata::KvellDurability::Synced;
+        }
+        o.apply(extra)
+            .map_err(|e| BenchError::Usage(e.to_string()))?;
+        o.validate().map_err(|e| BenchError::Usage(e.to_string()))?;
+        return Ok(o);
+    }
     let mut o = Options::default()
         .write_buffer_size(settings.write_buffer_size)
         .block_cache_size(settings.block_cache_size)
@@ -195,7 +232,18 @@ pub fn open(
         EngineKind::Strata(extra) => {
             let (_, extra) = split_placement(extra);
             let o = strata_options(settings, &extra)?;
-            let shown = o.to_string();
+            let shown = if settings.own_defaults {
+                format!(
+                    "{OWN_DEFAULTS_PREFIX} (Options::default(){}): {o}",
+                    if extra.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" + {extra}")
+                    }
+                )
+            } else {
+                o.to_string()
+            };
             let store = strata::open(dir, o)?;
             Ok(OpenEngine {
                 store,
@@ -239,6 +287,80 @@ mod tests {
         );
         assert!(EngineKind::parse("strata:nope=1").is_err());
         assert!(EngineKind::parse("sqlite").is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn own_defaults_leave_strata_options_untouched() -> Result<(), BenchError> {
+        let s = EngineSettings {
+            write_buffer_size: 8 << 20,
+            block_cache_size: 1 << 20,
+            bloom_bits_per_key: 3,
+            block_size: 16 << 10,
+            target_file_size: 2 << 20,
+            compression: "lz4".into(),
+            background_threads: 1,
+            level_base: 16 << 20,
+            ..EngineSettings::default()
+        };
+        // Shared mode applies them ...
+        let shared = strata_options(&s, "")?;
+        assert_eq!(shared.write_buffer_size, 8 << 20);
+        assert_eq!(shared.bloom_bits_per_key, 3);
+        // ... own-defaults mode leaves Options::default() as it is.
+        let own = EngineSettings {
+            own_defaults: true,
+            ..s.clone()
+        };
+        let o = strata_options(&own, "")?;
+        assert_eq!(o.to_string(), Options::default().to_string());
+        // Durability stays the run's; an engine spec's own options apply.
+        let synced = EngineSettings {
+            sync: true,
+            ..own.clone()
+        };
+        let o = strata_options(&synced, "engine=kvell")?;
+        assert_eq!(o.kvell_durability, strata::KvellDurability::Synced);
+        assert_eq!(o.kvell_page_cache, Options::default().kvell_page_cache);
+        // What the report prints for it.
+        let opened_dir = tempfile::tempdir().map_err(|e| BenchError::Io("tmp".into(), e))?;
+        let opened = open(&EngineKind::Strata(String::new()), &own, opened_dir.path())?;
+        assert!(
+            opened.settings.starts_with(OWN_DEFAULTS_PREFIX),
+            "{}",
+            opened.settings
+        );
+        assert!(
+            opened.settings.contains("write_buffer_size=67108864"),
+            "{}",
+            opened.settings
+        );
+        opened.store.close()?;
+        Ok(())
+    }
+
+    #[test]
+    fn own_defaults_mode_is_in_the_summary_and_json() -> Result<(), BenchError> {
+        let shared = EngineSettings::default();
+        assert!(!shared.summary().contains("OWN DEFAULTS"));
+        // Unchanged JSON without the mode; the flag round-trips with it.
+        assert!(!serde_json::to_string(&shared)?.contains("own_defaults"));
+        let own = EngineSettings {
+            own_defaults: true,
+            sync: true,
+            ..EngineSettings::default()
+        };
+        let line = own.summary();
+        assert!(line.starts_with("OWN DEFAULTS"), "{line}");
+        assert!(line.contains("WAL on, sync=true"), "{line}");
+        assert!(!line.contains("write_buffer=64 MiB"), "{line}");
+        let back: EngineSettings = serde_json::from_str(&serde_json::to_string(&own)?)?;
+        assert_eq!(back, own);
+        let old: EngineSettings = serde_json::from_str(
+            r#"{"write_buffer_size":1,"block_cache_size":1,"bloom_bits_per_key":1,"block_size":1,
+                "target_file_size":1,"compression":"none","sync":false,"background_threads":1}"#,
+        )?;
+        assert!(!old.own_defaults);
         Ok(())
     }
 

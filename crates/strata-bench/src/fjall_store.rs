@@ -3,7 +3,8 @@
 //!
 //! It runs with fjall's own defaults except what every engine of a run
 //! shares (issue 18): no compression, the run's memtable size and cache
-//! size, and its sync policy (a synced write is the write, then
+//! size, and its sync policy; with `--own-defaults`, with all of fjall's
+//! own defaults but the sync policy (a synced write is the write, then
 //! `persist(SyncData)` of the journal, as a fjall user makes a write
 //! durable). One keyspace holds the data.
 
@@ -60,8 +61,71 @@ fn compression(name: &str) -> Result<CompressionType, BenchError> {
     }
 }
 
-/// Opens (creating) fjall in `dir` with the run's shared settings.
+/// fjall's memtable size when `max_memtable_size` is not set (3.1's
+/// `KeyspaceCreateOptions::default()`; the field is private, so it is
+/// stated here, not read back).
+pub const OWN_MEMTABLE_SIZE: u64 = 64 << 20;
+
+/// The settings line of an own-defaults run: the cache capacity read back
+/// from the open database, the keyspace's public default policies as fjall
+/// prints them, the rest as fjall 3.1's defaults are written.
+pub fn own_settings(cache_capacity: u64, opts: &KeyspaceCreateOptions, sync: bool) -> String {
+    let workers = std::thread::available_parallelism().map_or(1, usize::from);
+    format!(
+        "{} (fjall {VERSION} Config and KeyspaceCreateOptions untouched): memtable={} MiB, cache={} MiB \
+         (read back), data blocks {:?}, data block compression {:?} (its lz4 feature, on by default: none \
+         on L0-L1, LZ4 below), journal LZ4 for values of 4 KiB and more, filters {:?}, leveled compaction \
+         (L0 trigger 4, 64 MiB tables, x10 per level, 7 levels), worker threads min(cores, 4) = {}, sync={sync}",
+        crate::engine::OWN_DEFAULTS_PREFIX,
+        OWN_MEMTABLE_SIZE >> 20,
+        cache_capacity >> 20,
+        opts.data_block_size_policy,
+        opts.data_block_compression_policy,
+        opts.filter_policy,
+        workers.min(4)
+    )
+}
+
+/// Opens (creating) fjall in `dir` with fjall's own defaults
+/// (`--own-defaults`): only the sync policy is the run's.
+fn open_own(settings: &EngineSettings, dir: &Path) -> Result<OpenEngine, BenchError> {
+    let failed = |e: fjall::Error| BenchError::Engine(err(dir, e));
+    let db = Database::builder(dir).open().map_err(failed)?;
+    let ks = db
+        .keyspace("bench", KeyspaceCreateOptions::default)
+        .map_err(failed)?;
+    let shown = own_settings(
+        db.cache_capacity(),
+        &KeyspaceCreateOptions::default(),
+        settings.sync,
+    );
+    Ok(wrap(db, ks, settings.sync, dir, shown))
+}
+
+/// The store and what the report says about it.
+fn wrap(db: Database, ks: Keyspace, sync: bool, dir: &Path, shown: String) -> OpenEngine {
+    let version = format!("fjall {VERSION}");
+    let store = FjallStore {
+        db,
+        ks,
+        sync,
+        path: dir.to_path_buf(),
+        closed: AtomicBool::new(false),
+        name: format!("{version} ({shown})"),
+    };
+    OpenEngine {
+        store: Box::new(store),
+        version,
+        settings: shown,
+    }
+}
+
+/// Opens (creating) fjall in `dir` with the run's shared settings (or with
+/// its own defaults when `settings.own_defaults`).
 pub fn open(settings: &EngineSettings, dir: &Path) -> Result<OpenEngine, BenchError> {
+    if settings.own_defaults {
+        return open_own(settings, dir);
+    }
     let failed = |e: fjall::Error| BenchError::Engine(err(dir, e));
     let kind = compression(&settings.compression)?;
     let db = Database::builder(dir)
@@ -85,20 +149,7 @@ pub fn open(settings: &EngineSettings, dir: &Path) -> Result<OpenEngine, BenchEr
         settings.block_cache_size >> 20,
         settings.sync
     );
-    let version = format!("fjall {VERSION}");
-    let store = FjallStore {
-        db,
-        ks,
-        sync: settings.sync,
-        path: dir.to_path_buf(),
-        closed: AtomicBool::new(false),
-        name: format!("{version} ({shown})"),
-    };
-    Ok(OpenEngine {
-        store: Box::new(store),
-        version,
-        settings: shown,
-    })
+    Ok(wrap(db, ks, settings.sync, dir, shown))
 }
 
 fn owned(b: Bound<&[u8]>) -> Bound<Vec<u8>> {

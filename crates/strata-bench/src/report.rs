@@ -654,7 +654,12 @@ pub fn summary(r: &Report) -> String {
         let _ = writeln!(s, "NOTE: {n}");
     }
     for e in &r.engines {
-        let _ = writeln!(s, "  {:<8} {}", e.name, e.version);
+        if r.settings.own_defaults {
+            // The run's point is each engine's own configuration: list it.
+            let _ = writeln!(s, "  {:<8} {}: {}", e.name, e.version, e.settings);
+        } else {
+            let _ = writeln!(s, "  {:<8} {}", e.name, e.version);
+        }
     }
     for w in r.workloads() {
         let desc = r
@@ -740,7 +745,7 @@ pub fn markdown(r: &Report, charts: &[String]) -> String {
     let _ = writeln!(
         s,
         "Dataset: {} keys × ({} B key + {} B value) = {:.0} MiB of user data; {} ops per run; {} thread(s); \
-         {} repeat(s) (median shown). Every engine: {}. Reads start with the database files evicted from \
+         {} repeat(s) (median shown). {}: {}. Reads start with the database files evicted from \
          the page cache: {}. Loads and writing runs wait for background work to finish: {}.\n",
         r.params.num,
         r.params.key_size,
@@ -749,12 +754,24 @@ pub fn markdown(r: &Report, charts: &[String]) -> String {
         r.params.ops,
         r.params.threads,
         r.repeats,
+        if r.settings.own_defaults {
+            "Settings"
+        } else {
+            "Every engine"
+        },
         r.settings_summary,
         r.cold_reads,
         r.settled
     );
     for n in &r.notes {
         let _ = writeln!(s, "> **Note:** {n}\n");
+    }
+    if r.settings.own_defaults {
+        let _ = writeln!(s, "## Each engine's own defaults (effective settings)\n");
+        for e in &r.engines {
+            let _ = writeln!(s, "- **{}** ({}): `{}`", e.name, e.version, e.settings);
+        }
+        let _ = writeln!(s);
     }
     let _ = writeln!(
         s,
@@ -906,4 +923,67 @@ pub fn write_all(r: &Report, out: &Path) -> Result<(), BenchError> {
 /// Workloads the report's write-amplification checks apply to.
 pub fn is_write_workload(name: &str) -> bool {
     Workload::parse(name).is_ok_and(|w| w.writes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::OWN_DEFAULTS_PREFIX;
+    use crate::runner::{preset, OWN_DEFAULTS_NOTE};
+
+    fn report(own_defaults: bool) -> Result<Report, BenchError> {
+        let mut cfg = preset("tiny", std::env::temp_dir())?;
+        cfg.settings.own_defaults = own_defaults;
+        let engines = vec!["strata".to_string(), "rocksdb".to_string()];
+        let results = engines
+            .iter()
+            .map(|e| RunResult {
+                engine: e.clone(),
+                workload: "fillrandom".into(),
+                version: format!("{e} 1"),
+                engine_settings: format!("{OWN_DEFAULTS_PREFIX} (test): {e}_buffer=7"),
+                ops: 10,
+                secs: 1.0,
+                ops_per_sec: 10.0,
+                ..RunResult::default()
+            })
+            .collect();
+        let notes = if own_defaults {
+            vec![OWN_DEFAULTS_NOTE.to_string()]
+        } else {
+            Vec::new()
+        };
+        Ok(Report::new(&cfg, engines, results, notes))
+    }
+
+    #[test]
+    fn own_defaults_runs_say_so_and_list_each_engine() -> Result<(), BenchError> {
+        let r = report(true)?;
+        let text = summary(&r);
+        let header = text.lines().next().unwrap_or_default();
+        assert!(header.contains("OWN DEFAULTS"), "{header}");
+        assert!(text.contains("NOTE: own-defaults mode"), "{text}");
+        assert!(
+            text.contains("strata_buffer=7") && text.contains("rocksdb_buffer=7"),
+            "{text}"
+        );
+        let md = markdown(&r, &[]);
+        assert!(md.contains("Settings: OWN DEFAULTS"), "{md}");
+        assert!(md.contains("## Each engine's own defaults"), "{md}");
+        let json = serde_json::to_string(&r)?;
+        assert!(json.contains("\"own_defaults\":true"), "{json}");
+
+        // Without the mode the header and the tables are as before.
+        let r = report(false)?;
+        let text = summary(&r);
+        assert!(
+            !text.contains("OWN DEFAULTS") && !text.contains("own-defaults"),
+            "{text}"
+        );
+        assert!(!text.contains("rocksdb_buffer=7"), "{text}");
+        let md = markdown(&r, &[]);
+        assert!(md.contains("Every engine: WAL on"), "{md}");
+        assert!(!md.contains("Each engine's own defaults"), "{md}");
+        Ok(())
+    }
 }

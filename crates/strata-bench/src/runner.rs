@@ -297,6 +297,14 @@ pub fn preset(name: &str, out: PathBuf) -> Result<Config, BenchError> {
     }
 }
 
+/// The report's note on an `--own-defaults` run.
+pub const OWN_DEFAULTS_NOTE: &str =
+    "own-defaults mode (issue 18's second view of fairness): every engine ran with its own library \
+     defaults for write buffer, block cache, block and table sizes, bloom filter, compression, level \
+     shape and background threads, not the shared settings (the preset's size fields in report.json's \
+     `settings` were ignored); durability was equal (WAL on, the same sync policy). Each engine's \
+     effective settings are listed with it.";
+
 /// How to start a child: this program plus the hidden subcommand.
 #[derive(Debug, Clone)]
 pub struct ChildCommand {
@@ -419,6 +427,9 @@ pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
     }
     if engines.is_empty() {
         return Err(BenchError::Usage("no engine to run".into()));
+    }
+    if cfg.settings.own_defaults {
+        notes.push(OWN_DEFAULTS_NOTE.to_string());
     }
     let workloads = cfg
         .workloads

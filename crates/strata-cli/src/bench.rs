@@ -69,6 +69,12 @@ pub struct BenchArgs {
     /// fdatasync the WAL on every write (every engine).
     #[arg(long)]
     pub sync: bool,
+    /// Run every engine with its own library defaults (write buffer, block
+    /// cache, block and table sizes, bloom filter, compression, level shape,
+    /// background threads) instead of the shared settings; durability stays
+    /// equal (WAL on, --sync for all). The report lists each engine's values.
+    #[arg(long, conflicts_with_all = ["cache_size", "write_buffer_size", "bloom_bits", "block_size", "compression"])]
+    pub own_defaults: bool,
     /// Repeats of every run (the report shows the median and the spread).
     #[arg(long)]
     pub repeats: Option<usize>,
@@ -143,6 +149,7 @@ pub fn run(a: &BenchArgs) -> Result<ExitCode, CliError> {
         s.compression = c.clone();
     }
     s.sync |= a.sync;
+    s.own_defaults |= a.own_defaults;
     cfg.repeats = a.repeats.unwrap_or(cfg.repeats).max(1);
     cfg.cold = !a.warm;
     cfg.settle = !a.no_settle;

@@ -177,6 +177,25 @@ pub unsafe fn finish_open(
     })
 }
 
+/// A property of an open database as text, if the library knows it (the
+/// returned buffer is copied and freed with the library's `*_free`).
+///
+/// # Safety
+/// `db` must be an open database of `api`'s library.
+pub unsafe fn read_property(api: &Api, db: Handle, name: &str) -> Option<String> {
+    let c = CString::new(name).ok()?;
+    // SAFETY: db is open (guaranteed by the caller); c is NUL-terminated.
+    let p = unsafe { (api.property_value)(db, c.as_ptr()) };
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: a NUL-terminated malloc'ed string from the library.
+    let s = unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned();
+    // SAFETY: allocated by this library, freed once.
+    unsafe { (api.free)(p.cast()) };
+    Some(s)
+}
+
 /// Objects that must live as long as the database and be destroyed after it.
 pub struct Owned {
     pub handle: Handle,
@@ -283,17 +302,8 @@ impl CStore {
 
     /// A property of the database as text, if the library knows it.
     pub fn property(&self, name: &str) -> Option<String> {
-        let c = CString::new(name).ok()?;
-        // SAFETY: db is open (not yet dropped); c is NUL-terminated.
-        let p = unsafe { (self.api.property_value)(self.db, c.as_ptr()) };
-        if p.is_null() {
-            return None;
-        }
-        // SAFETY: a NUL-terminated malloc'ed string from the library.
-        let s = unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned();
-        // SAFETY: allocated by this library, freed once.
-        unsafe { (self.api.free)(p.cast()) };
-        Some(s)
+        // SAFETY: db is open (not yet dropped) and of this store's library.
+        unsafe { read_property(self.api, self.db, name) }
     }
 
     fn in_bound(key: &[u8], b: Bound<&[u8]>, upper: bool) -> bool {

@@ -178,8 +178,171 @@ fn int(v: usize) -> c_int {
     c_int::try_from(v).unwrap_or(c_int::MAX)
 }
 
-/// Opens RocksDB in `dir` configured like the other engines.
+/// RocksDB's own defaults (`Options()` as `rocksdb_options_create` makes
+/// it): the `--own-defaults` mode sets nothing but `create_if_missing` and
+/// the write options' `sync`, then reads the effective values back from
+/// the `OPTIONS-*` file RocksDB writes at open and from the
+/// `rocksdb.block-cache-capacity` property.
+pub mod own {
+    use std::path::Path;
+
+    /// The options the report lists, as the `OPTIONS-*` file names them.
+    pub const KEYS: &[&str] = &[
+        "write_buffer_size",
+        "max_write_buffer_number",
+        "level0_file_num_compaction_trigger",
+        "level0_slowdown_writes_trigger",
+        "level0_stop_writes_trigger",
+        "max_bytes_for_level_base",
+        "max_bytes_for_level_multiplier",
+        "num_levels",
+        "target_file_size_base",
+        "compression",
+        "max_background_jobs",
+        "max_subcompactions",
+        "max_open_files",
+        "block_size",
+        "filter_policy",
+    ];
+
+    /// The block cache RocksDB makes when none is given (`table.h`: "an 8MB
+    /// internal cache" in 7.8).
+    pub const BLOCK_CACHE_SIZE: usize = 8 << 20;
+
+    /// The memtable size RocksDB's `Options()` has (64 MiB).
+    pub const WRITE_BUFFER_SIZE: usize = 64 << 20;
+
+    /// The values of [`KEYS`] in an `OPTIONS-*` file's text (`key=value`
+    /// lines; the first occurrence of each key), in [`KEYS`]' order;
+    /// `None` for a key the file lacks.
+    pub fn values(text: &str) -> Vec<(&'static str, Option<String>)> {
+        KEYS.iter()
+            .map(|&key| {
+                let v = text.lines().find_map(|l| {
+                    let (k, v) = l.trim().split_once('=')?;
+                    (k.trim() == key).then(|| v.trim().to_string())
+                });
+                (key, v)
+            })
+            .collect()
+    }
+
+    /// The newest `OPTIONS-NNNNNN` file in `dir`, read.
+    pub fn read_options_file(dir: &Path) -> std::io::Result<String> {
+        let mut newest: Option<(u64, std::path::PathBuf)> = None;
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            let name = entry.file_name();
+            let Some(n) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix("OPTIONS-"))
+                .and_then(|n| n.parse::<u64>().ok())
+            else {
+                continue;
+            };
+            if newest.as_ref().is_none_or(|(m, _)| n > *m) {
+                newest = Some((n, entry.path()));
+            }
+        }
+        match newest {
+            Some((_, path)) => std::fs::read_to_string(path),
+            None => Err(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "no OPTIONS-* file",
+            )),
+        }
+    }
+
+    /// The settings line of the report: the values read back (`options`:
+    /// the `OPTIONS-*` file's text or why it could not be read; `cache`:
+    /// the block cache capacity property).
+    pub fn settings(options: &Result<String, String>, cache: Option<&str>, sync: bool) -> String {
+        let listed = match options {
+            Ok(text) => values(text)
+                .into_iter()
+                .map(|(k, v)| format!("{k}={}", v.as_deref().unwrap_or("?")))
+                .collect::<Vec<_>>()
+                .join(","),
+            Err(e) => format!("(OPTIONS file unread: {e})"),
+        };
+        format!(
+            "{} (RocksDB Options(), nothing set but create_if_missing; read back from the OPTIONS file \
+             and rocksdb.block-cache-capacity): {listed},block_cache=RocksDB's internal lru({}),\
+             wal=on,sync={sync}",
+            crate::engine::OWN_DEFAULTS_PREFIX,
+            cache.map(str::trim).unwrap_or("?")
+        )
+    }
+}
+
+/// Opens RocksDB in `dir` with its own defaults (`--own-defaults`).
+fn open_own(s: &EngineSettings, dir: &Path) -> Result<OpenEngine, BenchError> {
+    let name = c_path("rocksdb", dir)?;
+    // SAFETY: as in `open`; no table options, cache or filter are made, so
+    // only the read and write options outlive the open.
+    unsafe {
+        let o = rocksdb_options_create();
+        let ro = rocksdb_readoptions_create();
+        let wo = rocksdb_writeoptions_create();
+        if [o, ro, wo].iter().any(|p| p.is_null()) {
+            for (p, destroy) in [
+                (o, rocksdb_options_destroy as unsafe extern "C" fn(Handle)),
+                (ro, rocksdb_readoptions_destroy),
+                (wo, rocksdb_writeoptions_destroy),
+            ] {
+                if !p.is_null() {
+                    destroy(p);
+                }
+            }
+            return Err(FfiError::Null {
+                engine: "rocksdb",
+                call: "*_create",
+            }
+            .into());
+        }
+        rocksdb_options_set_create_if_missing(o, 1);
+        rocksdb_writeoptions_set_sync(wo, u8::from(s.sync));
+        let mut err: *mut c_char = std::ptr::null_mut();
+        let db = rocksdb_open(o, name.as_ptr(), &mut err);
+        rocksdb_options_destroy(o);
+        let settings = if err.is_null() && !db.is_null() {
+            let options = own::read_options_file(dir).map_err(|e| e.to_string());
+            let cache = super::read_property(&API, db, "rocksdb.block-cache-capacity");
+            own::settings(&options, cache.as_deref(), s.sync)
+        } else {
+            own::settings(&Err("open failed".into()), None, s.sync)
+        };
+        let owned = vec![
+            Owned {
+                handle: ro,
+                destroy: rocksdb_readoptions_destroy,
+            },
+            Owned {
+                handle: wo,
+                destroy: rocksdb_writeoptions_destroy,
+            },
+        ];
+        super::finish_open(
+            &API,
+            err,
+            db,
+            ro,
+            wo,
+            owned,
+            dir,
+            version(),
+            settings,
+            own::WRITE_BUFFER_SIZE,
+        )
+    }
+}
+
+/// Opens RocksDB in `dir` configured like the other engines (or with its
+/// own defaults when `s.own_defaults`).
 pub fn open(s: &EngineSettings, dir: &Path) -> Result<OpenEngine, BenchError> {
+    if s.own_defaults {
+        return open_own(s, dir);
+    }
     let compression = compression_code(&s.compression)?;
     let name = c_path("rocksdb", dir)?;
     // Mirrors strata's defaults (options.rs) where RocksDB has the knob.
