@@ -351,6 +351,14 @@ pub struct Options {
     /// picker compacts it early (0 < t ≤ 1). Default 0.5 (the paper's
     /// 1,000 stale keys in a ~2,000-entry table).
     pub stale_threshold: f64,
+    /// Read-triggered compaction (LevelDB's seek compaction): a table is
+    /// charged a miss when a point lookup read one of its blocks in vain
+    /// before reading another table (misses its bloom filter rules out are
+    /// free), and when an iterator seek lands on a key it covers with
+    /// another table below it. Once charged one miss per 16 KiB of its size
+    /// (at least 100), it is merged into the next level when no level is
+    /// over its target. Default true.
+    pub read_compaction: bool,
     /// CoPro+ decision (`executor=copro+`): a value larger than this is
     /// "large". Default 256 B: re-derived on the reference machine with
     /// the paper's §3.3 procedure (pipelining's bandwidth gain stops paying
@@ -435,6 +443,7 @@ impl Default for Options {
             compaction_picker: PickerKind::Leveled,
             update_table_size: 64 * MIB,
             stale_threshold: 0.5,
+            read_compaction: true,
             copro_large_value: 256,
             copro_threshold: 0.7,
             copro_alpha: 0.0,
@@ -528,6 +537,8 @@ setters! {
     update_table_size: usize,
     /// Sets `stale_threshold`.
     stale_threshold: f64,
+    /// Sets `read_compaction`.
+    read_compaction: bool,
     /// Sets `executor`.
     executor: ExecutorKind,
     /// Sets `copro_large_value`.
@@ -682,6 +693,7 @@ impl Options {
             "mmap_reads" => self.mmap_reads = flag(name, value)?,
             "mmap_random" => self.mmap_random = flag(name, value)?,
             "mmap_writes" => self.mmap_writes = flag(name, value)?,
+            "read_compaction" => self.read_compaction = flag(name, value)?,
             "max_open_files" => {
                 self.max_open_files = value.parse().map_err(|_| {
                     Error::InvalidArgument(format!("option {name}: bad number {value:?}"))
@@ -816,7 +828,7 @@ impl fmt::Display for Options {
              block_restart_interval={},bloom_bits_per_key={},block_cache_size={},compression={},\
              background_threads={},wal_recovery={},verify_checksums={},flush_on_close={},mmap_reads={},mmap_random={},mmap_writes={},max_open_files={},\
              l0={},fast_dir={},matrix_capacity={},matrix_column_bytes={},matrix_segment_rows={},\
-             matrix_hints={},executor={},compaction_picker={},update_table_size={},stale_threshold={},\
+             matrix_hints={},executor={},compaction_picker={},update_table_size={},stale_threshold={},read_compaction={},\
              copro_large_value={},copro_threshold={},copro_alpha={},copro_beta={},offload_timeout_ms={},\
              engine={},kvell_workers={},kvell_page_cache={},kvell_durability={},kvell_io={},kvell_direct={},kvell_batch={}",
             self.write_buffer_size,
@@ -854,6 +866,7 @@ impl fmt::Display for Options {
             self.compaction_picker.name(),
             self.update_table_size,
             self.stale_threshold,
+            self.read_compaction,
             self.copro_large_value,
             self.copro_threshold,
             self.copro_alpha,

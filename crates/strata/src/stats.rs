@@ -43,6 +43,8 @@ pub struct Stats {
     pub stale_compactions: AtomicU64,
     /// Versions compactions dropped because a newer one was tracked.
     pub stale_dropped: AtomicU64,
+    /// Compactions started because point lookups kept missing a table.
+    pub read_compactions: AtomicU64,
     /// CPU time of the threads that ran compactions.
     pub compaction_cpu_micros: AtomicU64,
     /// Busy time of pipelined read stages.
@@ -109,6 +111,7 @@ pub struct StatsSnapshot {
     pub shortcut_misses: u64,
     pub stale_compactions: u64,
     pub stale_dropped: u64,
+    pub read_compactions: u64,
     /// CPU time of the threads that ran compactions.
     pub compaction_cpu_micros: u64,
     /// Busy time of pipelined read stages.
@@ -186,6 +189,7 @@ impl StatsSnapshot {
             shortcut_hits: g(&s.shortcut_hits),
             shortcut_misses: g(&s.shortcut_misses),
             stale_compactions: g(&s.stale_compactions),
+            read_compactions: g(&s.read_compactions),
             stale_dropped: g(&s.stale_dropped),
             compaction_cpu_micros: g(&s.compaction_cpu_micros),
             compaction_read_busy_micros: g(&s.compaction_read_busy_micros),
@@ -247,7 +251,7 @@ impl StatsSnapshot {
              \"write_groups\":{},\"flush_bytes\":{},\"flush_count\":{},\"flush_micros\":{},\"compaction_count\":{},\
              \"compaction_micros\":{},\"compaction_bytes_read\":{},\"compaction_bytes_written\":{},\"trivial_moves\":{},\
              \"stall_count\":{},\"stall_micros\":{},\"slowdown_count\":{},\"slowdown_micros\":{},\"pace_count\":{},\"pace_micros\":{},\
-             \"shortcut_hits\":{},\"shortcut_misses\":{},\"stale_compactions\":{},\"stale_dropped\":{},\
+             \"shortcut_hits\":{},\"shortcut_misses\":{},\"stale_compactions\":{},\"stale_dropped\":{},\"read_compactions\":{},\
              \"compaction_cpu_micros\":{},\"compaction_read_busy_micros\":{},\"compaction_merge_busy_micros\":{},\"compaction_write_busy_micros\":{},\"compaction_subtasks\":{},\"compaction_pipelined_subtasks\":{},\"compaction_offloaded_subtasks\":{},\"compaction_offload_fallbacks\":{},\"compactions_running_max\":{},\
              \"update_table_entries\":{},\"update_table_bytes\":{},\"manifest_bytes\":{},\
              \"table_bytes_read\":{},\"block_cache_hits\":{},\"block_cache_misses\":{},\"block_cache_usage\":{},\
@@ -278,6 +282,7 @@ impl StatsSnapshot {
             self.shortcut_misses,
             self.stale_compactions,
             self.stale_dropped,
+            self.read_compactions,
             self.compaction_cpu_micros,
             self.compaction_read_busy_micros,
             self.compaction_merge_busy_micros,
@@ -403,12 +408,13 @@ impl fmt::Display for StatsSnapshot {
         )?;
         writeln!(
             f,
-            "compactions:        {} ({:.2} MiB read, {:.2} MiB written, {:.3} s, {} trivial moves)",
+            "compactions:        {} ({:.2} MiB read, {:.2} MiB written, {:.3} s, {} trivial moves, {} read-triggered)",
             self.compaction_count,
             mib(self.compaction_bytes_read),
             mib(self.compaction_bytes_written),
             self.compaction_micros as f64 / 1e6,
-            self.trivial_moves
+            self.trivial_moves,
+            self.read_compactions
         )?;
         writeln!(f, "write amplification: {:.3}", self.write_amplification())?;
         if self.update_table_entries > 0 || self.stale_compactions > 0 {

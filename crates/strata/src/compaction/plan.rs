@@ -43,6 +43,9 @@ pub enum Trigger {
     Stale = 1,
     /// `compact_range`.
     Manual = 2,
+    /// A table point lookups kept searching in vain
+    /// ([`crate::version::FileMeta::read_exhausted`]).
+    Read = 3,
 }
 
 /// One compaction job.
@@ -223,6 +226,7 @@ impl Plan {
             Some(0) => Trigger::Size,
             Some(1) => Trigger::Stale,
             Some(2) => Trigger::Manual,
+            Some(3) => Trigger::Read,
             _ => return Err(bad(&r, "unknown trigger")),
         };
         let mut assigned = Assignment::default();

@@ -60,10 +60,10 @@ pub(super) fn compact<'a>(
         let (relocked, logged) = inner.log_and_apply(st, &mut Edit::default());
         st = relocked;
         if let Err(e) = logged {
-            st.in_flight.finish(ticket);
             inner.set_bg_error(&mut st, e);
             // The picked version may hold replaced tables last (see below).
             MutexGuard::unlocked(&mut st, || drop(version));
+            st.in_flight.finish(ticket);
             inner.done_cv.notify_all();
             inner.bg_cv.notify_all();
             return st;
@@ -93,7 +93,6 @@ pub(super) fn compact<'a>(
         }
         Err(e) => Err(e),
     };
-    st.in_flight.finish(ticket);
     match result {
         Ok((edit, outcome)) => {
             let old = inner.install_super_version(&mut st);
@@ -115,6 +114,10 @@ pub(super) fn compact<'a>(
             MutexGuard::unlocked(&mut st, || drop(version));
         }
     }
+    // Out of flight only once the inputs' last references went above:
+    // `close` waits for an empty `in_flight`, and nothing may delete a
+    // file after it returns.
+    st.in_flight.finish(ticket);
     inner.done_cv.notify_all();
     inner.bg_cv.notify_all();
     st
@@ -122,8 +125,10 @@ pub(super) fn compact<'a>(
 
 fn account(inner: &Inner, plan: &Plan, outcome: &Outcome, started: Instant) {
     let s = &inner.stats;
-    if plan.trigger == Trigger::Stale {
-        Stats::add(&s.stale_compactions, 1);
+    match plan.trigger {
+        Trigger::Stale => Stats::add(&s.stale_compactions, 1),
+        Trigger::Read => Stats::add(&s.read_compactions, 1),
+        Trigger::Size | Trigger::Manual => {}
     }
     Stats::add(&s.stale_dropped, outcome.stale_dropped);
     if plan.kind == PlanKind::Move {

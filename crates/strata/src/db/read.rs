@@ -7,6 +7,7 @@ use crate::iter::{DbIter, InternalIterator, LevelIter, MergeIter};
 use crate::memtable::MemIter;
 use crate::stats::Stats;
 use crate::types::{self, SeqNo, ValueKind};
+use crate::version::ReadCharge;
 use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -50,7 +51,17 @@ impl Db {
                     Some(h) => Some(h),
                     None => match self.shortcut(&sv.version, key, seq)? {
                         Some(h) => Some(h),
-                        None => sv.version.get(key, &types::seek_key(key, seq))?,
+                        None => {
+                            let mut charge = ReadCharge::default();
+                            let hit = sv.version.get(key, &types::seek_key(key, seq), &mut charge);
+                            if charge.exhausted {
+                                // A table reads keep missing: the picker
+                                // may compact it (once per table).
+                                let _st = inner.state.lock();
+                                inner.bg_cv.notify_all();
+                            }
+                            hit?
+                        }
                     },
                 }
             }
@@ -110,7 +121,24 @@ impl Db {
         self.check_open()?;
         let sv: Arc<SuperVersion> = self.inner.super_version.load_full();
         let seq = self.read_seq(opts);
-        Ok(iter_at(sv, seq))
+        Ok(self.sampled(iter_at(sv, seq)))
+    }
+
+    /// `it` with its seeks sampled for read-triggered compaction (when on).
+    fn sampled(&self, it: DbIter) -> DbIter {
+        if !self.inner.opts.read_compaction {
+            return it;
+        }
+        let inner = Arc::downgrade(&self.inner);
+        it.sample_seeks(Arc::new(move |key: &[u8]| {
+            let Some(inner) = inner.upgrade() else {
+                return;
+            };
+            if inner.super_version.load().version.sample_seek(key) {
+                let _st = inner.state.lock();
+                inner.bg_cv.notify_all();
+            }
+        }))
     }
 
     /// The entries with keys in `range`, in order (reverse it with `.rev()`).
@@ -134,7 +162,7 @@ impl Db {
         let sv: Arc<SuperVersion> = self.inner.super_version.load_full();
         let seq = self.read_seq(opts);
         Ok(Scan {
-            front: iter_at(sv.clone(), seq),
+            front: self.sampled(iter_at(sv.clone(), seq)),
             back: iter_at(sv, seq),
             lo: own(range.start_bound()),
             hi: own(range.end_bound()),

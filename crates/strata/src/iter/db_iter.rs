@@ -36,7 +36,13 @@ pub struct DbIter {
     saved_value: Vec<u8>,
     // Keeps memtables and table files of the view alive.
     _pin: Arc<dyn Any + Send + Sync>,
+    /// Told the user key of every `seek` (read-triggered compaction's
+    /// sample of where iterators land).
+    on_seek: Option<SeekSampler>,
 }
+
+/// A callback told the target of each [`DbIter::seek`].
+pub type SeekSampler = Arc<dyn Fn(&[u8]) + Send + Sync>;
 
 impl DbIter {
     pub(crate) fn new(
@@ -52,7 +58,14 @@ impl DbIter {
             saved_key: Vec::new(),
             saved_value: Vec::new(),
             _pin: pin,
+            on_seek: None,
         }
+    }
+
+    /// Calls `sampler` with the target of every `seek`.
+    pub(crate) fn sample_seeks(mut self, sampler: SeekSampler) -> Self {
+        self.on_seek = Some(sampler);
+        self
     }
 
     /// True while positioned on a key (never once an error was met).
@@ -105,6 +118,9 @@ impl DbIter {
     pub fn seek(&mut self, target: &[u8]) {
         self.direction = Direction::Forward;
         self.saved_value.clear();
+        if let Some(f) = &self.on_seek {
+            f(target);
+        }
         let k = types::seek_key(target, self.seq);
         self.inner.seek(&k);
         self.find_next_user_entry(false);

@@ -197,6 +197,16 @@ impl Table {
         if !self.may_contain(user_key) {
             return Ok(None);
         }
+        self.get_past_filter(seek_key, user_key)
+    }
+
+    /// [`get`](Self::get) for a key the filter let through
+    /// ([`may_contain`](Self::may_contain) was true).
+    pub fn get_past_filter(
+        &self,
+        seek_key: &[u8],
+        user_key: &[u8],
+    ) -> Result<Option<(u64, ValueKind, Vec<u8>)>> {
         // Borrowed blocks and one key buffer per thread: a lookup takes
         // no reference count and allocates only the value it returns.
         thread_local! {

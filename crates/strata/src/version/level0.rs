@@ -5,7 +5,7 @@
 //! whole is a container chosen at open (`crate::l0`), and the matrix
 //! container's rows are read through `Version::matrix`.
 
-use super::FileMeta;
+use super::{FileMeta, ReadCharge};
 use crate::error::Result;
 use crate::iter::{EmptyIter, InternalIterator};
 use crate::table::TableIter;
@@ -16,7 +16,13 @@ use std::sync::Arc;
 pub trait Level0: Send + Sync {
     /// The newest entry of `user_key` visible at the sequence in `seek`
     /// (`types::seek_key(user_key, seq)`).
-    fn lookup(&self, user_key: &[u8], seek: &[u8]) -> Result<Option<(SeqNo, ValueKind, Vec<u8>)>>;
+    /// Tables searched in vain before another are charged to `charge`.
+    fn lookup<'a>(
+        &'a self,
+        user_key: &[u8],
+        seek: &[u8],
+        charge: &mut ReadCharge<'a>,
+    ) -> Result<Option<(SeqNo, ValueKind, Vec<u8>)>>;
     /// Adds iterators covering all of level 0 to `out`. A piece that
     /// cannot be read adds an iterator that is invalid with that error as
     /// its `status()`, never nothing.
@@ -29,10 +35,15 @@ pub trait Level0: Send + Sync {
 
 /// Level 0 as overlapping tables, newest first.
 impl Level0 for Vec<Arc<FileMeta>> {
-    fn lookup(&self, user_key: &[u8], seek: &[u8]) -> Result<Option<(SeqNo, ValueKind, Vec<u8>)>> {
+    fn lookup<'a>(
+        &'a self,
+        user_key: &[u8],
+        seek: &[u8],
+        charge: &mut ReadCharge<'a>,
+    ) -> Result<Option<(SeqNo, ValueKind, Vec<u8>)>> {
         for f in self {
             if f.overlaps(Some(user_key), Some(user_key)) {
-                if let Some(hit) = f.table()?.get(seek, user_key)? {
+                if let Some(hit) = charge.search(f, seek, user_key)? {
                     return Ok(Some(hit));
                 }
             }

@@ -22,7 +22,7 @@ use crate::error::Result;
 use crate::table::Table;
 use crate::types::{self, SeqNo, ValueKind};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// Test instrument: how many table ranges this thread compared with a key
@@ -49,17 +49,79 @@ pub struct FileMeta {
     /// Bytes read from the file, over every time the cache opened it.
     bytes_read: Arc<AtomicU64>,
     obsolete: AtomicBool,
+    /// Point lookups that may still search this table in vain before it is
+    /// worth compacting (read-triggered compaction); see
+    /// [`charge_miss`](Self::charge_miss).
+    read_allowance: AtomicI64,
+}
+
+/// Bytes of table a compaction rewrites for the cost of one lookup that
+/// searched the table in vain (LevelDB's estimate: one seek ≈ 16 KiB).
+const BYTES_PER_MISS: u64 = 16 << 10;
+/// The fewest misses a table is allowed.
+const MIN_MISSES: u64 = 100;
+
+/// The tables one point lookup read without finding its key: each one
+/// followed by the read of another is charged a miss
+/// ([`FileMeta::charge_miss`]). A table its bloom filter rules out costs
+/// no block read and is not charged.
+#[derive(Debug, Default)]
+pub struct ReadCharge<'a> {
+    pending: Option<&'a FileMeta>,
+    /// A table's allowance ran out during this lookup.
+    pub exhausted: bool,
+}
+
+impl<'a> ReadCharge<'a> {
+    /// `f`'s entry for the lookup (`Table::get`), charging the previous
+    /// table read in vain if `f` is read too.
+    pub fn search(
+        &mut self,
+        f: &'a FileMeta,
+        seek: &[u8],
+        user_key: &[u8],
+    ) -> Result<Option<(SeqNo, ValueKind, Vec<u8>)>> {
+        let t = f.table()?;
+        if !t.may_contain(user_key) {
+            return Ok(None);
+        }
+        if let Some(prev) = self.pending.take() {
+            self.exhausted |= prev.charge_miss();
+        }
+        let hit = t.get_past_filter(seek, user_key)?;
+        if hit.is_none() {
+            self.pending = Some(f);
+        }
+        Ok(hit)
+    }
 }
 
 impl FileMeta {
     /// A table file named by `desc`; nothing is opened yet.
     pub fn new(desc: FileDesc, tables: Arc<TableCache>) -> Self {
         FileMeta {
-            desc,
             tables,
             bytes_read: Arc::new(AtomicU64::new(0)),
             obsolete: AtomicBool::new(false),
+            read_allowance: AtomicI64::new(
+                i64::try_from((desc.size / BYTES_PER_MISS).max(MIN_MISSES)).unwrap_or(i64::MAX),
+            ),
+            desc,
         }
+    }
+
+    /// Charges one lookup that searched this table without finding its key
+    /// before searching another; true for the charge that used up the
+    /// table's allowance (once), after which a picker may compact it.
+    pub fn charge_miss(&self) -> bool {
+        // A load first: once used up, the line is no longer written.
+        self.read_allowance.load(Ordering::Relaxed) > 0
+            && self.read_allowance.fetch_sub(1, Ordering::Relaxed) == 1
+    }
+
+    /// True once lookups used up the table's allowance of misses.
+    pub fn read_exhausted(&self) -> bool {
+        self.read_allowance.load(Ordering::Relaxed) <= 0
     }
 
     /// A live table file named by `desc`, opened once through the table
@@ -226,12 +288,18 @@ impl Version {
     }
 
     /// The newest version of `user_key` visible at `seq` stored in tables.
-    /// `seek` is `types::seek_key(user_key, seq)`.
-    pub fn get(&self, user_key: &[u8], seek: &[u8]) -> Result<Option<(SeqNo, ValueKind, Vec<u8>)>> {
+    /// `seek` is `types::seek_key(user_key, seq)`. Tables searched in vain
+    /// before another are charged to `charge`.
+    pub fn get<'a>(
+        &'a self,
+        user_key: &[u8],
+        seek: &[u8],
+        charge: &mut ReadCharge<'a>,
+    ) -> Result<Option<(SeqNo, ValueKind, Vec<u8>)>> {
         if let Some(hit) = self.matrix.lookup(user_key, types::trailer(seek) >> 8) {
             return Ok(Some(hit));
         }
-        if let Some(hit) = self.level0().lookup(user_key, seek)? {
+        if let Some(hit) = self.level0().lookup(user_key, seek, charge)? {
             return Ok(Some(hit));
         }
         for files in self.levels.iter().skip(1) {
@@ -241,13 +309,35 @@ impl Version {
                 files.partition_point(|f| types::compare_internal(&f.desc.largest, seek).is_lt());
             if let Some(f) = files.get(i) {
                 if f.smallest_user_key() <= user_key {
-                    if let Some(hit) = f.table()?.get(seek, user_key)? {
+                    if let Some(hit) = charge.search(f, seek, user_key)? {
                         return Ok(Some(hit));
                     }
                 }
             }
         }
         Ok(None)
+    }
+
+    /// Read-triggered compaction's sample of an iterator seek to
+    /// `user_key`: when two or more tables cover the key, the first (the
+    /// newest) is charged a miss, as a point lookup that found the key
+    /// further down would charge it. True when that used up its allowance.
+    pub fn sample_seek(&self, user_key: &[u8]) -> bool {
+        let l0 = self
+            .levels
+            .first()
+            .into_iter()
+            .flatten()
+            .filter(|f| f.overlaps(Some(user_key), Some(user_key)));
+        let deeper = self.levels.iter().skip(1).filter_map(|files| {
+            let i = files.partition_point(|f| f.largest_user_key() < user_key);
+            files.get(i).filter(|f| f.smallest_user_key() <= user_key)
+        });
+        let mut covering = l0.chain(deeper);
+        match (covering.next(), covering.next()) {
+            (Some(newest), Some(_)) => newest.charge_miss(),
+            _ => false,
+        }
     }
 
     /// True if a table of `level` or a deeper level covers `user_key` (its

@@ -37,6 +37,7 @@ fn show(plan: Option<Plan>) -> String {
         Trigger::Size => "size",
         Trigger::Stale => "stale",
         Trigger::Manual => "manual",
+        Trigger::Read => "read",
     };
     let ids = |v: &[u64]| {
         let s: Vec<String> = v.iter().map(u64::to_string).collect();

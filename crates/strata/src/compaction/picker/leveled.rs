@@ -64,8 +64,51 @@ pub struct Leveled;
 
 impl Picker for Leveled {
     fn pick(&self, env: &PickEnv<'_>) -> Option<Plan> {
-        pick_by_size(env)
+        pick_by_size(env).or_else(|| pick_by_reads(env))
     }
+}
+
+/// A read-triggered compaction (LevelDB's seek compaction): when no level
+/// is over its target, a table whose allowance of vain reads ran out
+/// ([`FileMeta::read_exhausted`]; `Options::read_compaction`) is merged into
+/// the next level, so
+/// that later lookups search one table fewer. From level 0 every L0
+/// table goes (they overlap); a plan that would only move tables is not
+/// made, since it would leave the lookups' path as it is. Off with
+/// `Options::read_compaction = false`.
+pub(super) fn pick_by_reads(env: &PickEnv<'_>) -> Option<Plan> {
+    if !env.opts.read_compaction {
+        return None;
+    }
+    let v = env.version;
+    for (level, files) in v.levels.iter().enumerate() {
+        for f in files {
+            if !f.read_exhausted() || env.in_flight.contains(f.id()) {
+                continue;
+            }
+            let inputs = if level == 0 {
+                if env.in_flight.l0_busy() {
+                    break;
+                }
+                files.clone()
+            } else {
+                vec![f.clone()]
+            };
+            let Some(plan) = plan_for(v, env.opts, level, inputs, Trigger::Read) else {
+                continue;
+            };
+            if plan.kind == PlanKind::Move {
+                continue;
+            }
+            if let Some(plan) = env.admit(plan) {
+                return Some(plan);
+            }
+            if level == 0 {
+                break;
+            }
+        }
+    }
+    None
 }
 
 /// The most urgent size-triggered compaction that may run beside the

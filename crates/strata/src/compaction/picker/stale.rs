@@ -9,7 +9,7 @@
 //! rewritten alone in its own level ([`PlanKind::Rewrite`]). Early
 //! compactions leave the round-robin pointers alone.
 
-use super::leveled::{pick_by_size, plan_for};
+use super::leveled::{pick_by_reads, pick_by_size, plan_for};
 use super::{PickEnv, Picker};
 use crate::compaction::{Plan, PlanKind, Trigger};
 use crate::version::FileMeta;
@@ -20,7 +20,9 @@ pub struct Stale;
 
 impl Picker for Stale {
     fn pick(&self, env: &PickEnv<'_>) -> Option<Plan> {
-        pick_by_size(env).or_else(|| pick_stale(env))
+        pick_by_size(env)
+            .or_else(|| pick_stale(env))
+            .or_else(|| pick_by_reads(env))
     }
 }
 
