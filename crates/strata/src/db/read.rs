@@ -34,7 +34,7 @@ impl Db {
         self.check_open()?;
         let key = key.as_ref();
         let inner = &self.inner;
-        Stats::add(&inner.stats.user_reads, 1);
+        inner.stats.user_reads.add(1);
         let sv = inner.super_version.load();
         let seq = self.read_seq(opts);
         let found = match sv.mem.get(key, seq) {

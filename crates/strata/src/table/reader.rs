@@ -12,10 +12,10 @@ use crate::error::{Error, Result};
 use crate::io::RandomAccessFile;
 use crate::iter::InternalIterator;
 use crate::options::Compression;
+use crate::stats::Striped;
 use crate::types::{parse_internal_key, ValueKind};
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// A point lookup's answer: sequence number, kind and value.
@@ -41,7 +41,7 @@ pub struct Table {
     data_limit: u64,
     /// Bytes read from the file; shared with the table's `FileMeta`, so the
     /// count outlives a table cache eviction.
-    bytes_read: Arc<AtomicU64>,
+    bytes_read: Arc<Striped>,
 }
 
 impl fmt::Debug for Table {
@@ -66,7 +66,7 @@ impl Table {
         cache: Arc<BlockCache>,
         verify_checksums: bool,
     ) -> Result<Table> {
-        let bytes_read = Arc::new(AtomicU64::new(0));
+        let bytes_read = Arc::new(Striped::default());
         Self::open_counted(file, path, table_id, cache, verify_checksums, bytes_read)
     }
 
@@ -78,7 +78,7 @@ impl Table {
         table_id: u64,
         cache: Arc<BlockCache>,
         verify_checksums: bool,
-        bytes_read: Arc<AtomicU64>,
+        bytes_read: Arc<Striped>,
     ) -> Result<Table> {
         let len = file.len();
         if len < FOOTER_LEN as u64 {
@@ -91,7 +91,7 @@ impl Table {
         let footer_at = len - FOOTER_LEN as u64;
         let mut fbuf = [0u8; FOOTER_LEN];
         file.read_exact_at(footer_at, &mut fbuf)?;
-        bytes_read.fetch_add(FOOTER_LEN as u64, Ordering::Relaxed);
+        bytes_read.add(FOOTER_LEN as u64);
         let footer = Footer::decode(&fbuf).map_err(|e| e.in_file(&path, footer_at))?;
         let mut t = Table {
             file,
@@ -184,7 +184,7 @@ impl Table {
     /// Bytes read from the file so far (through every opening of it, when
     /// opened with [`Table::open_counted`]).
     pub fn bytes_read(&self) -> u64 {
-        self.bytes_read.load(Ordering::Relaxed)
+        self.bytes_read.get()
     }
 
     /// Point lookup: the first entry `>= seek_key`, if its user key is
@@ -315,7 +315,7 @@ impl Table {
             self.file.prefetch(h.offset, n as u64);
         }
         self.file.read_exact_at(h.offset, &mut buf)?;
-        self.bytes_read.fetch_add(n as u64, Ordering::Relaxed);
+        self.bytes_read.add(n as u64);
         decode_stored_block(buf, verify).map_err(|e| e.in_file(&self.path, h.offset))
     }
 
@@ -345,7 +345,7 @@ impl Table {
                 // for the whole range first (a no-op for pread files).
                 self.file.prefetch(h.offset, len);
                 self.file.read_exact_at(h.offset, &mut ra.buf)?;
-                self.bytes_read.fetch_add(len, Ordering::Relaxed);
+                self.bytes_read.add(len);
                 ra.offset = h.offset;
                 0
             }
@@ -396,8 +396,7 @@ impl Table {
         }
         let (n, _) = check_block_trailer(stored, self.verify_checksums)
             .map_err(|e| e.in_file(&self.path, h.offset))?;
-        self.bytes_read
-            .fetch_add(stored.len() as u64, Ordering::Relaxed);
+        self.bytes_read.add(stored.len() as u64);
         let bytes = BlockBytes::Mapped {
             map: Arc::clone(map),
             start,

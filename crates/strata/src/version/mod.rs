@@ -19,10 +19,11 @@ pub use set::{PendingEdit, VersionSet, Written};
 pub use table_cache::{TableCache, TableCacheStats};
 
 use crate::error::Result;
+use crate::stats::Striped;
 use crate::table::Table;
 use crate::types::{self, SeqNo, ValueKind};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// Test instrument: how many table ranges this thread compared with a key
@@ -47,7 +48,7 @@ pub struct FileMeta {
     pub desc: FileDesc,
     tables: Arc<TableCache>,
     /// Bytes read from the file, over every time the cache opened it.
-    bytes_read: Arc<AtomicU64>,
+    bytes_read: Arc<Striped>,
     obsolete: AtomicBool,
     /// Point lookups that may still search this table in vain before it is
     /// worth compacting (read-triggered compaction); see
@@ -101,7 +102,7 @@ impl FileMeta {
     pub fn new(desc: FileDesc, tables: Arc<TableCache>) -> Self {
         FileMeta {
             tables,
-            bytes_read: Arc::new(AtomicU64::new(0)),
+            bytes_read: Arc::new(Striped::default()),
             obsolete: AtomicBool::new(false),
             read_allowance: AtomicI64::new(
                 i64::try_from((desc.size / BYTES_PER_MISS).max(MIN_MISSES)).unwrap_or(i64::MAX),
@@ -142,7 +143,7 @@ impl FileMeta {
 
     /// Bytes read from the table file so far.
     pub fn bytes_read(&self) -> u64 {
-        self.bytes_read.load(Ordering::Relaxed)
+        self.bytes_read.get()
     }
 
     pub fn id(&self) -> u64 {

@@ -28,6 +28,7 @@ use crate::error::{Error, Result};
 use crate::filename::table_path;
 use crate::io::FileSystem;
 use crate::options::Options;
+use crate::stats::Striped;
 use crate::table::{BlockCache, Table};
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -115,7 +116,7 @@ impl TableCache {
     /// The open table `id` of `size` bytes, opened now if it is not held
     /// (which may close the least recently used table). Bytes read from it
     /// are added to `bytes_read`.
-    pub fn get(&self, id: u64, size: u64, bytes_read: &Arc<AtomicU64>) -> Result<Arc<Table>> {
+    pub fn get(&self, id: u64, size: u64, bytes_read: &Arc<Striped>) -> Result<Arc<Table>> {
         let hit = self.lru.lock().get(id);
         if let Some(t) = hit {
             self.hits.fetch_add(1, Ordering::Relaxed);
@@ -180,7 +181,7 @@ impl TableCache {
 
     /// Opens table `id`: maps or opens the file, checks its size, reads the
     /// footer, index, filter and properties.
-    fn open(&self, id: u64, size: u64, bytes_read: &Arc<AtomicU64>) -> Result<Table> {
+    fn open(&self, id: u64, size: u64, bytes_read: &Arc<Striped>) -> Result<Table> {
         let path = self.path(id);
         let file = if self.mmap_reads {
             let file = self.fs.open_mapped(&path)?;
