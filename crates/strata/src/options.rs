@@ -354,10 +354,11 @@ pub struct Options {
     /// Read-triggered compaction (LevelDB's seek compaction): a table is
     /// charged a miss when a point lookup read one of its blocks in vain
     /// before reading another table (misses its bloom filter rules out are
-    /// free), and when an iterator seek lands on a key it covers with
-    /// another table below it. Once charged one miss per 16 KiB of its size
-    /// (at least 100), it is merged into the next level when no level is
-    /// over its target. Default true.
+    /// free), and when a sampled iterator seek (1 in 8 per thread) lands on
+    /// a key it covers with another table below it. Once charged one miss
+    /// per 16 KiB of its size (at least 100), it is merged into the next
+    /// level when the picker has no size-triggered (or, with the stale
+    /// picker, early) plan it can start. Default true.
     pub read_compaction: bool,
     /// CoPro+ decision (`executor=copro+`): a value larger than this is
     /// "large". Default 256 B: re-derived on the reference machine with

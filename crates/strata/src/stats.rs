@@ -28,7 +28,8 @@ thread_local! {
 impl Striped {
     #[inline]
     pub fn add(&self, v: u64) {
-        let i = STRIPE.with(|s| *s) & (STRIPES - 1);
+        // Stripe 0 for a thread whose locals are gone (a destructor).
+        let i = STRIPE.try_with(|s| *s).unwrap_or(0) & (STRIPES - 1);
         self.0[i].0.fetch_add(v, Relaxed);
     }
 

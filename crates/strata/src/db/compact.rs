@@ -96,12 +96,17 @@ pub(super) fn compact<'a>(
     match result {
         Ok((edit, outcome)) => {
             let old = inner.install_super_version(&mut st);
+            // The replaced super-version and the picked version may hold
+            // the last references to the inputs: unmapping, closing and
+            // deleting them happens here, not under the state mutex, and
+            // before the plan leaves `in_flight` (`close` waits for an
+            // empty `in_flight`: nothing may delete a file after it
+            // returns).
+            MutexGuard::unlocked(&mut st, || drop((old, version)));
+            st.in_flight.finish(ticket);
+            // Listeners run with the plan out of flight, so one may wait
+            // for compactions.
             let emitted = MutexGuard::unlocked(&mut st, || {
-                // The replaced super-version and the picked version may
-                // hold the last references to the inputs: unmapping,
-                // closing and deleting them happens here, not under the
-                // state mutex.
-                drop((old, version));
                 inner.emit_events(TableReason::Compaction, &edit, &outcome.keys)
             });
             if let Err(e) = emitted {
@@ -112,12 +117,9 @@ pub(super) fn compact<'a>(
         Err(e) => {
             inner.set_bg_error(&mut st, e);
             MutexGuard::unlocked(&mut st, || drop(version));
+            st.in_flight.finish(ticket);
         }
     }
-    // Out of flight only once the inputs' last references went above:
-    // `close` waits for an empty `in_flight`, and nothing may delete a
-    // file after it returns.
-    st.in_flight.finish(ticket);
     inner.done_cv.notify_all();
     inner.bg_cv.notify_all();
     st

@@ -7,10 +7,19 @@ use crate::iter::{DbIter, InternalIterator, LevelIter, MergeIter};
 use crate::memtable::MemIter;
 use crate::stats::Stats;
 use crate::types::{self, SeqNo, ValueKind};
-use crate::version::ReadCharge;
+use crate::version::{ReadCharge, Version};
 use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+
+/// Iterator seeks per thread between two samples of read-triggered
+/// compaction.
+const SEEK_SAMPLE_PERIOD: u64 = 8;
+
+thread_local! {
+    /// This thread's iterator seeks (read-triggered compaction's sampling).
+    static SEEKS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
 
 /// Options of one read.
 #[derive(Debug, Clone, Copy, Default)]
@@ -52,7 +61,7 @@ impl Db {
                     None => match self.shortcut(&sv.version, key, seq)? {
                         Some(h) => Some(h),
                         None => {
-                            let mut charge = ReadCharge::default();
+                            let mut charge = ReadCharge::new(inner.opts.read_compaction);
                             let hit = sv.version.get(key, &types::seek_key(key, seq), &mut charge);
                             if charge.exhausted {
                                 // A table reads keep missing: the picker
@@ -121,22 +130,36 @@ impl Db {
         self.check_open()?;
         let sv: Arc<SuperVersion> = self.inner.super_version.load_full();
         let seq = self.read_seq(opts);
-        Ok(self.sampled(iter_at(sv, seq)))
+        let version = Arc::clone(&sv.version);
+        Ok(self.sampled(iter_at(sv, seq), version))
     }
 
-    /// `it` with its seeks sampled for read-triggered compaction (when on).
-    fn sampled(&self, it: DbIter) -> DbIter {
+    /// `it`, a view of `version`, with its seeks sampled for
+    /// read-triggered compaction (when on): one seek in
+    /// [`SEEK_SAMPLE_PERIOD`] per thread charges `version`'s tables
+    /// ([`Version::sample_seek`]). The database is reached (weakly) only to
+    /// wake its background threads when a table's allowance runs out.
+    fn sampled(&self, it: DbIter, version: Arc<Version>) -> DbIter {
         if !self.inner.opts.read_compaction {
             return it;
         }
         let inner = Arc::downgrade(&self.inner);
         it.sample_seeks(Arc::new(move |key: &[u8]| {
-            let Some(inner) = inner.upgrade() else {
+            let due = SEEKS
+                .try_with(|n| {
+                    let k = n.get().wrapping_add(1);
+                    n.set(k);
+                    k % SEEK_SAMPLE_PERIOD == 0
+                })
+                .unwrap_or(false);
+            if !due || !version.sample_seek(key) {
                 return;
-            };
-            if inner.super_version.load().version.sample_seek(key) {
-                let _st = inner.state.lock();
-                inner.bg_cv.notify_all();
+            }
+            if let Some(inner) = inner.upgrade() {
+                if !inner.closed.load(Ordering::Acquire) {
+                    let _st = inner.state.lock();
+                    inner.bg_cv.notify_all();
+                }
             }
         }))
     }
@@ -162,7 +185,7 @@ impl Db {
         let sv: Arc<SuperVersion> = self.inner.super_version.load_full();
         let seq = self.read_seq(opts);
         Ok(Scan {
-            front: self.sampled(iter_at(sv.clone(), seq)),
+            front: self.sampled(iter_at(sv.clone(), seq), Arc::clone(&sv.version)),
             back: iter_at(sv, seq),
             lo: own(range.start_bound()),
             hi: own(range.end_bound()),

@@ -30,8 +30,8 @@ const LOCAL: u8 = 2;
 const HEADER_LEN: usize = 6;
 /// Bytes of one line of a cache-local filter.
 const LINE: usize = 64;
-/// Lines cap: a 512 MiB filter (the standard filter's cap).
-const MAX_LINES: usize = (u32::MAX as usize / 8) / LINE;
+/// Lines cap: a 512 MiB filter (about the standard filter's cap).
+const MAX_LINES: usize = 1 << 23;
 /// Multiplier stepping a cache-local filter's probe bits (odd; the golden
 /// ratio's 32-bit fraction).
 const STEP: u32 = 0x9E37_79B9;

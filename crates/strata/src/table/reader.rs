@@ -214,11 +214,12 @@ impl Table {
         }
         let (handle, key) = match &self.fences {
             Some(f) => match f.seek(&self.index, seek_key) {
-                Some(h) => (h, KEY.take()),
+                Some(h) => (h, KEY.try_with(|k| k.take()).unwrap_or_default()),
                 None => return Ok(None),
             },
             None => {
-                let mut index = BlockIter::with_key_buffer(&*self.index, KEY.take());
+                let buf = KEY.try_with(|k| k.take()).unwrap_or_default();
+                let mut index = BlockIter::with_key_buffer(&*self.index, buf);
                 index.seek(seek_key);
                 if !index.valid() {
                     return index.status().map(|()| None).map_err(|e| {
@@ -249,7 +250,8 @@ impl Table {
             }
         };
         let (found, key) = found;
-        KEY.set(key);
+        // A lookup from a thread-local destructor keeps its buffer.
+        let _ = KEY.try_with(|k| k.set(key));
         found
     }
 

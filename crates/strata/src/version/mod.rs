@@ -68,12 +68,22 @@ const MIN_MISSES: u64 = 100;
 /// no block read and is not charged.
 #[derive(Debug, Default)]
 pub struct ReadCharge<'a> {
+    /// Charges are made (`Options::read_compaction`).
+    enabled: bool,
     pending: Option<&'a FileMeta>,
     /// A table's allowance ran out during this lookup.
     pub exhausted: bool,
 }
 
 impl<'a> ReadCharge<'a> {
+    /// A lookup's charges; none are made unless `enabled`.
+    pub fn new(enabled: bool) -> Self {
+        ReadCharge {
+            enabled,
+            ..ReadCharge::default()
+        }
+    }
+
     /// `f`'s entry for the lookup (`Table::get`), charging the previous
     /// table read in vain if `f` is read too.
     pub fn search(
@@ -90,7 +100,7 @@ impl<'a> ReadCharge<'a> {
             self.exhausted |= prev.charge_miss();
         }
         let hit = t.get_past_filter(seek, user_key)?;
-        if hit.is_none() {
+        if hit.is_none() && self.enabled {
             self.pending = Some(f);
         }
         Ok(hit)

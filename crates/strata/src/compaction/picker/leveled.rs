@@ -94,16 +94,18 @@ pub(super) fn pick_by_reads(env: &PickEnv<'_>) -> Option<Plan> {
             } else {
                 vec![f.clone()]
             };
-            let Some(plan) = plan_for(v, env.opts, level, inputs, Trigger::Read) else {
-                continue;
-            };
-            if plan.kind == PlanKind::Move {
-                continue;
-            }
-            if let Some(plan) = env.admit(plan) {
-                return Some(plan);
+            let plan = plan_for(v, env.opts, level, inputs, Trigger::Read)
+                .filter(|p| p.kind != PlanKind::Move)
+                .and_then(|mut p| {
+                    // An early plan: the level's round robin stays put.
+                    p.compact_pointer.clear();
+                    env.admit(p)
+                });
+            if plan.is_some() {
+                return plan;
             }
             if level == 0 {
+                // Every L0 table gives the same plan.
                 break;
             }
         }
