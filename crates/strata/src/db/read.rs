@@ -4,7 +4,7 @@
 use super::{Db, SuperVersion};
 use crate::error::Result;
 use crate::iter::{DbIter, InternalIterator, LevelIter, MergeIter};
-use crate::memtable::MemIter;
+use crate::memtable::MemTable;
 use crate::stats::Stats;
 use crate::types::{self, SeqNo, ValueKind};
 use crate::version::{ReadCharge, Version};
@@ -200,9 +200,9 @@ impl Db {
 /// An iterator over `sv` at sequence `seq`.
 fn iter_at(sv: Arc<SuperVersion>, seq: SeqNo) -> DbIter {
     let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
-    children.push(Box::new(MemIter::new(sv.mem.clone())));
+    MemTable::add_iterators(&sv.mem, &mut children);
     for m in &sv.imm {
-        children.push(Box::new(MemIter::new(m.clone())));
+        MemTable::add_iterators(m, &mut children);
     }
     // Rows of the matrix container (newer), then L0 tables.
     sv.version.matrix.add_iterators(&mut children);

@@ -323,7 +323,10 @@ impl Inner {
         // off the write path: before the next `sync` write is acknowledged
         // (see `unsynced_logs`, `dir_unsynced`). A 64 MiB fdatasync here
         // would stall every writer.
-        let old = std::mem::replace(&mut log.mem, Arc::new(MemTable::new(number)));
+        let old = std::mem::replace(
+            &mut log.mem,
+            Arc::new(MemTable::new(number, self.opts.memtable_shard_bytes())),
+        );
         let old_writer = std::mem::replace(&mut log.writer, writer);
         log.dir_unsynced = true;
         self.unsynced_logs.lock().push(old_writer);

@@ -1,19 +1,21 @@
-//! A bidirectional iterator over a memtable.
+//! A bidirectional iterator over one shard of a memtable (a merging
+//! iterator combines the shards: `MemTable::add_iterators`).
 //!
 //! It holds the memtable alive through an `Arc` and points at a skiplist
 //! node; nodes never move or disappear while the memtable lives. `prev`
 //! re-searches the list for the predecessor (O(log n)), as LevelDB does.
 
-use super::skiplist::{node_key, node_value, NodePtr};
+use super::skiplist::{node_key, node_value, NodePtr, SkipList};
 use super::MemTable;
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::types;
 use std::sync::Arc;
 
-/// Iterator over one memtable; see the module doc.
+/// Iterator over one shard of a memtable; see the module doc.
 pub struct MemIter {
     mem: Arc<MemTable>,
+    shard: usize,
     node: NodePtr,
 }
 
@@ -23,11 +25,18 @@ pub struct MemIter {
 unsafe impl Send for MemIter {}
 
 impl MemIter {
-    pub fn new(mem: Arc<MemTable>) -> Self {
+    /// An iterator over shard `shard` of `mem` (none if it has no such
+    /// shard: the iterator is then always invalid).
+    pub fn new(mem: Arc<MemTable>, shard: usize) -> Self {
         MemIter {
             mem,
+            shard,
             node: std::ptr::null(),
         }
+    }
+
+    fn list(&self) -> Option<&SkipList> {
+        self.mem.list(self.shard)
     }
 }
 
@@ -37,41 +46,42 @@ impl InternalIterator for MemIter {
     }
 
     fn seek_to_first(&mut self) {
-        self.node = self.mem.list.first();
+        self.node = self.list().map_or(std::ptr::null(), SkipList::first);
     }
 
     fn seek_to_last(&mut self) {
-        self.node = self.mem.list.last();
+        self.node = self.list().map_or(std::ptr::null(), SkipList::last);
     }
 
     fn seek(&mut self, target: &[u8]) {
-        self.node = self.mem.seek_node(target);
+        self.node = self.list().map_or(std::ptr::null(), |l| {
+            l.seek(&mut |k| types::compare_internal(k, target))
+        });
     }
 
     fn seek_for_prev(&mut self, target: &[u8]) {
         // Last node <= target.
-        self.node = self.mem.list.seek_lt(&mut |k| {
-            if types::compare_internal(k, target).is_le() {
-                std::cmp::Ordering::Less
-            } else {
-                std::cmp::Ordering::Greater
-            }
+        self.node = self.list().map_or(std::ptr::null(), |l| {
+            l.seek_lt(&mut |k| {
+                if types::compare_internal(k, target).is_le() {
+                    std::cmp::Ordering::Less
+                } else {
+                    std::cmp::Ordering::Greater
+                }
+            })
         });
     }
 
     fn next(&mut self) {
-        if self.valid() {
-            self.node = self.mem.list.successor(self.node);
+        if let (true, Some(l)) = (self.valid(), self.list()) {
+            self.node = l.successor(self.node);
         }
     }
 
     fn prev(&mut self) {
-        if self.valid() {
+        if let (true, Some(l)) = (self.valid(), self.list()) {
             let cur = node_key(self.node);
-            self.node = self
-                .mem
-                .list
-                .seek_lt(&mut |k| types::compare_internal(k, cur));
+            self.node = l.seek_lt(&mut |k| types::compare_internal(k, cur));
         }
     }
 

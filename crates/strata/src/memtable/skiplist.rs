@@ -117,12 +117,9 @@ impl SkipList {
         }
     }
 
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.len.load(AO::Relaxed)
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// Arena bytes in use.

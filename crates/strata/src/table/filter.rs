@@ -48,13 +48,13 @@ fn probe_pair(h: u64) -> (u64, u64) {
 
 /// The line of a cache-local filter of `lines` lines that `h` maps to.
 #[inline]
-fn line_of(h: u64, lines: usize) -> usize {
+pub(crate) fn line_of(h: u64, lines: usize) -> usize {
     (((h & 0xffff_ffff) * lines as u64) >> 32) as usize
 }
 
 /// The bits (0..512) the k probes of `h` test in its line.
 #[inline]
-fn local_bits(h: u64, k: u8) -> impl Iterator<Item = usize> {
+pub(crate) fn local_bits(h: u64, k: u8) -> impl Iterator<Item = usize> {
     let mut g = (h >> 32) as u32;
     (0..k).map(move |_| {
         let b = (g >> 23) as usize;

@@ -5,11 +5,13 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use strata::{Db, Options};
 
-/// Options that make every mechanism run on small data: tiny memtables,
-/// tables and levels, so flushes and multi-level compactions happen often.
+/// Options that make every mechanism run on small data: tiny memtables
+/// (of two or three shards), tables and levels, so flushes and multi-level
+/// compactions happen often.
 pub fn tiny_options() -> Options {
     Options::default()
         .write_buffer_size(8 * 1024)
+        .memtable_shard_size(4 * 1024)
         .target_file_size(8 * 1024)
         .max_bytes_for_level_base(32 * 1024)
         .max_bytes_for_level_multiplier(4)
