@@ -79,11 +79,17 @@ impl Fences {
             + self.handles.len() * std::mem::size_of::<BlockHandle>()
     }
 
-    /// The handle of the first data block whose separator is `>= target`
-    /// (an internal key), `None` past the last block. `index` is the block
-    /// the fences were built from.
-    pub fn seek(&self, index: &Block, target: &[u8]) -> Option<BlockHandle> {
-        self.handles.get(self.position(index, target)).copied()
+    /// The ordinal and handle of the first data block whose separator is
+    /// `>= target` (an internal key), `None` past the last block. `index`
+    /// is the block the fences were built from.
+    pub fn locate(&self, index: &Block, target: &[u8]) -> Option<(usize, BlockHandle)> {
+        let i = self.position(index, target);
+        self.handles.get(i).map(|h| (i, *h))
+    }
+
+    /// Number of data blocks.
+    pub fn len(&self) -> usize {
+        self.handles.len()
     }
 
     /// The index entry (= restart point) of the first separator `>=

@@ -16,6 +16,7 @@ use crate::stats::Striped;
 use crate::types::{parse_internal_key, ValueKind};
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
 /// A point lookup's answer: sequence number, kind and value.
@@ -33,6 +34,10 @@ pub struct Table {
     /// A search structure over `index` for point lookups (`None` when the
     /// index is not in the shape the builder writes).
     fences: Option<Fences>,
+    /// One bit per data block (by ordinal, with fences): its checksum was
+    /// verified in the memory map once, so point lookups trust it from then
+    /// on, as a block cache trusts a block it verified when it loaded it.
+    verified: Box<[AtomicU64]>,
     index_handle: BlockHandle,
     filter: Option<Bloom>,
     props: TableProperties,
@@ -101,6 +106,7 @@ impl Table {
             verify_checksums,
             index: Arc::new(Block::empty()),
             fences: None,
+            verified: Box::new([]),
             index_handle: footer.index,
             filter: None,
             props: TableProperties::default(),
@@ -113,6 +119,11 @@ impl Table {
             Block::new(index).map_err(|e| t.block_error(e, footer.index, compressed))?;
         index.compressed = compressed;
         t.fences = Fences::build(&index, |h| t.check_handle(h).is_ok());
+        if let (Some(f), true) = (&t.fences, t.file.mapping().is_some()) {
+            t.verified = (0..f.len().div_ceil(64))
+                .map(|_| AtomicU64::new(0))
+                .collect();
+        }
         t.index = Arc::new(index);
         if footer.filter.size > 0 {
             let (f, compressed) = t.read_block(footer.filter, true)?;
@@ -212,9 +223,9 @@ impl Table {
         thread_local! {
             static KEY: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
         }
-        let (handle, key) = match &self.fences {
-            Some(f) => match f.seek(&self.index, seek_key) {
-                Some(h) => (h, KEY.try_with(|k| k.take()).unwrap_or_default()),
+        let (ordinal, handle, key) = match &self.fences {
+            Some(f) => match f.locate(&self.index, seek_key) {
+                Some((i, h)) => (Some(i), h, KEY.try_with(|k| k.take()).unwrap_or_default()),
                 None => return Ok(None),
             },
             None => {
@@ -227,12 +238,13 @@ impl Table {
                     });
                 }
                 (
+                    None,
                     self.decode_index_value(index.value())?,
                     index.into_key_buffer(),
                 )
             }
         };
-        let found = match self.mapped_block_in_place(handle)? {
+        let found = match self.mapped_block_at(handle, ordinal)? {
             Some(block) => self.find_in(
                 BlockIter::with_key_buffer(&block, key),
                 handle,
@@ -373,6 +385,13 @@ impl Table {
 
     /// [`mapped_block`](Self::mapped_block) without the `Arc`.
     fn mapped_block_in_place(&self, h: BlockHandle) -> Result<Option<Block>> {
+        self.mapped_block_at(h, None)
+    }
+
+    /// [`mapped_block_in_place`](Self::mapped_block_in_place) for the
+    /// data block numbered `ordinal`, if known: its checksum is verified
+    /// on its first use only (`verified`).
+    fn mapped_block_at(&self, h: BlockHandle, ordinal: Option<usize>) -> Result<Option<Block>> {
         let Some(map) = self.file.mapping() else {
             return Ok(None);
         };
@@ -396,8 +415,14 @@ impl Table {
         if stored.get(stored.len() - BLOCK_TRAILER_LEN) != Some(&(Compression::None as u8)) {
             return Ok(None);
         }
-        let (n, _) = check_block_trailer(stored, self.verify_checksums)
-            .map_err(|e| e.in_file(&self.path, h.offset))?;
+        let bit = ordinal.and_then(|i| Some((self.verified.get(i / 64)?, 1u64 << (i % 64))));
+        let known = bit.is_some_and(|(w, m)| w.load(AtomicOrdering::Relaxed) & m != 0);
+        let verify = self.verify_checksums && !known;
+        let (n, _) =
+            check_block_trailer(stored, verify).map_err(|e| e.in_file(&self.path, h.offset))?;
+        if let (true, Some((w, m))) = (verify, bit) {
+            w.fetch_or(m, AtomicOrdering::Relaxed);
+        }
         self.bytes_read.add(stored.len() as u64);
         let bytes = BlockBytes::Mapped {
             map: Arc::clone(map),
@@ -412,8 +437,15 @@ impl Table {
     /// A data block from the memory map, the cache, or read from the file
     /// and cached.
     fn data_block(&self, h: BlockHandle) -> Result<Arc<Block>> {
-        if let Some(b) = self.mapped_block(h)? {
-            return Ok(b);
+        self.data_block_at(h, None)
+    }
+
+    /// [`data_block`](Self::data_block) for the data block numbered
+    /// `ordinal`, if known (a mapped block's checksum is then verified on
+    /// its first use only).
+    fn data_block_at(&self, h: BlockHandle, ordinal: Option<usize>) -> Result<Arc<Block>> {
+        if let Some(b) = self.mapped_block_at(h, ordinal)? {
+            return Ok(Arc::new(b));
         }
         if let Some(b) = self.cache.get(self.id, h.offset) {
             return Ok(b);
@@ -550,6 +582,12 @@ impl TableIter {
 
     /// Points `data` at the block the index iterator is on.
     fn init_data_block(&mut self) {
+        self.init_data_block_at(None);
+    }
+
+    /// [`init_data_block`](Self::init_data_block) when the index iterator
+    /// is on the entry of data block `ordinal`, if known.
+    fn init_data_block_at(&mut self, ordinal: Option<usize>) {
         if !self.index.valid() {
             self.data = None;
             return;
@@ -563,7 +601,7 @@ impl TableIter {
         }
         let block = match self.readahead.as_mut() {
             Some(ra) => self.table.data_block_sequential(handle, ra),
-            None => self.table.data_block(handle),
+            None => self.table.data_block_at(handle, ordinal),
         };
         match block {
             Ok(b) => {
@@ -674,13 +712,18 @@ impl InternalIterator for TableIter {
         if self.status.is_some() {
             return;
         }
-        match &self.table.fences {
-            Some(f) => self
-                .index
-                .seek_to_restart_entry(f.position(&self.table.index, target)),
-            None => self.index.seek(target),
-        }
-        self.init_data_block();
+        let ordinal = match &self.table.fences {
+            Some(f) => {
+                let i = f.position(&self.table.index, target);
+                self.index.seek_to_restart_entry(i);
+                Some(i)
+            }
+            None => {
+                self.index.seek(target);
+                None
+            }
+        };
+        self.init_data_block_at(ordinal);
         if let Some(d) = &mut self.data {
             d.seek(target);
         }

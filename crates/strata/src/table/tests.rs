@@ -429,6 +429,73 @@ fn table_round_trip_all_compressions_on_disk() {
     }
 }
 
+/// A mapped block's checksum is verified on its first point lookup only:
+/// a damaged block is reported on every lookup that reads it, while bytes
+/// changed under the map after a block was verified are trusted (as a
+/// block cache trusts what it loaded).
+#[test]
+fn mapped_blocks_are_verified_once() {
+    use std::os::unix::fs::FileExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("000001.sst");
+    let kvs = entries(1500);
+    let mut b = TableBuilder::new(
+        PosixFs.create(&path).expect("create"),
+        opts(256, Compression::None),
+    );
+    for (k, v) in &kvs {
+        b.add(k, v).expect("add");
+    }
+    b.finish().expect("finish");
+    let bytes = std::fs::read(&path).expect("read");
+    let at = |needle: &[u8]| {
+        bytes
+            .windows(needle.len())
+            .position(|w| w == needle)
+            .expect("value in the file")
+    };
+    // Damage one value before the table is opened.
+    let bad = at(&value_for(200, 20010));
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .expect("open for write");
+    f.write_at(b"V", bad as u64).expect("write");
+    let file = PosixFs.open_mapped(&path).expect("open");
+    assert!(file.mapping().is_some());
+    let t = Table::open(
+        file,
+        path.clone(),
+        1,
+        Arc::new(BlockCache::new(1 << 20)),
+        true,
+    )
+    .expect("open table");
+    assert!(t.has_fences());
+    let lookup = |i: usize, seq: u64| t.get(&seek_key(&ukey(i), seq), &ukey(i));
+    for _ in 0..2 {
+        assert!(matches!(lookup(200, 20010), Err(Error::Corruption { .. })));
+        assert_eq!(
+            lookup(900, 90010).expect("get").map(|e| e.2),
+            Some(value_for(900, 90010))
+        );
+    }
+    // Block of key 900 verified: a byte changed under the map now is read
+    // as it is, without a checksum.
+    let good = at(&value_for(900, 90010));
+    f.write_at(b"W", good as u64).expect("write");
+    let mut changed = value_for(900, 90010);
+    changed[0] = b'W';
+    assert_eq!(lookup(900, 90010).expect("get").map(|e| e.2), Some(changed));
+    // Key 1400's block was not read yet: damage there is still found.
+    let later = at(&value_for(1400, 140010));
+    f.write_at(b"X", later as u64).expect("write");
+    assert!(matches!(
+        lookup(1400, 140010),
+        Err(Error::Corruption { .. })
+    ));
+}
+
 #[test]
 fn get_respects_snapshots() {
     let mut kvs = Vec::new();
