@@ -453,6 +453,54 @@ mod tests {
     use super::*;
     use crate::io::MemFs;
 
+    /// The background threads run `background_nice` above the nice value
+    /// of the thread that opened the database (read from /proc).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn background_threads_are_niced() {
+        fn nice_of(stat: &str) -> i32 {
+            // Fields after the parenthesised name: state is field 3, nice 19.
+            let rest = &stat[stat.rfind(')').expect("stat") + 2..];
+            rest.split(' ')
+                .nth(16)
+                .expect("nice")
+                .parse()
+                .expect("number")
+        }
+        let me = std::fs::read_to_string("/proc/thread-self/stat").expect("own stat");
+        let base = nice_of(&me);
+        let dir = tempfile::tempdir().expect("tempdir");
+        for (nice, name) in [(7, "strata-bg-0"), (0, "strata-bg-1")] {
+            let opts = Options::default()
+                .background_nice(nice)
+                .background_threads(2);
+            let db = Db::open(dir.path(), opts).expect("open");
+            let mut seen = 0;
+            for _ in 0..100 {
+                seen = 0;
+                for task in std::fs::read_dir("/proc/self/task").expect("tasks") {
+                    let path = task.expect("task").path();
+                    let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+                    if comm.trim() == name {
+                        let stat = std::fs::read_to_string(path.join("stat")).expect("stat");
+                        if nice_of(&stat) == (base + nice).min(19) {
+                            seen += 1;
+                        }
+                    }
+                }
+                if seen > 0 {
+                    break;
+                }
+                // The thread sets its priority as it starts.
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            assert_eq!(seen, 1, "{name} at nice {base} + {nice}");
+            db.close().expect("close");
+        }
+        assert!(Options::default().background_nice(20).validate().is_err());
+        assert!(Options::default().background_nice(-1).validate().is_err());
+    }
+
     /// A background thread that cannot start: the others are stopped, the
     /// open fails with an I/O error, and the LOCK is released.
     #[test]
