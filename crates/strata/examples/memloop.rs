@@ -1,36 +1,39 @@
-//! Times memtable inserts: one memtable of `total` bytes vs. memtables of `shard` bytes.
+//! Times memtable inserts: random 16-byte keys with 100-byte values into
+//! one memtable of `total` bytes made of shards of `shard` bytes (one
+//! skiplist when `shard >= total`).
+//!
+//! `cargo run --release -p strata --example memloop -- 67108864 8388608`
 use std::time::Instant;
-use strata::memtable::MemTable;
+use strata::memtable::{MemTable, MAX_SHARDS};
 use strata::types::ValueKind;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let total: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(64 << 20);
-    let shard: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(64 << 20);
+    let shard: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(8 << 20);
+    let m = if shard >= total {
+        MemTable::new(1, total, 1)
+    } else {
+        MemTable::new(1, shard.max(total.div_ceil(MAX_SHARDS)), MAX_SHARDS)
+    };
     let mut rng = 0x1234_5678_9abc_def0u64;
     let value = [7u8; 100];
-    let mut mems = vec![MemTable::new(1, usize::MAX)];
+    let mut key = [0u8; 16];
     let mut n = 0u64;
     let t = Instant::now();
-    let mut bytes = 0usize;
-    while bytes < total {
+    while m.approximate_size() < total {
         rng ^= rng << 13;
         rng ^= rng >> 7;
         rng ^= rng << 17;
-        let key = format!("{:016x}", rng % 1_000_000_000);
-        let m = mems.last().unwrap();
-        m.add(n + 1, ValueKind::Value, key.as_bytes(), &value);
+        key[..8].copy_from_slice(&rng.to_be_bytes());
+        key[8..].copy_from_slice(&n.to_be_bytes());
         n += 1;
-        if m.approximate_size() >= shard {
-            bytes += m.approximate_size();
-            mems.push(MemTable::new(1, usize::MAX));
-        }
+        m.add(n, ValueKind::Value, &key, &value);
     }
     let el = t.elapsed();
     println!(
-        "{} inserts, {:.0} ns/insert, {} tables",
-        n,
+        "{n} inserts, {:.0} ns/insert, {} shard(s)",
         el.as_nanos() as f64 / n as f64,
-        mems.len()
+        m.shard_count()
     );
 }

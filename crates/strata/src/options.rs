@@ -249,12 +249,14 @@ pub struct Options {
     /// `max_write_buffer_number`). Default 2.
     pub max_write_buffer_number: usize,
     /// A memtable fills skiplists ("shards") of this many bytes one after
-    /// another and flushes them together as one table (at most 32 shards;
-    /// the last takes the rest). A shard this small stays in the CPU
-    /// cache while it is filled: random inserts run 3× faster than into
-    /// one 64 MiB skiplist. Each shard has a bloom filter, so a point
-    /// lookup searches only the shards that may hold its key. At or above
-    /// `write_buffer_size`: one skiplist per memtable. Default 8 MiB.
+    /// another and flushes them together as one table (at most 32 shards,
+    /// each at least 1/32 of `write_buffer_size`; the last takes the
+    /// rest). A shard this small stays in the CPU cache while it is
+    /// filled: random inserts run about 3× faster than into one 64 MiB
+    /// skiplist (`examples/memloop.rs`). Each shard has a bloom filter, so
+    /// a point lookup searches only the shards that may hold its key. At
+    /// or above `write_buffer_size`: one skiplist per memtable. Default
+    /// 8 MiB.
     pub memtable_shard_size: usize,
     /// L0 tables that trigger an L0→L1 compaction. Default 4.
     pub level0_file_num_compaction_trigger: usize,
@@ -289,9 +291,14 @@ pub struct Options {
     /// ignored), 0..=19: flushes and compactions yield the CPU to the
     /// threads that read and write. On two cores, 10 took the worst put of
     /// a random load from 3.5 ms to 0.8 ms (RocksDB's
-    /// `LowerThreadPoolCPUPriority`). Writers still pace and stall on the
-    /// background work's debt, so it cannot fall behind without bound.
-    /// Default 10; 0 leaves them at the process's priority.
+    /// `LowerThreadPoolCPUPriority`, which RocksDB applies to its
+    /// compaction pool only). Here flushes run at the lower priority too:
+    /// writers still pace and stall on the background work's debt (and
+    /// then leave it the CPU), but on a machine whose cores other
+    /// processes keep busy a flush gets a smaller share, so stalls on a
+    /// full set of memtables can last longer; set 0 there. The priority
+    /// cannot be raised again without privileges. Default 10; 0 leaves
+    /// them at the process's priority.
     pub background_nice: i32,
     /// Pending compaction bytes at which writes are delayed. Default 64 GiB.
     pub soft_pending_compaction_bytes_limit: u64,
@@ -299,7 +306,14 @@ pub struct Options {
     pub hard_pending_compaction_bytes_limit: u64,
     /// What recovery does with a damaged WAL. Default `TolerateCorruptedTail`.
     pub wal_recovery: WalRecovery,
-    /// Verify block checksums on every read (always done for metadata). Default true.
+    /// Verify block checksums when blocks are read (always done for
+    /// metadata). A block read into memory or the block cache is checked
+    /// as it is read; a block used in place from a table's memory map is
+    /// checked on its first use by a point lookup or seek after the table
+    /// opened and trusted after that (scans check it on every use), so
+    /// damage that reaches a page after it was verified once is not seen
+    /// until the table is opened again (`strata verify` reads everything).
+    /// Default true.
     pub verify_checksums: bool,
     /// Flush the memtable to a table at `close` (RocksDB flushes at close
     /// only when the WAL is off). Default false: the memtable's data is in
@@ -598,13 +612,6 @@ impl Options {
         } else {
             self.fs.create(path)
         }
-    }
-
-    /// Arena bytes per memtable shard: `memtable_shard_size`, at most
-    /// `write_buffer_size` (a shard's filter is 1/64 of it, so an empty
-    /// memtable is never full).
-    pub(crate) fn memtable_shard_bytes(&self) -> usize {
-        self.memtable_shard_size.min(self.write_buffer_size)
     }
 
     /// Checks the options for consistency; called by `Db::open`.

@@ -324,7 +324,7 @@ mod tests {
             v.levels[1].push(Arc::new(FileMeta::new(d, cache.clone())));
         }
         v.seal();
-        let mem = MemTable::new(1, 8 << 20);
+        let mem = MemTable::new(1, 8 << 20, 1);
         // Half the tombstones fall inside a table's range (kept), half
         // between two tables (dropped).
         for i in 0..500u64 {

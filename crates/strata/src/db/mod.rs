@@ -494,7 +494,9 @@ mod tests {
                 // The thread sets its priority as it starts.
                 std::thread::sleep(std::time::Duration::from_millis(10));
             }
-            assert_eq!(seen, 1, "{name} at nice {base} + {nice}");
+            // Other tests' databases may run threads of the same name
+            // (at the default nice 10, or just started at the base).
+            assert!(seen >= 1, "{name} at nice {base} + {nice}");
             db.close().expect("close");
         }
         assert!(Options::default().background_nice(20).validate().is_err());

@@ -106,7 +106,7 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
     wals.sort_unstable();
     let mut edit = Edit::default();
     let mut max_seq = versions.last_sequence;
-    let mut mem = MemTable::new(0, opts.memtable_shard_bytes());
+    let mut mem = MemTable::with_options(0, &opts);
     let version = versions.current();
     let sink = TableSink {
         dir,
@@ -179,7 +179,7 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
             }
             if mem.approximate_size() >= opts.write_buffer_size {
                 write_out(&mem, &mut versions, &mut edit)?;
-                mem = MemTable::new(0, opts.memtable_shard_bytes());
+                mem = MemTable::with_options(0, &opts);
             }
         }
         // A log that ended early (a torn tail after a power loss, or damage
@@ -205,7 +205,7 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
     fs.sync_dir(dir)?;
 
     let tables = versions.table_cache().clone();
-    let mem = Arc::new(MemTable::new(log_number, opts.memtable_shard_bytes()));
+    let mem = Arc::new(MemTable::with_options(log_number, &opts));
     let num_levels = opts.num_levels;
     let designs = super::compaction_design(&opts);
     let inner = Inner {

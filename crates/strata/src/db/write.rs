@@ -325,7 +325,7 @@ impl Inner {
         // would stall every writer.
         let old = std::mem::replace(
             &mut log.mem,
-            Arc::new(MemTable::new(number, self.opts.memtable_shard_bytes())),
+            Arc::new(MemTable::with_options(number, &self.opts)),
         );
         let old_writer = std::mem::replace(&mut log.writer, writer);
         log.dir_unsynced = true;

@@ -494,6 +494,25 @@ fn mapped_blocks_are_verified_once() {
         lookup(1400, 140010),
         Err(Error::Corruption { .. })
     ));
+    // A table seek verifies the block it lands on once, too.
+    let t = Arc::new(t);
+    let seek_value = |i: usize, seq: u64| {
+        let mut it = TableIter::new(Arc::clone(&t));
+        it.seek(&seek_key(&ukey(i), seq));
+        (
+            it.valid().then(|| it.value().to_vec()),
+            it.status().is_err(),
+        )
+    };
+    assert_eq!(seek_value(600, 60010), (Some(value_for(600, 60010)), false));
+    let sought = at(&value_for(600, 60010));
+    f.write_at(b"Y", sought as u64).expect("write");
+    let mut changed = value_for(600, 60010);
+    changed[0] = b'Y';
+    assert_eq!(seek_value(600, 60010), (Some(changed), false));
+    let unread = at(&value_for(1100, 110010));
+    f.write_at(b"Z", unread as u64).expect("write");
+    assert_eq!(seek_value(1100, 110010), (None, true));
 }
 
 #[test]
