@@ -309,8 +309,9 @@ pub struct Options {
     /// Verify block checksums when blocks are read (always done for
     /// metadata). A block read into memory or the block cache is checked
     /// as it is read; a block used in place from a table's memory map is
-    /// checked on its first use by a point lookup or seek after the table
-    /// opened and trusted after that (scans check it on every use), so
+    /// checked on its first use by a point lookup or iterator after the
+    /// table opened and trusted after that (compactions check it on every
+    /// read), so
     /// damage that reaches a page after it was verified once is not seen
     /// until the table is opened again (`strata verify` reads everything).
     /// Default true.

@@ -87,6 +87,11 @@ impl Fences {
         self.handles.get(i).map(|h| (i, *h))
     }
 
+    /// The handle of data block `i`.
+    pub fn handle(&self, i: usize) -> Option<BlockHandle> {
+        self.handles.get(i).copied()
+    }
+
     /// Number of data blocks.
     pub fn len(&self) -> usize {
         self.handles.len()

@@ -415,6 +415,9 @@ impl Table {
         if stored.get(stored.len() - BLOCK_TRAILER_LEN) != Some(&(Compression::None as u8)) {
             return Ok(None);
         }
+        // The ordinal counts only if it names this very block.
+        let ordinal =
+            ordinal.filter(|&i| self.fences.as_ref().and_then(|f| f.handle(i)) == Some(h));
         let bit = ordinal.and_then(|i| Some((self.verified.get(i / 64)?, 1u64 << (i % 64))));
         let known = bit.is_some_and(|(w, m)| w.load(AtomicOrdering::Relaxed) & m != 0);
         let verify = self.verify_checksums && !known;
@@ -521,6 +524,10 @@ pub struct TableIter {
     index: BlockIter,
     data: Option<BlockIter>,
     data_handle: BlockHandle,
+    /// The fence ordinal of the index entry `index` is on, when known (a
+    /// table with fences, positioned by a seek and moved one entry at a
+    /// time since).
+    ordinal: Option<usize>,
     status: Option<Error>,
 }
 
@@ -534,6 +541,7 @@ impl TableIter {
             index,
             data: None,
             data_handle: BlockHandle::default(),
+            ordinal: None,
             status: None,
         }
     }
@@ -581,13 +589,9 @@ impl TableIter {
     }
 
     /// Points `data` at the block the index iterator is on.
+    /// Its fence ordinal is `self.ordinal`, if known.
     fn init_data_block(&mut self) {
-        self.init_data_block_at(None);
-    }
-
-    /// [`init_data_block`](Self::init_data_block) when the index iterator
-    /// is on the entry of data block `ordinal`, if known.
-    fn init_data_block_at(&mut self, ordinal: Option<usize>) {
+        let ordinal = self.ordinal;
         if !self.index.valid() {
             self.data = None;
             return;
@@ -657,6 +661,7 @@ impl TableIter {
                 return;
             }
             self.index.next();
+            self.ordinal = self.ordinal.map(|i| i + 1);
             self.init_data_block();
             if let Some(d) = &mut self.data {
                 d.seek_to_first();
@@ -671,6 +676,7 @@ impl TableIter {
                 return;
             }
             self.index.prev();
+            self.ordinal = self.ordinal.and_then(|i| i.checked_sub(1));
             self.init_data_block();
             if let Some(d) = &mut self.data {
                 d.seek_to_last();
@@ -689,6 +695,7 @@ impl InternalIterator for TableIter {
             return;
         }
         self.index.seek_to_first();
+        self.ordinal = self.table.fences.as_ref().map(|_| 0);
         self.init_data_block();
         if let Some(d) = &mut self.data {
             d.seek_to_first();
@@ -701,6 +708,11 @@ impl InternalIterator for TableIter {
             return;
         }
         self.index.seek_to_last();
+        self.ordinal = self
+            .table
+            .fences
+            .as_ref()
+            .and_then(|f| f.len().checked_sub(1));
         self.init_data_block();
         if let Some(d) = &mut self.data {
             d.seek_to_last();
@@ -712,7 +724,7 @@ impl InternalIterator for TableIter {
         if self.status.is_some() {
             return;
         }
-        let ordinal = match &self.table.fences {
+        self.ordinal = match &self.table.fences {
             Some(f) => {
                 let i = f.position(&self.table.index, target);
                 self.index.seek_to_restart_entry(i);
@@ -723,7 +735,7 @@ impl InternalIterator for TableIter {
                 None
             }
         };
-        self.init_data_block_at(ordinal);
+        self.init_data_block();
         if let Some(d) = &mut self.data {
             d.seek(target);
         }

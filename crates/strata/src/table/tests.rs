@@ -513,6 +513,26 @@ fn mapped_blocks_are_verified_once() {
     let unread = at(&value_for(1100, 110010));
     f.write_at(b"Z", unread as u64).expect("write");
     assert_eq!(seek_value(1100, 110010), (None, true));
+    // Blocks a scan steps into with `next` are verified once as well.
+    let scan = || {
+        let mut it = TableIter::new(Arc::clone(&t));
+        it.seek(&seek_key(&ukey(300), MAX_SEQ));
+        let mut got = Vec::new();
+        while it.valid() && got.len() < 100 {
+            got.push((it.key().to_vec(), it.value().to_vec()));
+            it.next();
+        }
+        (got, it.status().is_err())
+    };
+    let (first, failed) = scan();
+    assert!(!failed);
+    assert_eq!(first.len(), 100);
+    let far = at(&value_for(330, 33010));
+    f.write_at(b"Q", far as u64).expect("write");
+    let (second, failed) = scan();
+    assert!(!failed);
+    assert_eq!(second.len(), 100);
+    assert_ne!(first, second);
 }
 
 #[test]
