@@ -35,8 +35,9 @@ pub struct Table {
     /// index is not in the shape the builder writes).
     fences: Option<Fences>,
     /// One bit per data block (by ordinal, with fences): its checksum was
-    /// verified in the memory map once, so point lookups trust it from then
-    /// on, as a block cache trusts a block it verified when it loaded it.
+    /// verified in the memory map once, so point lookups and iterators
+    /// trust it from then on, as a block cache trusts a block it verified
+    /// when it loaded it.
     verified: Box<[AtomicU64]>,
     index_handle: BlockHandle,
     filter: Option<Bloom>,
@@ -380,15 +381,10 @@ impl Table {
     /// map (checked like a read one, never cached: the page cache keeps
     /// it); `None` when the table is not mapped or the block is compressed.
     fn mapped_block(&self, h: BlockHandle) -> Result<Option<Arc<Block>>> {
-        Ok(self.mapped_block_in_place(h)?.map(Arc::new))
+        Ok(self.mapped_block_at(h, None)?.map(Arc::new))
     }
 
-    /// [`mapped_block`](Self::mapped_block) without the `Arc`.
-    fn mapped_block_in_place(&self, h: BlockHandle) -> Result<Option<Block>> {
-        self.mapped_block_at(h, None)
-    }
-
-    /// [`mapped_block_in_place`](Self::mapped_block_in_place) for the
+    /// [`mapped_block`](Self::mapped_block) without the `Arc`, for the
     /// data block numbered `ordinal`, if known: its checksum is verified
     /// on its first use only (`verified`).
     fn mapped_block_at(&self, h: BlockHandle, ordinal: Option<usize>) -> Result<Option<Block>> {
