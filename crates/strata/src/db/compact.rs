@@ -103,12 +103,13 @@ pub(super) fn compact<'a>(
             // empty `in_flight`: nothing may delete a file after it
             // returns).
             MutexGuard::unlocked(&mut st, || drop((old, version)));
-            st.in_flight.finish(ticket);
-            // Listeners run with the plan out of flight, so one may wait
-            // for compactions.
+            // Listeners are told while the plan is still in flight: no
+            // other compaction can take its outputs (or their key range)
+            // before they hear of them, so events arrive in version order.
             let emitted = MutexGuard::unlocked(&mut st, || {
                 inner.emit_events(TableReason::Compaction, &edit, &outcome.keys)
             });
+            st.in_flight.finish(ticket);
             if let Err(e) = emitted {
                 inner.set_bg_error(&mut st, e);
             }
