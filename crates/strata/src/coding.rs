@@ -93,6 +93,7 @@ impl<'a> Reader<'a> {
         self.pos += 8;
         Some(v)
     }
+    #[inline]
     pub fn varint(&mut self) -> Option<u64> {
         let (v, n) = get_varint(self.remaining())?;
         self.pos += n;

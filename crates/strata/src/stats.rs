@@ -190,6 +190,10 @@ pub struct StatsSnapshot {
     pub table_cache_misses: u64,
     /// Tables the table cache closed to make room.
     pub table_cache_evictions: u64,
+    /// Tables read whole into the page cache because lookups kept waiting
+    /// for the device (`Options::warm_budget`), and their bytes.
+    pub warmed_tables: u64,
+    pub warmed_table_bytes: u64,
     pub memtable_bytes: u64,
     pub immutable_memtables: usize,
     pub last_sequence: u64,
@@ -290,7 +294,7 @@ impl StatsSnapshot {
              \"update_table_entries\":{},\"update_table_bytes\":{},\"manifest_bytes\":{},\
              \"table_bytes_read\":{},\"block_cache_hits\":{},\"block_cache_misses\":{},\"block_cache_usage\":{},\
              \"open_tables\":{},\"mapped_table_bytes\":{},\"pinned_index_filter_bytes\":{},\"table_cache_hits\":{},\
-             \"table_cache_misses\":{},\"table_cache_evictions\":{},\"memtable_bytes\":{},\"immutable_memtables\":{},\"last_sequence\":{},\
+             \"table_cache_misses\":{},\"table_cache_evictions\":{},\"warmed_tables\":{},\"warmed_table_bytes\":{},\"memtable_bytes\":{},\"immutable_memtables\":{},\"last_sequence\":{},\
              \"engine_bytes_written\":{},\"write_amplification\":{:.4},\"cache_hit_rate\":{:.4},\"matrix\":{},\"levels\":[{}]}}",
             self.user_bytes_written,
             self.user_writes,
@@ -339,6 +343,8 @@ impl StatsSnapshot {
             self.table_cache_hits,
             self.table_cache_misses,
             self.table_cache_evictions,
+            self.warmed_tables,
+            self.warmed_table_bytes,
             self.memtable_bytes,
             self.immutable_memtables,
             self.last_sequence,
@@ -507,13 +513,15 @@ impl fmt::Display for StatsSnapshot {
         )?;
         writeln!(
             f,
-            "table cache:        {} open ({:.2} MiB mapped, pinned index+filter {:.2} MiB); {} hits, {} misses, {} evictions",
+            "table cache:        {} open ({:.2} MiB mapped, pinned index+filter {:.2} MiB); {} hits, {} misses, {} evictions; {} warmed ({:.2} MiB)",
             self.open_tables,
             mib(self.mapped_table_bytes),
             mib(self.pinned_index_filter_bytes),
             self.table_cache_hits,
             self.table_cache_misses,
-            self.table_cache_evictions
+            self.table_cache_evictions,
+            self.warmed_tables,
+            mib(self.warmed_table_bytes),
         )?;
         write!(
             f,

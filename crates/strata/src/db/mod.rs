@@ -327,6 +327,8 @@ impl Db {
         s.table_cache_hits = tables.hits;
         s.table_cache_misses = tables.misses;
         s.table_cache_evictions = tables.evictions;
+        s.warmed_tables = tables.warmed_tables;
+        s.warmed_table_bytes = tables.warmed_bytes;
         s.table_bytes_read = read;
         let m = &sv.version.matrix;
         s.matrix.rows = m.rows.len();

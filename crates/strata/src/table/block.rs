@@ -283,15 +283,27 @@ struct Entry {
 
 fn decode_entry(block: &Block, off: usize) -> Option<Entry> {
     let region = block.data.get(..block.restarts_offset)?;
-    let mut r = Reader::new(region.get(off..)?);
-    let shared = usize::try_from(r.varint()?).ok()?;
-    let non_shared = usize::try_from(r.varint()?).ok()?;
-    let value_len = usize::try_from(r.varint()?).ok()?;
-    let ks = off.checked_add(r.pos())?;
-    r.bytes(non_shared)?;
-    let vs = off.checked_add(r.pos())?;
-    r.bytes(value_len)?;
-    let ve = off.checked_add(r.pos())?;
+    let rest = region.get(off..)?;
+    // Most entries' three lengths are below 128, one byte each: decode
+    // them at once (LevelDB's fast path), else varint by varint.
+    let (shared, non_shared, value_len, head) = match rest {
+        [a, b, c, ..] if (a | b | c) < 0x80 => {
+            (usize::from(*a), usize::from(*b), usize::from(*c), 3)
+        }
+        _ => {
+            let mut r = Reader::new(rest);
+            let shared = usize::try_from(r.varint()?).ok()?;
+            let non_shared = usize::try_from(r.varint()?).ok()?;
+            let value_len = usize::try_from(r.varint()?).ok()?;
+            (shared, non_shared, value_len, r.pos())
+        }
+    };
+    let ks = off.checked_add(head)?;
+    let vs = ks.checked_add(non_shared)?;
+    let ve = vs.checked_add(value_len)?;
+    if ve > region.len() {
+        return None;
+    }
     Some(Entry {
         shared,
         delta: ks..vs,

@@ -33,6 +33,7 @@ pub mod filter;
 pub mod format;
 mod properties;
 mod reader;
+pub mod warm;
 
 pub use builder::{TableBuilder, TableOptions};
 pub use cache::BlockCache;

@@ -8,6 +8,7 @@ use super::format::{
     check_block_trailer, decode_stored_block, BlockHandle, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN,
 };
 use super::properties::{decode_properties, TableProperties};
+use super::warm::{self, Warmer};
 use crate::error::{Error, Result};
 use crate::io::RandomAccessFile;
 use crate::iter::InternalIterator;
@@ -16,7 +17,7 @@ use crate::stats::Striped;
 use crate::types::{parse_internal_key, ValueKind};
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
 /// A point lookup's answer: sequence number, kind and value.
@@ -48,6 +49,24 @@ pub struct Table {
     /// Bytes read from the file; shared with the table's `FileMeta`, so the
     /// count outlives a table cache eviction.
     bytes_read: Arc<Striped>,
+    /// Reads the whole mapped table into the page cache once lookups keep
+    /// waiting for the device ([`warm`]); `None`: never.
+    warmer: Option<Arc<Warmer>>,
+    /// Block reads from the map that waited for the device.
+    slow_reads: AtomicU32,
+    /// The table's size is reserved from the warmer's budget (until it
+    /// closes).
+    warmed: AtomicBool,
+    /// [`warm::ticks`] when the table was last handed to the warmer.
+    last_warm: AtomicU64,
+}
+
+impl Drop for Table {
+    fn drop(&mut self) {
+        if let (Some(w), true) = (&self.warmer, *self.warmed.get_mut()) {
+            w.release(self.file.len());
+        }
+    }
 }
 
 impl fmt::Debug for Table {
@@ -114,6 +133,10 @@ impl Table {
             compression: Compression::None,
             data_limit: footer_at,
             bytes_read,
+            warmer: None,
+            slow_reads: AtomicU32::new(0),
+            warmed: AtomicBool::new(false),
+            last_warm: AtomicU64::new(0),
         };
         let (index, compressed) = t.read_block(footer.index, true)?;
         let mut index =
@@ -199,6 +222,79 @@ impl Table {
         self.bytes_read.get()
     }
 
+    /// Lets `warmer` read the table into the page cache when its mapped
+    /// blocks keep coming from the device (see [`warm`]).
+    pub fn set_warmer(&mut self, warmer: Arc<Warmer>) {
+        if self.file.mapping().is_some() {
+            self.warmer = Some(warmer);
+        }
+    }
+
+    /// True once the table was handed to the warmer (and holds its share
+    /// of the budget).
+    pub fn warmed(&self) -> bool {
+        self.warmed.load(AtomicOrdering::Relaxed)
+    }
+
+    /// [`mapped_block_at`](Self::mapped_block_at) for a lookup or a user
+    /// scan, telling a block that came from the device (the first touch of
+    /// its trailer faulted and waited) to [`note_slow_read`].
+    #[inline]
+    fn mapped_block_timed(&self, h: BlockHandle, ordinal: Option<usize>) -> Result<Option<Block>> {
+        if self.warmer.is_none() {
+            return self.mapped_block_at(h, ordinal);
+        }
+        let t0 = warm::ticks();
+        let block = self.mapped_block_at(h, ordinal);
+        if warm::ticks().wrapping_sub(t0) >= warm::SLOW_TICKS {
+            self.note_slow_read();
+        }
+        block
+    }
+
+    /// Counts a block read that waited for the device; every
+    /// [`SLOW_READS_TO_WARM`](warm::SLOW_READS_TO_WARM)th asks the OS, from
+    /// a short-lived thread, to read the whole table in the background, if
+    /// the warmer's budget has room for it (the first time) and the last
+    /// request is at least [`WARM_INTERVAL_TICKS`](warm::WARM_INTERVAL_TICKS)
+    /// old (the pages may have been evicted since).
+    pub(crate) fn note_slow_read(&self) {
+        let Some(warmer) = &self.warmer else {
+            return;
+        };
+        let n = self.slow_reads.fetch_add(1, AtomicOrdering::Relaxed) + 1;
+        if !n.is_multiple_of(warm::SLOW_READS_TO_WARM) {
+            return;
+        }
+        let len = self.file.len();
+        let now = warm::ticks();
+        if self.warmed.load(AtomicOrdering::Acquire) {
+            let last = self.last_warm.load(AtomicOrdering::Relaxed);
+            if now.wrapping_sub(last) < warm::WARM_INTERVAL_TICKS
+                || self
+                    .last_warm
+                    .compare_exchange(last, now, AtomicOrdering::Relaxed, AtomicOrdering::Relaxed)
+                    .is_err()
+            {
+                return;
+            }
+            warmer.rewarmed();
+        } else {
+            if !warmer.reserve(len) {
+                return;
+            }
+            self.last_warm.store(now, AtomicOrdering::Relaxed);
+            self.warmed.store(true, AtomicOrdering::Release);
+        }
+        let file = Arc::clone(&self.file);
+        // The advice takes a few milliseconds for a large cold table (it
+        // allocates the pages and queues the reads): not on a reader's path.
+        // A failed spawn only leaves the table cold.
+        let _ = std::thread::Builder::new()
+            .name("strata-warm".into())
+            .spawn(move || warm::read_whole(file.as_ref(), len));
+    }
+
     /// Point lookup: the first entry `>= seek_key`, if its user key is
     /// `user_key`. No I/O when the filter rules the key out.
     pub fn get(
@@ -245,7 +341,8 @@ impl Table {
                 )
             }
         };
-        let found = match self.mapped_block_at(handle, ordinal)? {
+        self.prefetch_mapped(handle);
+        let found = match self.mapped_block_timed(handle, ordinal)? {
             Some(block) => self.find_in(
                 BlockIter::with_key_buffer(&block, key),
                 handle,
@@ -443,7 +540,7 @@ impl Table {
     /// `ordinal`, if known (a mapped block's checksum is then verified on
     /// its first use only).
     fn data_block_at(&self, h: BlockHandle, ordinal: Option<usize>) -> Result<Arc<Block>> {
-        if let Some(b) = self.mapped_block_at(h, ordinal)? {
+        if let Some(b) = self.mapped_block_timed(h, ordinal)? {
             return Ok(Arc::new(b));
         }
         if let Some(b) = self.cache.get(self.id, h.offset) {
@@ -455,6 +552,25 @@ impl Table {
         let block = Arc::new(block);
         self.cache.insert(self.id, h.offset, Arc::clone(&block));
         Ok(block)
+    }
+
+    /// Starts loading the cache lines of the mapped block at `h` (its
+    /// trailer and restart array first, which are read first), so that the
+    /// lookup's dependent loads through the block overlap instead of
+    /// missing one after another. Nothing happens for unmapped files or a
+    /// handle outside the map; a prefetch never faults.
+    #[inline]
+    fn prefetch_mapped(&self, h: BlockHandle) {
+        let Some(map) = self.file.mapping() else {
+            return;
+        };
+        let (Ok(start), Ok(size)) = (usize::try_from(h.offset), usize::try_from(h.size)) else {
+            return;
+        };
+        let end = start.saturating_add(size).saturating_add(BLOCK_TRAILER_LEN);
+        if let Some(bytes) = map.get(start..end) {
+            prefetch_lines(bytes);
+        }
     }
 
     /// Names this table's file in an error found inside the block at `h`.
@@ -474,6 +590,30 @@ impl Table {
             e => e.in_file(&self.path, h.offset),
         }
     }
+}
+
+/// Hints the CPU to load every cache line of `items`, the last line first
+/// (a block's trailer and restart array are read before its entries).
+#[inline]
+pub(crate) fn prefetch_lines<T>(items: &[T]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        const LINE: usize = 64;
+        let p = items.as_ptr().cast::<i8>();
+        let len = std::mem::size_of_val(items);
+        if let Some(last) = len.checked_sub(1) {
+            // SAFETY: a prefetch is a hint that never faults or reads
+            // into the program; the address lies inside `items`.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(last)) };
+        }
+        for off in (0..len).step_by(LINE) {
+            // SAFETY: as above; `off < len`.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(off)) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = items;
 }
 
 /// The OS page size assumed by prefetch decisions.

@@ -1031,3 +1031,63 @@ fn index_of_another_shape_falls_back_to_the_block_search() {
     assert!(!regrouped.one_entry_per_restart());
     assert!(super::fence::Fences::build(&regrouped, |_| true).is_none());
 }
+
+#[test]
+fn slow_reads_warm_a_mapped_table_within_the_budget() {
+    use super::warm::{Warmer, SLOW_READS_TO_WARM};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let open = |name: &str, warmer: &Arc<Warmer>| {
+        let path = dir.path().join(name);
+        let mut b = TableBuilder::new(
+            PosixFs.create(&path).expect("create"),
+            opts(256, Compression::None),
+        );
+        for (k, v) in &entries(500) {
+            b.add(k, v).expect("add");
+        }
+        b.finish().expect("finish");
+        let file = PosixFs.open_mapped(&path).expect("open");
+        let len = file.len();
+        let mut t = Table::open(file, path, 1, Arc::new(BlockCache::new(1 << 20)), true)
+            .expect("open table");
+        t.set_warmer(Arc::clone(warmer));
+        (t, len)
+    };
+    let (t, len) = open("000001.sst", &Warmer::new(0));
+    for _ in 0..2 * SLOW_READS_TO_WARM {
+        t.note_slow_read();
+    }
+    assert!(!t.warmed(), "a zero budget warms nothing");
+
+    let warmer = Warmer::new(len + len / 2);
+    let (a, _) = open("000002.sst", &warmer);
+    let (b, _) = open("000003.sst", &warmer);
+    for _ in 0..SLOW_READS_TO_WARM - 1 {
+        a.note_slow_read();
+    }
+    assert!(!a.warmed(), "fewer slow reads than the threshold");
+    a.note_slow_read();
+    assert!(a.warmed());
+    assert_eq!(warmer.left(), len / 2);
+    assert_eq!(warmer.warmed(), (1, len));
+    // More slow reads soon after: no second request, no second reservation.
+    for _ in 0..SLOW_READS_TO_WARM {
+        a.note_slow_read();
+    }
+    assert_eq!(warmer.warmed(), (1, len));
+    // The budget has no room for a second table until the first closes.
+    for _ in 0..SLOW_READS_TO_WARM {
+        b.note_slow_read();
+    }
+    assert!(!b.warmed());
+    drop(a);
+    assert_eq!(warmer.left(), len + len / 2);
+    for _ in 0..SLOW_READS_TO_WARM {
+        b.note_slow_read();
+    }
+    assert!(b.warmed());
+    // Lookups on a warmed table still answer.
+    let k = ukey(7);
+    let got = b.get(&seek_key(&k, MAX_SEQ), &k).expect("get");
+    assert!(got.is_some());
+}

@@ -29,6 +29,7 @@ use crate::filename::table_path;
 use crate::io::FileSystem;
 use crate::options::Options;
 use crate::stats::Striped;
+use crate::table::warm::Warmer;
 use crate::table::{BlockCache, Table};
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -53,6 +54,10 @@ pub struct TableCacheStats {
     pub hits: u64,
     /// Lookups that opened their table.
     pub misses: u64,
+    /// Tables read whole into the page cache because lookups kept
+    /// waiting for the device (`Options::warm_budget`), and their bytes.
+    pub warmed_tables: u64,
+    pub warmed_bytes: u64,
     /// Tables closed to make room (not counting tables whose file left
     /// every version).
     pub evictions: u64,
@@ -67,6 +72,7 @@ pub struct TableCache {
     mmap_reads: bool,
     mmap_random: bool,
     capacity: Option<usize>,
+    warmer: Arc<Warmer>,
     lru: Mutex<Lru>,
     hits: AtomicU64,
     misses: AtomicU64,
@@ -96,6 +102,7 @@ impl TableCache {
             mmap_reads: opts.mmap_reads,
             mmap_random: opts.mmap_random,
             capacity: capacity.map(|c| c.max(1)),
+            warmer: Warmer::new(opts.warm_budget_bytes()),
             lru: Mutex::new(Lru::new()),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
@@ -171,6 +178,8 @@ impl TableCache {
             hits: self.hits.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),
             evictions: self.evictions.load(Ordering::Relaxed),
+            warmed_tables: self.warmer.warmed().0,
+            warmed_bytes: self.warmer.warmed().1,
         }
     }
 
@@ -199,14 +208,16 @@ impl TableCache {
                 format!("table is {} bytes, manifest says {size}", file.len()),
             ));
         }
-        Table::open_counted(
+        let mut table = Table::open_counted(
             file,
             path,
             id,
             Arc::clone(&self.blocks),
             self.verify_checksums,
             Arc::clone(bytes_read),
-        )
+        )?;
+        table.set_warmer(Arc::clone(&self.warmer));
+        Ok(table)
     }
 }
 

@@ -1,0 +1,196 @@
+//! Warming cold tables: when point lookups or scans on a memory-mapped
+//! table keep waiting for the device (their block was not in the page
+//! cache), the whole table is read into the page cache in the background
+//! (`MADV_WILLNEED`), in large requests, instead of one synchronous fault
+//! per block. This is what a database that fits in memory wants after a
+//! restart or after its pages were evicted: on the machine of
+//! `docs/BENCHMARKS.md` a 4 KiB random read costs about 53 µs, while the
+//! device streams a whole table at about 1.9 GB/s.
+//!
+//! A budget bounds the bytes warmed (`Options::warm_budget`; by default a
+//! quarter of the memory the process may use), so a database much larger
+//! than memory never has whole tables read for a few lookups. A table
+//! holds its share of the budget until it is closed.
+
+use crate::io::RandomAccessFile;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Slow block reads of one table before it is warmed: one is not enough
+/// (a preempted thread looks slow too).
+pub const SLOW_READS_TO_WARM: u32 = 4;
+
+/// Shared by the tables of one database.
+#[derive(Debug)]
+pub struct Warmer {
+    /// Bytes that may still be warmed.
+    left: AtomicU64,
+    /// Warm-ups requested, and the bytes of the tables warmed the first
+    /// time, since open.
+    tables: AtomicU64,
+    bytes: AtomicU64,
+}
+
+impl Warmer {
+    /// A warmer that may read up to `budget` bytes of tables (0: never).
+    pub fn new(budget: u64) -> Arc<Warmer> {
+        Arc::new(Warmer {
+            left: AtomicU64::new(budget),
+            tables: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+        })
+    }
+
+    /// Takes `bytes` from the budget; false (and nothing taken) when less
+    /// is left.
+    pub fn reserve(&self, bytes: u64) -> bool {
+        let taken = self
+            .left
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| {
+                left.checked_sub(bytes)
+            })
+            .is_ok();
+        if taken {
+            self.tables.fetch_add(1, Ordering::Relaxed);
+            self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        }
+        taken
+    }
+
+    /// Counts a warmed table warmed again (its reservation stands).
+    pub fn rewarmed(&self) {
+        self.tables.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Gives back what a closed table had reserved.
+    pub fn release(&self, bytes: u64) {
+        self.left.fetch_add(bytes, Ordering::AcqRel);
+    }
+
+    /// Bytes of the budget not reserved.
+    pub fn left(&self) -> u64 {
+        self.left.load(Ordering::Acquire)
+    }
+
+    /// Warm-ups requested so far, and the bytes first reserved.
+    pub fn warmed(&self) -> (u64, u64) {
+        (
+            self.tables.load(Ordering::Relaxed),
+            self.bytes.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// Bytes asked for per request. Linux serves a `WILLNEED` of at most
+/// the device's read-ahead window (`read_ahead_kb`, 128 KiB by default)
+/// or its largest request, whichever is larger, and drops the rest: a
+/// table is asked for in pieces no larger than the default window.
+const WARM_CHUNK: u64 = 128 << 10;
+
+/// Asks the OS to read `len` bytes of `file` into the page cache, in
+/// [`WARM_CHUNK`] pieces; returns once every read is queued.
+pub fn read_whole(file: &dyn RandomAccessFile, len: u64) {
+    let mut at = 0;
+    while at < len {
+        let n = WARM_CHUNK.min(len - at);
+        file.prefetch(at, n);
+        at += n;
+    }
+}
+
+/// The default budget: a quarter of the memory this process may use (the
+/// machine's, or its cgroup's limit when lower).
+pub fn default_budget() -> u64 {
+    memory_limit().map_or(0, |m| m / 4)
+}
+
+/// Physical memory, capped by the cgroup (v2 `memory.max`, v1
+/// `memory.limit_in_bytes`) this process runs in; `None` when unknown.
+pub fn memory_limit() -> Option<u64> {
+    let total = std::fs::read_to_string("/proc/meminfo")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().strip_suffix("kB"))
+        .and_then(|v| v.trim().parse::<u64>().ok())?
+        .checked_mul(1024)?;
+    Some(cgroup_limit().map_or(total, |c| c.min(total)))
+}
+
+fn cgroup_limit() -> Option<u64> {
+    let cgroups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    cgroups.lines().find_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        let file = if controllers.is_empty() {
+            format!("/sys/fs/cgroup{path}/memory.max")
+        } else if controllers.split(',').any(|c| c == "memory") {
+            format!("/sys/fs/cgroup/memory{path}/memory.limit_in_bytes")
+        } else {
+            return None;
+        };
+        std::fs::read_to_string(file).ok()?.trim().parse().ok()
+    })
+}
+
+/// A cycle-counter tick, for telling a device read from a cached page on
+/// the lookup path at a few nanoseconds per reading.
+#[inline]
+pub fn ticks() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: `rdtsc` has no preconditions; it only reads the counter.
+        unsafe { std::arch::x86_64::_rdtsc() }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        use std::sync::OnceLock;
+        static START: OnceLock<std::time::Instant> = OnceLock::new();
+        let start = START.get_or_init(std::time::Instant::now);
+        u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+}
+
+/// Ticks before a table already warmed may be warmed again (about a
+/// second): its pages may have been evicted, but a request still being
+/// served must not be repeated.
+pub const WARM_INTERVAL_TICKS: u64 = 3_000_000_000;
+
+/// Ticks of a block access that waited for the device: about 20 µs at
+/// 3 GHz (a cached page costs under 1 µs even with a minor fault; a read
+/// from the device here about 50 µs or more).
+pub const SLOW_TICKS: u64 = 60_000;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn budget_is_reserved_and_given_back() {
+        let w = Warmer::new(100);
+        assert!(w.reserve(60));
+        assert!(!w.reserve(60), "only 40 left");
+        assert_eq!(w.left(), 40);
+        assert!(w.reserve(40));
+        assert_eq!(w.warmed(), (2, 100));
+        w.release(60);
+        assert_eq!(w.left(), 60);
+        assert!(!Warmer::new(0).reserve(1), "a zero budget warms nothing");
+    }
+
+    #[test]
+    fn memory_limit_is_known_on_linux() {
+        if cfg!(target_os = "linux") {
+            let m = memory_limit().expect("Linux has /proc/meminfo");
+            assert!(m > 16 << 20, "{m}");
+            assert_eq!(default_budget(), m / 4);
+        }
+    }
+
+    #[test]
+    fn ticks_advance() {
+        let a = ticks();
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        assert!(ticks() > a);
+    }
+}
