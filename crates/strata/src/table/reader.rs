@@ -59,6 +59,9 @@ pub struct Table {
     warmed: AtomicBool,
     /// [`warm::ticks`] when the table was last handed to the warmer.
     last_warm: AtomicU64,
+    /// How far user scans have read front to back, and asked the OS to
+    /// read ahead of them.
+    scan: parking_lot::Mutex<Prefetch>,
 }
 
 impl Drop for Table {
@@ -137,6 +140,7 @@ impl Table {
             slow_reads: AtomicU32::new(0),
             warmed: AtomicBool::new(false),
             last_warm: AtomicU64::new(0),
+            scan: parking_lot::Mutex::new(Prefetch::default()),
         };
         let (index, compressed) = t.read_block(footer.index, true)?;
         let mut index =
@@ -292,7 +296,7 @@ impl Table {
         // A failed spawn only leaves the table cold.
         let _ = std::thread::Builder::new()
             .name("strata-warm".into())
-            .spawn(move || warm::read_whole(file.as_ref(), len));
+            .spawn(move || warm::read_ahead(file.as_ref(), 0, len));
     }
 
     /// Point lookup: the first entry `>= seek_key`, if its user key is
@@ -533,14 +537,26 @@ impl Table {
     /// A data block from the memory map, the cache, or read from the file
     /// and cached.
     fn data_block(&self, h: BlockHandle) -> Result<Arc<Block>> {
-        self.data_block_at(h, None)
+        self.data_block_at(h, None, false)
     }
 
     /// [`data_block`](Self::data_block) for the data block numbered
     /// `ordinal`, if known (a mapped block's checksum is then verified on
-    /// its first use only).
-    fn data_block_at(&self, h: BlockHandle, ordinal: Option<usize>) -> Result<Arc<Block>> {
-        if let Some(b) = self.mapped_block_timed(h, ordinal)? {
+    /// its first use only). `timed`: a mapped block that came from the
+    /// device counts toward warming the table (a seek; a scan moving on
+    /// to the next block has its own read-ahead instead).
+    fn data_block_at(
+        &self,
+        h: BlockHandle,
+        ordinal: Option<usize>,
+        timed: bool,
+    ) -> Result<Arc<Block>> {
+        let mapped = if timed {
+            self.mapped_block_timed(h, ordinal)?
+        } else {
+            self.mapped_block_at(h, ordinal)?
+        };
+        if let Some(b) = mapped {
             return Ok(Arc::new(b));
         }
         if let Some(b) = self.cache.get(self.id, h.offset) {
@@ -633,14 +649,15 @@ struct Readahead {
 /// it has read [`PREFETCH_AFTER`] adjacent blocks; it doubles up to
 /// [`PREFETCH_MAX`] (a sequential iterator starts at the maximum).
 const PREFETCH_MIN: u64 = 16 << 10;
-const PREFETCH_MAX: u64 = 256 << 10;
+const PREFETCH_MAX: u64 = 2 << 20;
 const PREFETCH_AFTER: u32 = 2;
 
 /// What a forward scan has asked the OS to read ahead of it in a mapped
 /// table: with `MADV_RANDOM` on the map (see `Options::mmap_random`), a
-/// page fault reads one page, so a scan tells the OS what comes next.
-#[derive(Default)]
-struct Prefetch {
+/// page fault reads one page, and without it the fault's read-around is
+/// read while the scan waits; a scan tells the OS what comes next.
+#[derive(Debug, Default)]
+pub(crate) struct Prefetch {
     /// End of the last data block loaded.
     last_end: u64,
     /// Adjacent blocks loaded in a row.
@@ -648,6 +665,43 @@ struct Prefetch {
     window: u64,
     /// Offset up to which reads were requested.
     until: u64,
+}
+
+impl Prefetch {
+    /// Notes the load of the block at `h` (`sequential`: a compaction
+    /// input, which asks for the largest window at once); the range to ask
+    /// the OS for now, if any, within `limit`.
+    fn advance(&mut self, h: BlockHandle, sequential: bool, limit: u64) -> Option<(u64, u64)> {
+        let end = h.offset + h.size + BLOCK_TRAILER_LEN as u64;
+        if h.offset == self.last_end {
+            self.run += 1;
+        } else if end != self.last_end {
+            // Not the next block, nor the last one again (a scan resuming
+            // where another stopped): a new run.
+            self.run = 0;
+            self.window = 0;
+            self.until = 0;
+        }
+        self.last_end = end;
+        if !sequential && self.run < PREFETCH_AFTER {
+            return None;
+        }
+        if end + self.window / 2 < self.until {
+            return None;
+        }
+        self.window = if sequential {
+            PREFETCH_MAX
+        } else {
+            (self.window * 2).clamp(PREFETCH_MIN, PREFETCH_MAX)
+        };
+        let from = self.until.max(end);
+        let to = (end + self.window).min(limit);
+        if to <= from {
+            return None;
+        }
+        self.until = to;
+        Some((from, to - from))
+    }
 }
 
 /// Bidirectional iterator over a whole table (index iterator + data block
@@ -725,8 +779,9 @@ impl TableIter {
     }
 
     /// Points `data` at the block the index iterator is on.
-    /// Its fence ordinal is `self.ordinal`, if known.
-    fn init_data_block(&mut self) {
+    /// Its fence ordinal is `self.ordinal`, if known; `seeking`: the block
+    /// was reached by a seek, not by stepping from the one before.
+    fn init_data_block(&mut self, seeking: bool) {
         let ordinal = self.ordinal;
         if !self.index.valid() {
             self.data = None;
@@ -741,7 +796,7 @@ impl TableIter {
         }
         let block = match self.readahead.as_mut() {
             Some(ra) => self.table.data_block_sequential(handle, ra),
-            None => self.table.data_block_at(handle, ordinal),
+            None => self.table.data_block_at(handle, ordinal, seeking),
         };
         match block {
             Ok(b) => {
@@ -755,34 +810,18 @@ impl TableIter {
 
     /// After loading the block at `h`: once blocks are read front to back,
     /// ask the OS to read the next window of the file in the background.
+    /// A user scan's progress is kept in the table, so the short scans that
+    /// resume where the last one stopped (a cursor re-created per page of
+    /// results) grow one window instead of each starting over; a
+    /// compaction input keeps its own.
     fn prefetch_after(&mut self, h: BlockHandle) {
-        let p = &mut self.prefetch;
-        let end = h.offset + h.size + BLOCK_TRAILER_LEN as u64;
-        if h.offset == p.last_end {
-            p.run += 1;
-        } else {
-            p.run = 0;
-            p.window = 0;
-            p.until = 0;
-        }
-        p.last_end = end;
-        let sequential = self.readahead.is_some();
-        if !sequential && p.run < PREFETCH_AFTER {
-            return;
-        }
-        if end + p.window / 2 < p.until {
-            return;
-        }
-        p.window = if sequential {
-            PREFETCH_MAX
-        } else {
-            (p.window * 2).clamp(PREFETCH_MIN, PREFETCH_MAX)
+        let limit = self.table.data_limit;
+        let ask = match self.readahead {
+            Some(_) => self.prefetch.advance(h, true, limit),
+            None => self.table.scan.lock().advance(h, false, limit),
         };
-        let from = p.until.max(end);
-        let to = (end + p.window).min(self.table.data_limit);
-        if to > from {
-            self.table.file.prefetch(from, to - from);
-            p.until = to;
+        if let Some((from, len)) = ask {
+            warm::read_ahead(self.table.file.as_ref(), from, len);
         }
     }
 
@@ -798,7 +837,7 @@ impl TableIter {
             }
             self.index.next();
             self.ordinal = self.ordinal.map(|i| i + 1);
-            self.init_data_block();
+            self.init_data_block(false);
             if let Some(d) = &mut self.data {
                 d.seek_to_first();
             }
@@ -813,7 +852,7 @@ impl TableIter {
             }
             self.index.prev();
             self.ordinal = self.ordinal.and_then(|i| i.checked_sub(1));
-            self.init_data_block();
+            self.init_data_block(false);
             if let Some(d) = &mut self.data {
                 d.seek_to_last();
             }
@@ -832,7 +871,7 @@ impl InternalIterator for TableIter {
         }
         self.index.seek_to_first();
         self.ordinal = self.table.fences.as_ref().map(|_| 0);
-        self.init_data_block();
+        self.init_data_block(true);
         if let Some(d) = &mut self.data {
             d.seek_to_first();
         }
@@ -849,7 +888,7 @@ impl InternalIterator for TableIter {
             .fences
             .as_ref()
             .and_then(|f| f.len().checked_sub(1));
-        self.init_data_block();
+        self.init_data_block(true);
         if let Some(d) = &mut self.data {
             d.seek_to_last();
         }
@@ -871,7 +910,7 @@ impl InternalIterator for TableIter {
                 None
             }
         };
-        self.init_data_block();
+        self.init_data_block(true);
         if let Some(d) = &mut self.data {
             d.seek(target);
         }
@@ -917,5 +956,52 @@ impl InternalIterator for TableIter {
             Some(e) => Err(e.clone()),
             None => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod prefetch_tests {
+    use super::*;
+
+    fn block(i: u64) -> BlockHandle {
+        // 4 KiB blocks, each followed by its trailer.
+        BlockHandle {
+            offset: i * (4096 + BLOCK_TRAILER_LEN as u64),
+            size: 4096,
+        }
+    }
+
+    #[test]
+    fn a_scan_resuming_where_one_stopped_keeps_growing_its_window() {
+        let limit = 1 << 30;
+        let mut p = Prefetch::default();
+        // Block 0 starts where the (empty) state ends: the run is counted
+        // from it.
+        assert_eq!(p.advance(block(0), false, limit), None);
+        let (from, first) = p
+            .advance(block(1), false, limit)
+            .expect("two adjacent blocks");
+        assert_eq!(from, block(2).offset);
+        assert_eq!(first, PREFETCH_MIN);
+        // A new cursor re-reads the block the last one stopped in, then
+        // goes on: the run continues and the window doubles.
+        let mut asked = vec![first];
+        for i in [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12] {
+            if let Some((_, n)) = p.advance(block(i), false, limit) {
+                asked.push(n);
+            }
+        }
+        assert!(asked.len() >= 2 && asked[1] > first, "{asked:?}");
+        // A jump elsewhere starts over.
+        assert_eq!(p.advance(block(500), false, limit), None);
+        assert_eq!((p.run, p.window, p.until), (0, 0, 0));
+        // A compaction input asks for the largest window at once, within
+        // the table.
+        let mut q = Prefetch::default();
+        let (from, n) = q.advance(block(0), true, limit).expect("sequential");
+        assert_eq!((from, n), (block(1).offset, PREFETCH_MAX));
+        let mut r = Prefetch::default();
+        let (_, n) = r.advance(block(0), true, 10_000).expect("sequential");
+        assert_eq!(n, 10_000 - block(1).offset);
     }
 }

@@ -87,12 +87,13 @@ impl Warmer {
 /// table is asked for in pieces no larger than the default window.
 const WARM_CHUNK: u64 = 128 << 10;
 
-/// Asks the OS to read `len` bytes of `file` into the page cache, in
-/// [`WARM_CHUNK`] pieces; returns once every read is queued.
-pub fn read_whole(file: &dyn RandomAccessFile, len: u64) {
-    let mut at = 0;
-    while at < len {
-        let n = WARM_CHUNK.min(len - at);
+/// Asks the OS to read `len` bytes of `file` from `from` into the page
+/// cache, in [`WARM_CHUNK`] pieces; returns once every read is queued.
+pub fn read_ahead(file: &dyn RandomAccessFile, from: u64, len: u64) {
+    let end = from.saturating_add(len);
+    let mut at = from;
+    while at < end {
+        let n = WARM_CHUNK.min(end - at);
         file.prefetch(at, n);
         at += n;
     }
