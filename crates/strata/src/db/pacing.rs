@@ -7,10 +7,13 @@
 //!
 //! The pacer is a token bucket in time: each write group costs
 //! `bytes ÷ allowed rate` seconds, where the allowed rate is the room left
-//! in the active memtable ÷ the time the flush still needs (its memtable's
-//! bytes ÷ the rate of recent flushes, with a margin, minus the time it has
-//! run). A writer sleeps once its group's turn is at least
-//! [`MIN_SLEEP`] away, never longer than [`MAX_SLEEP`] per group.
+//! in the active memtable ÷ the time the flush still needs. Once the flush
+//! has walked [`MIN_PROGRESS`] of its memtable, that time is read from its
+//! own progress (the time it ran × the share left ÷ the share done, with a
+//! margin); before, it is estimated from the rate of recent flushes (its
+//! memtable's bytes ÷ that rate, with a margin, minus the time it has run).
+//! A writer sleeps once its group's turn is at least [`MIN_SLEEP`] away,
+//! never longer than [`MAX_SLEEP`] per group.
 
 use std::time::{Duration, Instant};
 
@@ -28,6 +31,9 @@ pub const MAX_SLEEP: Duration = Duration::from_millis(20);
 const MIN_REMAINING: f64 = 0.005;
 /// Flushes smaller than this do not update the flush rate.
 const MIN_RATE_SAMPLE: u64 = 1 << 20;
+/// The share of its entries a flush has walked before its own progress
+/// replaces the estimate from earlier flushes.
+const MIN_PROGRESS: f64 = 0.02;
 /// A late flush is assumed to need this share of its estimate still.
 const LATE_SHARE: f64 = 0.25;
 
@@ -81,30 +87,42 @@ impl Pacer {
     }
 
     /// How long a group of `bytes` waits, given the `room` left in the
-    /// active memtable and the size of the memtable being (or about to be)
-    /// flushed; `None` when its turn is less than [`MIN_SLEEP`] away.
+    /// active memtable, the size of the memtable being (or about to be)
+    /// flushed and the share of it the flush has walked (`progress`);
+    /// `None` when its turn is less than [`MIN_SLEEP`] away.
     pub fn delay(
         &mut self,
         now: Instant,
         bytes: usize,
         room: usize,
         flushing_bytes: usize,
+        progress: f64,
     ) -> Option<Duration> {
-        let rate = if self.flush_rate > 0.0 {
-            self.flush_rate
-        } else {
-            DEFAULT_FLUSH_RATE
-        };
-        let expected = flushing_bytes as f64 / rate * MARGIN;
         let ran = self
             .flush_started
-            .map_or(0.0, |t| now.saturating_duration_since(t).as_secs_f64());
-        // A flush past its estimate (compactions share the cores and the
-        // disk) is given at least a quarter of its estimate again, so
-        // writers keep a finite rate instead of running into the stop.
-        let remaining = (expected - ran)
-            .max(expected * LATE_SHARE)
-            .max(MIN_REMAINING);
+            .map(|t| now.saturating_duration_since(t).as_secs_f64());
+        let remaining = match ran {
+            // The flush's own pace: what it did in `ran` tells how long the
+            // rest takes.
+            Some(ran) if progress >= MIN_PROGRESS => {
+                (ran * (1.0 - progress.min(1.0)) / progress * MARGIN).max(MIN_REMAINING)
+            }
+            ran => {
+                let rate = if self.flush_rate > 0.0 {
+                    self.flush_rate
+                } else {
+                    DEFAULT_FLUSH_RATE
+                };
+                let expected = flushing_bytes as f64 / rate * MARGIN;
+                // A flush past its estimate (compactions share the cores
+                // and the disk) is given at least a quarter of its estimate
+                // again, so writers keep a finite rate instead of running
+                // into the stop.
+                (expected - ran.unwrap_or(0.0))
+                    .max(expected * LATE_SHARE)
+                    .max(MIN_REMAINING)
+            }
+        };
         let allowed = (room as f64 / remaining).max(1.0);
         let cost = Duration::from_secs_f64((bytes as f64 / allowed).min(1.0));
         let start = self.next.max(now);
@@ -131,7 +149,7 @@ mod tests {
         // 60 MiB of room, 64 MiB to flush in ~0.6 s: 100 MiB/s allowed;
         // 100-byte groups are far below a millisecond each.
         for _ in 0..100 {
-            assert_eq!(p.delay(t, 100, 60 << 20, 64 << 20), None);
+            assert_eq!(p.delay(t, 100, 60 << 20, 64 << 20, 0.0), None);
         }
     }
 
@@ -143,7 +161,7 @@ mod tests {
         p.flush_started(t);
         // 1 MiB of room, a 64 MiB flush just begun (1.25 s expected): each
         // 64 KiB group may take 1/16 of the time, ~78 ms, capped.
-        let d = p.delay(t, 64 << 10, 1 << 20, 64 << 20);
+        let d = p.delay(t, 64 << 10, 1 << 20, 64 << 20, 0.0);
         assert_eq!(d, Some(MAX_SLEEP));
         // Groups queue behind one another: the total admitted over the
         // expected flush time is about the room.
@@ -152,7 +170,7 @@ mod tests {
         p.flush_started(t);
         let mut admitted = 0usize;
         while p.next.saturating_duration_since(t) < Duration::from_millis(1250) {
-            p.delay(t, 4096, 1 << 20, 64 << 20);
+            p.delay(t, 4096, 1 << 20, 64 << 20, 0.0);
             admitted += 4096;
         }
         assert!(
@@ -170,8 +188,37 @@ mod tests {
         // Far past its expected end, with room left: the minimum remaining
         // time keeps the rate finite and each delay bounded.
         let later = t + Duration::from_secs(10);
-        let d = p.delay(later, 1 << 20, 1 << 20, 64 << 20);
+        let d = p.delay(later, 1 << 20, 1 << 20, 64 << 20, 0.0);
         assert!(d.is_some_and(|d| d <= MAX_SLEEP));
+    }
+
+    #[test]
+    fn a_flush_that_shows_its_progress_is_trusted_over_the_estimate() {
+        let t = Instant::now();
+        let now = t + Duration::from_millis(50);
+        let group = 16 << 10;
+        // No flush measured yet: the default rate (32 MiB/s) says a 64 MiB
+        // flush needs 2.5 s, so 16 MiB of room allows ~6.5 MiB/s and a
+        // 16 KiB group waits ~2.4 ms.
+        let mut p = Pacer::new();
+        p.flush_started(t);
+        assert!(p.delay(now, group, 16 << 20, 64 << 20, 0.0).is_some());
+        // The same flush has walked half its memtable in 50 ms: ~62 ms are
+        // left, 256 MiB/s are allowed, the group is not held.
+        let mut p = Pacer::new();
+        p.flush_started(t);
+        assert_eq!(p.delay(now, group, 16 << 20, 64 << 20, 0.5), None);
+        // A flush that has barely started still uses the estimate.
+        let mut p = Pacer::new();
+        p.flush_started(t);
+        assert!(p.delay(now, group, 16 << 20, 64 << 20, 0.01).is_some());
+        // A slow flush (10 % in 500 ms: 5.6 s left) holds writers back
+        // even when earlier flushes were fast.
+        let mut p = Pacer::new();
+        p.flush_finished(t, 64 << 20, Duration::from_millis(100));
+        p.flush_started(t);
+        let later = t + Duration::from_millis(500);
+        assert!(p.delay(later, group, 16 << 20, 64 << 20, 0.1).is_some());
     }
 
     #[test]
@@ -181,7 +228,7 @@ mod tests {
         p.flush_finished(t, 64 << 20, Duration::from_secs(1));
         p.flush_started(t);
         for _ in 0..10_000 {
-            p.delay(t, 1 << 20, 1 << 20, 64 << 20);
+            p.delay(t, 1 << 20, 1 << 20, 64 << 20, 0.0);
         }
         assert!(p.next <= t + Duration::from_millis(1250));
         // The flush ends: the next paced period starts with no debt.
@@ -194,10 +241,10 @@ mod tests {
         let mut p = Pacer::new();
         let t = Instant::now();
         p.flush_started(t);
-        assert!(p.delay(t, 1 << 20, 1 << 20, 64 << 20).is_some());
+        assert!(p.delay(t, 1 << 20, 1 << 20, 64 << 20, 0.0).is_some());
         p.idle(t);
         p.flush_finished(t, 0, Duration::ZERO);
         assert_eq!(p.flush_rate, 0.0);
-        assert!(p.delay(t, 10, 60 << 20, 1 << 20).is_none());
+        assert!(p.delay(t, 10, 60 << 20, 1 << 20, 0.0).is_none());
     }
 }

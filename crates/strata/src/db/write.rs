@@ -297,7 +297,8 @@ impl Inner {
             return None;
         }
         let flushing = oldest.approximate_size();
-        st.pacer.delay(now, bytes, room, flushing)
+        st.pacer
+            .delay(now, bytes, room, flushing, oldest.flush_progress())
     }
 
     /// Starts a new WAL and memtable; the old memtable becomes immutable.

@@ -53,6 +53,9 @@ fn cmp_probe(node: &[u8], user_key: &[u8], trailer: u64) -> Ordering {
     }
 }
 
+/// Entries between two publications of a flush's progress.
+const PROGRESS_STEP: usize = 4096;
+
 /// A memtable bound to the write-ahead log that holds its entries.
 pub struct MemTable {
     /// `shards[..count]` are set; the last of them is being filled.
@@ -68,6 +71,9 @@ pub struct MemTable {
     sealed: AtomicUsize,
     size: AtomicUsize,
     len: AtomicUsize,
+    /// Entries a running [`for_each`](Self::for_each) (a flush) has passed
+    /// so far, published every [`PROGRESS_STEP`] entries for write pacing.
+    walked: AtomicUsize,
     max_seq: AtomicU64,
     /// False once an entry arrived with a sequence at or below `max_seq`.
     ordered: AtomicBool,
@@ -94,6 +100,7 @@ impl MemTable {
             sealed: AtomicUsize::new(0),
             size: AtomicUsize::new(size),
             len: AtomicUsize::new(0),
+            walked: AtomicUsize::new(0),
             max_seq: AtomicU64::new(0),
             ordered: AtomicBool::new(true),
             log_number,
@@ -205,7 +212,13 @@ impl MemTable {
     pub fn for_each<E>(&self, mut f: impl FnMut(&[u8], &[u8]) -> Result<(), E>) -> Result<(), E> {
         let lists: Vec<&SkipList> = self.shards().map(|s| &s.list).collect();
         let mut heads: Vec<NodePtr> = lists.iter().map(|l| l.first()).collect();
+        self.walked.store(0, AtomicOrdering::Relaxed);
+        let mut walked = 0usize;
         loop {
+            walked += 1;
+            if walked.is_multiple_of(PROGRESS_STEP) {
+                self.walked.store(walked, AtomicOrdering::Relaxed);
+            }
             let mut best: Option<usize> = None;
             for (i, &h) in heads.iter().enumerate() {
                 if h.is_null() {
@@ -219,6 +232,7 @@ impl MemTable {
                 };
             }
             let Some(b) = best else {
+                self.walked.store(walked - 1, AtomicOrdering::Relaxed);
                 return Ok(());
             };
             f(node_key(heads[b]), node_value(heads[b]))?;
@@ -246,6 +260,16 @@ impl MemTable {
     /// Approximate bytes used (arenas and filters).
     pub fn approximate_size(&self) -> usize {
         self.size.load(AtomicOrdering::Relaxed)
+    }
+
+    /// The share of the entries the running (or last) flush has walked,
+    /// in [0, 1], to within [`PROGRESS_STEP`] entries.
+    pub fn flush_progress(&self) -> f64 {
+        let len = self.len();
+        if len == 0 {
+            return 0.0;
+        }
+        (self.walked.load(AtomicOrdering::Relaxed) as f64 / len as f64).min(1.0)
     }
 
     /// Number of entries.
@@ -296,6 +320,38 @@ mod tests {
             assert!(m.approximate_size() > 0);
             assert_eq!(m.shard_count(), if shard_bytes == 1 { 5 } else { 1 });
         }
+    }
+
+    #[test]
+    fn a_flush_walk_publishes_its_progress() {
+        let m = MemTable::new(1, 64 << 10, MAX_SHARDS);
+        assert_eq!(m.flush_progress(), 0.0);
+        let n = 3 * PROGRESS_STEP + 100;
+        for i in 0..n {
+            m.add(
+                i as u64 + 1,
+                ValueKind::Value,
+                &(i as u64).to_be_bytes(),
+                b"v",
+            );
+        }
+        let mut seen = Vec::new();
+        let mut walked = 0usize;
+        m.for_each(|_, _| {
+            walked += 1;
+            seen.push(m.flush_progress());
+            Ok::<(), ()>(())
+        })
+        .expect("walk");
+        assert_eq!(walked, n);
+        // Published in steps while walking, never ahead of the walk.
+        assert!(seen.windows(2).all(|w| w[0] <= w[1]));
+        assert!(seen
+            .iter()
+            .enumerate()
+            .all(|(i, &p)| p <= (i + 1) as f64 / n as f64));
+        assert!(seen[2 * PROGRESS_STEP] > 0.5);
+        assert_eq!(m.flush_progress(), 1.0);
     }
 
     #[test]
