@@ -711,6 +711,27 @@ fn mapped_log_with_synced_writes_zero_fills_ahead() {
     }
 }
 
+#[test]
+fn mapped_log_moves_between_map_and_pwrite_around_syncs() {
+    // A sync unmaps the window being written and the next appends use
+    // pwrite(2); after enough unsynced appends a new window is mapped at
+    // the append position, mid-block: every record must survive each move,
+    // with zero-filling ahead and reservations of 1 MiB in between.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(17);
+    let records: Vec<Vec<u8>> = (0..4000)
+        .map(|i| payload(i, rng.gen_range(0..3000)))
+        .collect();
+    let (path, len) = write_mapped_log(dir.path(), &records, 97);
+    assert!(len > 3 << 20, "{len}");
+    assert_eq!(std::fs::metadata(&path).expect("meta").len(), len);
+    for mode in ALL_MODES {
+        let (got, end, _) = read_log(&path, mode);
+        end.expect("clean");
+        assert!(got == records, "{mode:?}");
+    }
+}
+
 /// A version-3 log: `synced` records each followed by a sync (the second
 /// and later syncs' marks say where the one before ended), then `unsynced`
 /// records only flushed. Returns the path, each record's (start, end)
