@@ -163,8 +163,6 @@ struct PosixLog {
     len: u64,
     /// The file's size: its blocks up to here are reserved.
     reserved: u64,
-    /// End of the zeros written by `preallocate` (0 when none).
-    zeroed: u64,
     /// A reservation, map or sync failed: nothing more may be appended
     /// (see `PosixWritable::failed`).
     failed: bool,
@@ -391,12 +389,15 @@ impl WritableFile for PosixLog {
         if self.failed {
             return Err(self.failed_before());
         }
-        // Reserved blocks read as zeros but are not written yet (the sync
-        // after the first write there would also record that they are):
-        // write real zeros, past everything appended.
-        zero_ahead(&self.file, &self.path, &mut self.zeroed, self.len, upto)?;
-        self.reserved = self.reserved.max(self.zeroed);
-        Ok(())
+        // Reserved (unwritten) blocks read as zeros, which the WAL reader
+        // takes as the end of the log, as it does written zeros. Writing
+        // real zeros instead, as `PosixWritable` does, made synced puts no
+        // faster here (median fdatasync after a 150-byte write: 96-105 µs
+        // into written zeros, 78-98 µs into `fallocate`d blocks, 81-88 µs
+        // into a hole, 138-159 µs past the end of the file) and wrote every
+        // byte of the log twice. A failed reservation here leaves the log
+        // usable: the append that needs the room reports it.
+        self.reserve(upto).map_err(|e| Error::io(&self.path, e))
     }
 }
 
@@ -543,7 +544,6 @@ impl FileSystem for PosixFs {
             map_start: 0,
             len: 0,
             reserved: 0,
-            zeroed: 0,
             failed: false,
             written_appends: 0,
         }))

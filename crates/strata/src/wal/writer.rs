@@ -126,10 +126,12 @@ impl Writer {
     }
 
     /// [`sync`](Self::sync) for a log that takes synced writes: first keeps
-    /// at least 256 KiB past the records zero-filled (1 MiB at a time,
-    /// [`WritableFile::preallocate`]), so that most syncs write data only.
-    /// On this machine's ext4 a 130-byte append + `fdatasync` ran 1.4-1.7x
-    /// faster into zero-filled blocks than at the end of the file. The WAL
+    /// at least 256 KiB past the records allocated and reading as zeros
+    /// (1 MiB at a time, [`WritableFile::preallocate`]: written zeros, or
+    /// blocks reserved with `fallocate(2)` for a mapped log), so that most
+    /// syncs do not grow the file. On this machine's ext4 a 130-byte
+    /// append + `fdatasync` ran 1.4-1.7x faster there than at the end of
+    /// the file. The WAL
     /// reader ([`Reader::zero_filled_end`](super::Reader::zero_filled_end))
     /// takes a zero-filled rest of the file as the end of the log.
     pub fn sync_ahead(&mut self) -> Result<()> {
