@@ -354,7 +354,7 @@ pub struct Options {
     /// 0 and values below −1 are rejected. Default 1000.
     pub max_open_files: i32,
     /// Bytes of memory-mapped tables that may be read whole into the page
-    /// cache when lookups or scans on them keep waiting for the device
+    /// cache when point lookups and seeks on them keep waiting for the device
     /// (four block reads that each took more than about 20 µs): one
     /// `MADV_WILLNEED` over the table, from a short-lived thread, streams
     /// it in large requests instead of a fault per block (here 1.9 GB/s

@@ -190,8 +190,10 @@ pub struct StatsSnapshot {
     pub table_cache_misses: u64,
     /// Tables the table cache closed to make room.
     pub table_cache_evictions: u64,
-    /// Tables read whole into the page cache because lookups kept waiting
-    /// for the device (`Options::warm_budget`), and their bytes.
+    /// Requests to read a whole table into the page cache because lookups
+    /// kept waiting for the device (`Options::warm_budget`; a table warmed
+    /// again later counts again), and the bytes of the tables warmed the
+    /// first time.
     pub warmed_tables: u64,
     pub warmed_table_bytes: u64,
     pub memtable_bytes: u64,

@@ -34,6 +34,9 @@ const MIN_RATE_SAMPLE: u64 = 1 << 20;
 /// The share of its entries a flush has walked before its own progress
 /// replaces the estimate from earlier flushes.
 const MIN_PROGRESS: f64 = 0.02;
+/// The share of a flush its walk over the memtable is taken to be at
+/// most (the table's sync and the manifest edit come after it).
+const MAX_PROGRESS: f64 = 0.9;
 /// A late flush is assumed to need this share of its estimate still.
 const LATE_SHARE: f64 = 0.25;
 
@@ -105,7 +108,11 @@ impl Pacer {
             // The flush's own pace: what it did in `ran` tells how long the
             // rest takes.
             Some(ran) if progress >= MIN_PROGRESS => {
-                (ran * (1.0 - progress.min(1.0)) / progress * MARGIN).max(MIN_REMAINING)
+                // The walk is not the whole flush: the table's sync and the
+                // manifest edit follow, so progress counts at most
+                // `MAX_PROGRESS`.
+                let done = progress.min(MAX_PROGRESS);
+                (ran * (1.0 - done) / done * MARGIN).max(MIN_REMAINING)
             }
             ran => {
                 let rate = if self.flush_rate > 0.0 {

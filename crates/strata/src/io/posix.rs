@@ -154,7 +154,8 @@ const LOG_RESERVE: u64 = 1 << 20;
 struct PosixLog {
     path: PathBuf,
     file: File,
-    /// The window being written (`None` before the first append).
+    /// The window being written (`None` before the first append, and
+    /// from a sync until appends go back to the map).
     map: Option<memmap2::MmapMut>,
     /// Full windows, kept mapped until the log is dropped.
     retired: Vec<memmap2::MmapMut>,

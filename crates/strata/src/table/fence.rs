@@ -36,6 +36,9 @@ fn fence(key: &[u8], skip: usize) -> u64 {
     u64::from_be_bytes(b)
 }
 
+/// Equal fences stepped over one by one before a binary search.
+const EQUAL_STEPS: usize = 8;
+
 /// Fences searched before the rest of the range is prefetched: 512 bytes,
 /// eight cache lines.
 const PREFETCH_SPAN: usize = 64;
@@ -141,16 +144,19 @@ impl Fences {
             Ordering::Equal => {
                 let f = fence(t, self.common.len());
                 let lo = lower_bound(&self.fences, f);
-                // Equal fences are rare and adjacent: step over them from
-                // `lo` rather than binary-search the whole rest.
-                let hi = lo
-                    + self
-                        .fences
-                        .get(lo..)
-                        .unwrap_or_default()
-                        .iter()
-                        .take_while(|&&x| x == f)
-                        .count();
+                // Equal fences are adjacent and usually few: step over a
+                // handful from `lo`, binary-search past a longer run.
+                let rest = self.fences.get(lo..).unwrap_or_default();
+                let near = rest
+                    .iter()
+                    .take(EQUAL_STEPS)
+                    .take_while(|&&x| x == f)
+                    .count();
+                let hi = if near < EQUAL_STEPS {
+                    lo + near
+                } else {
+                    lo + rest.partition_point(|&x| x == f)
+                };
                 (lo, hi)
             }
         };

@@ -59,8 +59,9 @@ pub struct Table {
     warmed: AtomicBool,
     /// [`warm::ticks`] when the table was last handed to the warmer.
     last_warm: AtomicU64,
-    /// How far user scans have read front to back, and asked the OS to
-    /// read ahead of them.
+    /// Where the last user scan that read blocks front to back stopped,
+    /// and what it asked the OS to read ahead: a new cursor that starts
+    /// there carries on with it.
     scan: parking_lot::Mutex<Prefetch>,
 }
 
@@ -226,8 +227,9 @@ impl Table {
         self.bytes_read.get()
     }
 
-    /// Lets `warmer` read the table into the page cache when its mapped
-    /// blocks keep coming from the device (see [`warm`]).
+    /// Lets `warmer` read the table into the page cache when point lookups
+    /// and seeks keep getting its mapped blocks from the device (see
+    /// [`warm`]).
     pub fn set_warmer(&mut self, warmer: Arc<Warmer>) {
         if self.file.mapping().is_some() {
             self.warmer = Some(warmer);
@@ -284,11 +286,20 @@ impl Table {
             }
             warmer.rewarmed();
         } else {
+            // Claim the first warm-up before reserving, so that two readers
+            // crossing the threshold together reserve the table once.
+            if self
+                .warmed
+                .compare_exchange(false, true, AtomicOrdering::AcqRel, AtomicOrdering::Acquire)
+                .is_err()
+            {
+                return;
+            }
             if !warmer.reserve(len) {
+                self.warmed.store(false, AtomicOrdering::Release);
                 return;
             }
             self.last_warm.store(now, AtomicOrdering::Relaxed);
-            self.warmed.store(true, AtomicOrdering::Release);
         }
         let file = Arc::clone(&self.file);
         // The advice takes a few milliseconds for a large cold table (it
@@ -584,8 +595,15 @@ impl Table {
             return;
         };
         let end = start.saturating_add(size).saturating_add(BLOCK_TRAILER_LEN);
-        if let Some(bytes) = map.get(start..end) {
-            prefetch_lines(bytes);
+        // A large block (one big value) gets its tail and first lines only,
+        // not thousands of prefetches that would evict the caches.
+        let head_end = end.min(start.saturating_add(PREFETCH_BLOCK_BYTES));
+        if let (Some(head), Some(tail)) = (
+            map.get(start..head_end),
+            map.get(end.saturating_sub(1)..end),
+        ) {
+            prefetch_lines(tail);
+            prefetch_lines(head);
         }
     }
 
@@ -607,6 +625,10 @@ impl Table {
         }
     }
 }
+
+/// Bytes of a data block a point lookup prefetches from its start (a
+/// default block and its trailer).
+const PREFETCH_BLOCK_BYTES: usize = 4096 + BLOCK_TRAILER_LEN;
 
 /// Hints the CPU to load every cache line of `items`, the last line first
 /// (a block's trailer and restart array are read before its entries).
@@ -656,7 +678,7 @@ const PREFETCH_AFTER: u32 = 2;
 /// table: with `MADV_RANDOM` on the map (see `Options::mmap_random`), a
 /// page fault reads one page, and without it the fault's read-around is
 /// read while the scan waits; a scan tells the OS what comes next.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Prefetch {
     /// End of the last data block loaded.
     last_end: u64,
@@ -671,6 +693,12 @@ impl Prefetch {
     /// Notes the load of the block at `h` (`sequential`: a compaction
     /// input, which asks for the largest window at once); the range to ask
     /// the OS for now, if any, within `limit`.
+    /// True when the block at `h` is the next one after the last loaded,
+    /// or that one again.
+    fn continues(&self, h: BlockHandle) -> bool {
+        h.offset == self.last_end || h.offset + h.size + BLOCK_TRAILER_LEN as u64 == self.last_end
+    }
+
     fn advance(&mut self, h: BlockHandle, sequential: bool, limit: u64) -> Option<(u64, u64)> {
         let end = h.offset + h.size + BLOCK_TRAILER_LEN as u64;
         if h.offset == self.last_end {
@@ -810,16 +838,29 @@ impl TableIter {
 
     /// After loading the block at `h`: once blocks are read front to back,
     /// ask the OS to read the next window of the file in the background.
-    /// A user scan's progress is kept in the table, so the short scans that
-    /// resume where the last one stopped (a cursor re-created per page of
-    /// results) grow one window instead of each starting over; a
-    /// compaction input keeps its own.
+    /// Each cursor keeps its own progress, and a user scan's is also saved
+    /// in the table: a cursor whose first block is where the saved scan
+    /// stopped (cursors re-created per page of results) carries on with
+    /// its window instead of starting over. Concurrent scans elsewhere in
+    /// the table do not disturb one another's progress.
     fn prefetch_after(&mut self, h: BlockHandle) {
         let limit = self.table.data_limit;
-        let ask = match self.readahead {
-            Some(_) => self.prefetch.advance(h, true, limit),
-            None => self.table.scan.lock().advance(h, false, limit),
-        };
+        let sequential = self.readahead.is_some();
+        if !sequential && self.table.file.mapping().is_none() {
+            return;
+        }
+        if !sequential && !self.prefetch.continues(h) {
+            // A new run for this cursor: it may continue the scan an
+            // earlier cursor over this table stopped in.
+            let saved = *self.table.scan.lock();
+            if saved.continues(h) {
+                self.prefetch = saved;
+            }
+        }
+        let ask = self.prefetch.advance(h, sequential, limit);
+        if !sequential && self.prefetch.run > 0 {
+            *self.table.scan.lock() = self.prefetch;
+        }
         if let Some((from, len)) = ask {
             warm::read_ahead(self.table.file.as_ref(), from, len);
         }
@@ -992,6 +1033,8 @@ mod prefetch_tests {
             }
         }
         assert!(asked.len() >= 2 && asked[1] > first, "{asked:?}");
+        assert!(p.continues(block(12)) && p.continues(block(13)));
+        assert!(!p.continues(block(14)) && !p.continues(block(11)));
         // A jump elsewhere starts over.
         assert_eq!(p.advance(block(500), false, limit), None);
         assert_eq!((p.run, p.window, p.until), (0, 0, 0));

@@ -1086,6 +1086,23 @@ fn slow_reads_warm_a_mapped_table_within_the_budget() {
         b.note_slow_read();
     }
     assert!(b.warmed());
+    // Readers crossing the threshold together reserve the table once.
+    let racing = Warmer::new(10 * len);
+    let (c, _) = open("000004.sst", &racing);
+    std::thread::scope(|sc| {
+        for _ in 0..8 {
+            sc.spawn(|| {
+                for _ in 0..SLOW_READS_TO_WARM {
+                    c.note_slow_read();
+                }
+            });
+        }
+    });
+    assert!(c.warmed());
+    assert_eq!(racing.warmed().1, len);
+    assert_eq!(racing.left(), 9 * len);
+    drop(c);
+    assert_eq!(racing.left(), 10 * len);
     // Lookups on a warmed table still answer.
     let k = ukey(7);
     let got = b.get(&seek_key(&k, MAX_SEQ), &k).expect("get");

@@ -1,4 +1,4 @@
-//! Warming cold tables: when point lookups or scans on a memory-mapped
+//! Warming cold tables: when point lookups and seeks on a memory-mapped
 //! table keep waiting for the device (their block was not in the page
 //! cache), the whole table is read into the page cache in the background
 //! (`MADV_WILLNEED`), in large requests, instead of one synchronous fault
@@ -119,8 +119,17 @@ pub fn memory_limit() -> Option<u64> {
 }
 
 fn cgroup_limit() -> Option<u64> {
+    // Inside a cgroup namespace the process's own cgroup is the root of
+    // the mounted hierarchy.
+    let at_root = [
+        "/sys/fs/cgroup/memory.max",
+        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+    ]
+    .iter()
+    .filter_map(|f| std::fs::read_to_string(f).ok()?.trim().parse::<u64>().ok())
+    .min();
     let cgroups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    cgroups.lines().find_map(|line| {
+    let own: Option<u64> = cgroups.lines().find_map(|line| {
         let mut parts = line.splitn(3, ':');
         let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
         let file = if controllers.is_empty() {
@@ -131,7 +140,11 @@ fn cgroup_limit() -> Option<u64> {
             return None;
         };
         std::fs::read_to_string(file).ok()?.trim().parse().ok()
-    })
+    });
+    match (own, at_root) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// A cycle-counter tick, for telling a device read from a cached page on
@@ -155,12 +168,19 @@ pub fn ticks() -> u64 {
 /// Ticks before a table already warmed may be warmed again (about a
 /// second): its pages may have been evicted, but a request still being
 /// served must not be repeated.
+#[cfg(target_arch = "x86_64")]
 pub const WARM_INTERVAL_TICKS: u64 = 3_000_000_000;
+#[cfg(not(target_arch = "x86_64"))]
+pub const WARM_INTERVAL_TICKS: u64 = 1_000_000_000;
 
 /// Ticks of a block access that waited for the device: about 20 µs at
 /// 3 GHz (a cached page costs under 1 µs even with a minor fault; a read
 /// from the device here about 50 µs or more).
+#[cfg(target_arch = "x86_64")]
 pub const SLOW_TICKS: u64 = 60_000;
+/// Elsewhere [`ticks`] counts nanoseconds.
+#[cfg(not(target_arch = "x86_64"))]
+pub const SLOW_TICKS: u64 = 20_000;
 
 #[cfg(test)]
 mod tests {

@@ -54,8 +54,8 @@ pub struct TableCacheStats {
     pub hits: u64,
     /// Lookups that opened their table.
     pub misses: u64,
-    /// Tables read whole into the page cache because lookups kept
-    /// waiting for the device (`Options::warm_budget`), and their bytes.
+    /// Requests to read a whole table into the page cache (re-warms
+    /// included) and the bytes first reserved (`Options::warm_budget`).
     pub warmed_tables: u64,
     pub warmed_bytes: u64,
     /// Tables closed to make room (not counting tables whose file left

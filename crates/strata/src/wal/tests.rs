@@ -697,9 +697,10 @@ fn mapped_log_crosses_map_windows() {
 }
 
 #[test]
-fn mapped_log_with_synced_writes_zero_fills_ahead() {
-    // `sync_ahead` writes zeros over reserved blocks while records are
-    // copied in through the map: the two never overlap.
+fn mapped_log_with_synced_writes_reserves_ahead() {
+    // `sync_ahead` reserves blocks past the records (they read as zeros)
+    // while records are appended, through the map or with pwrite after a
+    // sync: the reader stops at the zeros and finds every record.
     let dir = tempfile::tempdir().expect("tempdir");
     let records: Vec<Vec<u8>> = (0..2500).map(|i| payload(i, 1000 + i % 7)).collect();
     let (path, len) = write_mapped_log(dir.path(), &records, 3);
@@ -716,7 +717,7 @@ fn mapped_log_moves_between_map_and_pwrite_around_syncs() {
     // A sync unmaps the window being written and the next appends use
     // pwrite(2); after enough unsynced appends a new window is mapped at
     // the append position, mid-block: every record must survive each move,
-    // with zero-filling ahead and reservations of 1 MiB in between.
+    // with blocks reserved ahead 1 MiB at a time in between.
     let dir = tempfile::tempdir().expect("tempdir");
     let mut rng = rand::rngs::StdRng::seed_from_u64(17);
     let records: Vec<Vec<u8>> = (0..4000)
