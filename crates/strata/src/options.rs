@@ -334,7 +334,10 @@ pub struct Options {
     /// pages another fault brought in. Default false: when the database
     /// fits in memory, read-around warms a cold cache in far fewer faults
     /// (quick preset, cold: random gets 156k/s with it, 291k/s without;
-    /// scans 1.1M/s against 2.8M/s).
+    /// scans 1.1M/s against 2.8M/s). Warming (`warm_budget`) narrows the
+    /// gap for tables within its budget: with `mmap_random`, the first
+    /// 20,000 cold gets of `examples/getloop` took 1.65 s unwarmed and
+    /// 0.17 s warmed, as fast as without `mmap_random` here.
     pub mmap_random: bool,
     /// Write the WAL through a shared memory map of its file instead of a
     /// `write(2)` per write group: the bytes are in the page cache (safe
