@@ -216,3 +216,90 @@ fn wait_for_compactions_leaves_every_level_within_its_target() {
     db.close().expect("close");
     assert!(matches!(db.wait_for_compactions(), Err(Error::Closed)));
 }
+
+#[test]
+fn disjoint_level0_tables_read_as_one_level() {
+    // Ordered flushes leave key-disjoint tables side by side in L0 (the
+    // compaction trigger is out of reach); one later table overlaps them
+    // all. Reads merge the disjoint ones as one level: every read must
+    // still see the newest version of every key, both ways.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let opts = tiny_options()
+        .level0_file_num_compaction_trigger(100)
+        .level0_slowdown_writes_trigger(200)
+        .level0_stop_writes_trigger(300);
+    let db = open(dir.path(), opts);
+    let key = |i: usize| format!("key{i:05}").into_bytes();
+    let mut model = common::Model::new();
+    for round in 0..5 {
+        for i in round * 60..(round + 1) * 60 {
+            let v = format!("v{i}-{round}").into_bytes();
+            db.put(key(i), &v).expect("put");
+            model.insert(key(i), v);
+        }
+        db.flush().expect("flush");
+    }
+    for i in (0..300).step_by(37) {
+        let v = format!("new{i}").into_bytes();
+        db.put(key(i), &v).expect("put");
+        model.insert(key(i), v);
+    }
+    db.delete(key(61)).expect("delete");
+    model.remove(&key(61));
+    db.flush().expect("flush");
+    let l0 = db.stats().levels[0].files;
+    assert!(
+        l0 >= 6,
+        "L0 holds the disjoint tables and the overlapping one: {l0}"
+    );
+
+    let want: Vec<(Vec<u8>, Vec<u8>)> = model.clone().into_iter().collect();
+    assert_eq!(all(&db), want);
+    let back: Vec<(Vec<u8>, Vec<u8>)> = db
+        .scan::<&[u8], _>(..)
+        .expect("scan")
+        .rev()
+        .collect::<Result<_, _>>()
+        .expect("reverse scan");
+    assert_eq!(back, want.iter().rev().cloned().collect::<Vec<_>>());
+    let mut it = db.iter(&ReadOptions::default()).expect("iter");
+    for probe in [0usize, 59, 60, 61, 119, 150, 240, 299, 300] {
+        let target = key(probe);
+        it.seek(&target);
+        let next = model.range(target.clone()..).next();
+        assert_eq!(it.valid(), next.is_some(), "seek {probe}");
+        if let Some((k, v)) = next {
+            assert_eq!(
+                (it.key(), it.value()),
+                (k.as_slice(), v.as_slice()),
+                "seek {probe}"
+            );
+            // One step back and forth across a table boundary.
+            it.prev();
+            let prev = model.range(..target.clone()).next_back();
+            assert_eq!(it.valid(), prev.is_some(), "prev after seek {probe}");
+            if let Some((pk, _)) = prev {
+                assert_eq!(it.key(), pk.as_slice(), "prev after seek {probe}");
+            }
+            it.next();
+            if prev.is_none() {
+                it.seek(&target);
+            }
+            assert_eq!(it.key(), k.as_slice(), "next after prev {probe}");
+        }
+        it.seek_for_prev(&target);
+        let at_or_before = model.range(..=target.clone()).next_back();
+        assert_eq!(it.valid(), at_or_before.is_some(), "seek_for_prev {probe}");
+        if let Some((k, _)) = at_or_before {
+            assert_eq!(it.key(), k.as_slice(), "seek_for_prev {probe}");
+        }
+    }
+    it.status().expect("no error");
+    for i in 0..300 {
+        assert_eq!(
+            db.get(key(i)).expect("get"),
+            model.get(&key(i)).cloned(),
+            "get {i}"
+        );
+    }
+}
