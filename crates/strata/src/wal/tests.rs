@@ -704,9 +704,14 @@ fn mapped_log_with_synced_writes_reserves_ahead() {
     let dir = tempfile::tempdir().expect("tempdir");
     let records: Vec<Vec<u8>> = (0..2500).map(|i| payload(i, 1000 + i % 7)).collect();
     let (path, len) = write_mapped_log(dir.path(), &records, 3);
-    assert_eq!(std::fs::metadata(&path).expect("meta").len(), len);
+    assert_cut_and_read_back(&path, len, &records);
+}
+
+/// A dropped log is cut to its records, and every mode reads them all.
+fn assert_cut_and_read_back(path: &Path, len: u64, records: &[Vec<u8>]) {
+    assert_eq!(std::fs::metadata(path).expect("meta").len(), len);
     for mode in ALL_MODES {
-        let (got, end, _) = read_log(&path, mode);
+        let (got, end, _) = read_log(path, mode);
         end.expect("clean");
         assert!(got == records, "{mode:?}");
     }
@@ -725,12 +730,7 @@ fn mapped_log_moves_between_map_and_pwrite_around_syncs() {
         .collect();
     let (path, len) = write_mapped_log(dir.path(), &records, 97);
     assert!(len > 3 << 20, "{len}");
-    assert_eq!(std::fs::metadata(&path).expect("meta").len(), len);
-    for mode in ALL_MODES {
-        let (got, end, _) = read_log(&path, mode);
-        end.expect("clean");
-        assert!(got == records, "{mode:?}");
-    }
+    assert_cut_and_read_back(&path, len, &records);
 }
 
 /// A version-3 log: `synced` records each followed by a sync (the second
