@@ -215,10 +215,6 @@ impl MemTable {
         self.walked.store(0, AtomicOrdering::Relaxed);
         let mut walked = 0usize;
         loop {
-            walked += 1;
-            if walked.is_multiple_of(PROGRESS_STEP) {
-                self.walked.store(walked, AtomicOrdering::Relaxed);
-            }
             let mut best: Option<usize> = None;
             for (i, &h) in heads.iter().enumerate() {
                 if h.is_null() {
@@ -232,11 +228,15 @@ impl MemTable {
                 };
             }
             let Some(b) = best else {
-                self.walked.store(walked - 1, AtomicOrdering::Relaxed);
+                self.walked.store(walked, AtomicOrdering::Relaxed);
                 return Ok(());
             };
             f(node_key(heads[b]), node_value(heads[b]))?;
             heads[b] = lists[b].successor(heads[b]);
+            walked += 1;
+            if walked.is_multiple_of(PROGRESS_STEP) {
+                self.walked.store(walked, AtomicOrdering::Relaxed);
+            }
         }
     }
 

@@ -8,7 +8,7 @@ use super::format::{
     check_block_trailer, decode_stored_block, BlockHandle, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN,
 };
 use super::properties::{decode_properties, TableProperties};
-use super::warm::{self, Warmer};
+use super::warm::{self, TableWarmth, Warmer};
 use crate::error::{Error, Result};
 use crate::io::RandomAccessFile;
 use crate::iter::InternalIterator;
@@ -17,7 +17,7 @@ use crate::stats::Striped;
 use crate::types::{parse_internal_key, ValueKind};
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering as AtomicOrdering};
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
 /// A point lookup's answer: sequence number, kind and value.
@@ -51,26 +51,11 @@ pub struct Table {
     bytes_read: Arc<Striped>,
     /// Reads the whole mapped table into the page cache once lookups keep
     /// waiting for the device ([`warm`]); `None`: never.
-    warmer: Option<Arc<Warmer>>,
-    /// Block reads from the map that waited for the device.
-    slow_reads: AtomicU32,
-    /// The table's size is reserved from the warmer's budget (until it
-    /// closes).
-    warmed: AtomicBool,
-    /// [`warm::ticks`] when the table was last handed to the warmer.
-    last_warm: AtomicU64,
+    warmth: Option<TableWarmth>,
     /// Where the last user scan that read blocks front to back stopped,
     /// and what it asked the OS to read ahead: a new cursor that starts
     /// there carries on with it.
     scan: parking_lot::Mutex<Prefetch>,
-}
-
-impl Drop for Table {
-    fn drop(&mut self) {
-        if let (Some(w), true) = (&self.warmer, *self.warmed.get_mut()) {
-            w.release(self.file.len());
-        }
-    }
 }
 
 impl fmt::Debug for Table {
@@ -137,10 +122,7 @@ impl Table {
             compression: Compression::None,
             data_limit: footer_at,
             bytes_read,
-            warmer: None,
-            slow_reads: AtomicU32::new(0),
-            warmed: AtomicBool::new(false),
-            last_warm: AtomicU64::new(0),
+            warmth: None,
             scan: parking_lot::Mutex::new(Prefetch::default()),
         };
         let (index, compressed) = t.read_block(footer.index, true)?;
@@ -232,14 +214,14 @@ impl Table {
     /// [`warm`]).
     pub fn set_warmer(&mut self, warmer: Arc<Warmer>) {
         if self.file.mapping().is_some() {
-            self.warmer = Some(warmer);
+            self.warmth = Some(TableWarmth::new(warmer, self.file.len()));
         }
     }
 
     /// True once the table was handed to the warmer (and holds its share
     /// of the budget).
     pub fn warmed(&self) -> bool {
-        self.warmed.load(AtomicOrdering::Relaxed)
+        self.warmth.as_ref().is_some_and(TableWarmth::warmed)
     }
 
     /// [`mapped_block_at`](Self::mapped_block_at) for a lookup or a user
@@ -247,7 +229,7 @@ impl Table {
     /// its trailer faulted and waited) to [`note_slow_read`].
     #[inline]
     fn mapped_block_timed(&self, h: BlockHandle, ordinal: Option<usize>) -> Result<Option<Block>> {
-        if self.warmer.is_none() {
+        if self.warmth.is_none() {
             return self.mapped_block_at(h, ordinal);
         }
         let t0 = warm::ticks();
@@ -258,56 +240,12 @@ impl Table {
         block
     }
 
-    /// Counts a block read that waited for the device; every
-    /// [`SLOW_READS_TO_WARM`](warm::SLOW_READS_TO_WARM)th asks the OS, from
-    /// a short-lived thread, to read the whole table in the background, if
-    /// the warmer's budget has room for it (the first time) and the last
-    /// request is at least [`WARM_INTERVAL_TICKS`](warm::WARM_INTERVAL_TICKS)
-    /// old (the pages may have been evicted since).
+    /// Counts a block read that waited for the device (see
+    /// [`TableWarmth::note_slow_read`]).
     pub(crate) fn note_slow_read(&self) {
-        let Some(warmer) = &self.warmer else {
-            return;
-        };
-        let n = self.slow_reads.fetch_add(1, AtomicOrdering::Relaxed) + 1;
-        if !n.is_multiple_of(warm::SLOW_READS_TO_WARM) {
-            return;
+        if let Some(w) = &self.warmth {
+            w.note_slow_read(&self.file);
         }
-        let len = self.file.len();
-        let now = warm::ticks();
-        if self.warmed.load(AtomicOrdering::Acquire) {
-            let last = self.last_warm.load(AtomicOrdering::Relaxed);
-            if now.wrapping_sub(last) < warm::WARM_INTERVAL_TICKS
-                || self
-                    .last_warm
-                    .compare_exchange(last, now, AtomicOrdering::Relaxed, AtomicOrdering::Relaxed)
-                    .is_err()
-            {
-                return;
-            }
-            warmer.rewarmed();
-        } else {
-            // Claim the first warm-up before reserving, so that two readers
-            // crossing the threshold together reserve the table once.
-            if self
-                .warmed
-                .compare_exchange(false, true, AtomicOrdering::AcqRel, AtomicOrdering::Acquire)
-                .is_err()
-            {
-                return;
-            }
-            if !warmer.reserve(len) {
-                self.warmed.store(false, AtomicOrdering::Release);
-                return;
-            }
-            self.last_warm.store(now, AtomicOrdering::Relaxed);
-        }
-        let file = Arc::clone(&self.file);
-        // The advice takes a few milliseconds for a large cold table (it
-        // allocates the pages and queues the reads): not on a reader's path.
-        // A failed spawn only leaves the table cold.
-        let _ = std::thread::Builder::new()
-            .name("strata-warm".into())
-            .spawn(move || warm::read_ahead(file.as_ref(), 0, len));
     }
 
     /// Point lookup: the first entry `>= seek_key`, if its user key is
@@ -690,17 +628,17 @@ pub(crate) struct Prefetch {
 }
 
 impl Prefetch {
-    /// Notes the load of the block at `h` (`sequential`: a compaction
-    /// input, which asks for the largest window at once); the range to ask
-    /// the OS for now, if any, within `limit`.
     /// True when the block at `h` is the next one after the last loaded,
     /// or that one again.
     fn continues(&self, h: BlockHandle) -> bool {
-        h.offset == self.last_end || h.offset + h.size + BLOCK_TRAILER_LEN as u64 == self.last_end
+        h.offset == self.last_end || block_end(h) == self.last_end
     }
 
+    /// Notes the load of the block at `h` (`sequential`: a compaction
+    /// input, which asks for the largest window at once); the range to ask
+    /// the OS for now, if any, within `limit`.
     fn advance(&mut self, h: BlockHandle, sequential: bool, limit: u64) -> Option<(u64, u64)> {
-        let end = h.offset + h.size + BLOCK_TRAILER_LEN as u64;
+        let end = block_end(h);
         if h.offset == self.last_end {
             self.run += 1;
         } else if end != self.last_end {
@@ -714,7 +652,7 @@ impl Prefetch {
         if !sequential && self.run < PREFETCH_AFTER {
             return None;
         }
-        if end + self.window / 2 < self.until {
+        if end.saturating_add(self.window / 2) < self.until {
             return None;
         }
         self.window = if sequential {
@@ -723,13 +661,19 @@ impl Prefetch {
             (self.window * 2).clamp(PREFETCH_MIN, PREFETCH_MAX)
         };
         let from = self.until.max(end);
-        let to = (end + self.window).min(limit);
+        let to = end.saturating_add(self.window).min(limit);
         if to <= from {
             return None;
         }
         self.until = to;
         Some((from, to - from))
     }
+}
+
+/// The end of the block at `h` with its trailer (handles reaching here
+/// were checked against the file).
+fn block_end(h: BlockHandle) -> u64 {
+    h.end_with_trailer().unwrap_or(u64::MAX)
 }
 
 /// Bidirectional iterator over a whole table (index iterator + data block

@@ -13,7 +13,7 @@
 //! holds its share of the budget until it is closed.
 
 use crate::io::RandomAccessFile;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Slow block reads of one table before it is warmed: one is not enough
@@ -96,6 +96,95 @@ pub fn read_ahead(file: &dyn RandomAccessFile, from: u64, len: u64) {
         let n = WARM_CHUNK.min(end - at);
         file.prefetch(at, n);
         at += n;
+    }
+}
+
+/// The warming state of one mapped table: its slow reads, and whether it
+/// holds a share of the [`Warmer`]'s budget (given back when it closes).
+#[derive(Debug)]
+pub struct TableWarmth {
+    warmer: Arc<Warmer>,
+    /// The table file's size: its share of the budget.
+    len: u64,
+    /// Block reads from the map that waited for the device.
+    slow_reads: AtomicU32,
+    /// The table's size is reserved from the budget.
+    warmed: AtomicBool,
+    /// [`ticks`] when the table was last handed to the OS.
+    last_warm: AtomicU64,
+}
+
+impl TableWarmth {
+    /// A table of `len` bytes that `warmer` may warm.
+    pub fn new(warmer: Arc<Warmer>, len: u64) -> Self {
+        TableWarmth {
+            warmer,
+            len,
+            slow_reads: AtomicU32::new(0),
+            warmed: AtomicBool::new(false),
+            last_warm: AtomicU64::new(0),
+        }
+    }
+
+    /// True once the table was handed to the OS (and holds its share).
+    pub fn warmed(&self) -> bool {
+        self.warmed.load(Ordering::Relaxed)
+    }
+
+    /// Counts a block read of `file` that waited for the device; every
+    /// [`SLOW_READS_TO_WARM`]th asks the OS, from a short-lived thread, to
+    /// read the whole file in the background, if the budget has room for
+    /// it (the first time) and the last request is at least
+    /// [`WARM_INTERVAL_TICKS`] old (the pages may have been evicted since).
+    pub fn note_slow_read(&self, file: &Arc<dyn RandomAccessFile>) {
+        let n = self.slow_reads.fetch_add(1, Ordering::Relaxed) + 1;
+        if !n.is_multiple_of(SLOW_READS_TO_WARM) {
+            return;
+        }
+        let now = ticks();
+        if self.warmed.load(Ordering::Acquire) {
+            let last = self.last_warm.load(Ordering::Relaxed);
+            if now.wrapping_sub(last) < WARM_INTERVAL_TICKS
+                || self
+                    .last_warm
+                    .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_err()
+            {
+                return;
+            }
+            self.warmer.rewarmed();
+        } else {
+            // Claim the first warm-up before reserving, so that two readers
+            // crossing the threshold together reserve the table once.
+            if self
+                .warmed
+                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+            {
+                return;
+            }
+            if !self.warmer.reserve(self.len) {
+                self.warmed.store(false, Ordering::Release);
+                return;
+            }
+            self.last_warm.store(now, Ordering::Relaxed);
+        }
+        let file = Arc::clone(file);
+        let len = self.len;
+        // The advice takes a few milliseconds for a large cold table (it
+        // allocates the pages and queues the reads): not on a reader's path.
+        // A failed spawn only leaves the table cold.
+        let _ = std::thread::Builder::new()
+            .name("strata-warm".into())
+            .spawn(move || read_ahead(file.as_ref(), 0, len));
+    }
+}
+
+impl Drop for TableWarmth {
+    fn drop(&mut self) {
+        if *self.warmed.get_mut() {
+            self.warmer.release(self.len);
+        }
     }
 }
 

@@ -170,6 +170,7 @@ impl TableCache {
             let lru = self.lru.lock();
             (lru.len(), lru.mapped_bytes, lru.pinned_bytes)
         };
+        let (warmed_tables, warmed_bytes) = self.warmer.warmed();
         TableCacheStats {
             capacity: self.capacity,
             open_tables,
@@ -178,8 +179,8 @@ impl TableCache {
             hits: self.hits.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),
             evictions: self.evictions.load(Ordering::Relaxed),
-            warmed_tables: self.warmer.warmed().0,
-            warmed_bytes: self.warmer.warmed().1,
+            warmed_tables,
+            warmed_bytes,
         }
     }
 
