@@ -339,6 +339,17 @@ pub struct Options {
     /// 20,000 cold gets of `examples/getloop` took 1.65 s unwarmed and
     /// 0.17 s warmed, as fast as without `mmap_random` here.
     pub mmap_random: bool,
+    /// With `mmap_reads` (and without `mmap_random`), ask the OS to back
+    /// table maps with 2 MiB pages (`MADV_HUGEPAGE`) where the file system
+    /// keeps large folios in its page cache (ext4 and XFS on Linux 6.16 and
+    /// later, tmpfs): a page fault then reads a whole 2 MiB piece of the
+    /// table and maps it with one TLB entry, so a point lookup in a large
+    /// table no longer walks the page tables for its data block. Scans then
+    /// rely on the fault path's own 2 MiB read-ahead instead of asking for
+    /// pages ahead (`MADV_WILLNEED` fills the cache with 4 KiB pages, which
+    /// cannot be mapped huge), and warming faults tables in
+    /// (`MADV_POPULATE_READ`). Elsewhere a no-op. Default true.
+    pub mmap_huge: bool,
     /// Write the WAL through a shared memory map of its file instead of a
     /// `write(2)` per write group: the bytes are in the page cache (safe
     /// from a process crash) after a `memcpy`. The log's blocks are
@@ -470,6 +481,7 @@ impl Default for Options {
             flush_on_close: false,
             mmap_reads: true,
             mmap_random: false,
+            mmap_huge: true,
             mmap_writes: true,
             max_open_files: 1000,
             warm_budget: -1,
@@ -566,6 +578,8 @@ setters! {
     mmap_reads: bool,
     /// Sets `mmap_random`.
     mmap_random: bool,
+    /// Sets `mmap_huge`.
+    mmap_huge: bool,
     /// Sets `mmap_writes`.
     mmap_writes: bool,
     /// Sets `max_open_files` (−1 = no limit).
@@ -762,6 +776,7 @@ impl Options {
             "flush_on_close" => self.flush_on_close = flag(name, value)?,
             "mmap_reads" => self.mmap_reads = flag(name, value)?,
             "mmap_random" => self.mmap_random = flag(name, value)?,
+            "mmap_huge" => self.mmap_huge = flag(name, value)?,
             "mmap_writes" => self.mmap_writes = flag(name, value)?,
             "read_compaction" => self.read_compaction = flag(name, value)?,
             "max_open_files" => {
@@ -899,7 +914,7 @@ impl fmt::Display for Options {
              level0_slowdown_writes_trigger={},level0_stop_writes_trigger={},max_bytes_for_level_base={},\
              max_bytes_for_level_multiplier={},num_levels={},target_file_size={},block_size={},\
              block_restart_interval={},bloom_bits_per_key={},block_cache_size={},compression={},\
-             background_threads={},background_nice={},wal_recovery={},verify_checksums={},flush_on_close={},mmap_reads={},mmap_random={},mmap_writes={},max_open_files={},warm_budget={},\
+             background_threads={},background_nice={},wal_recovery={},verify_checksums={},flush_on_close={},mmap_reads={},mmap_random={},mmap_huge={},mmap_writes={},max_open_files={},warm_budget={},\
              l0={},fast_dir={},matrix_capacity={},matrix_column_bytes={},matrix_segment_rows={},\
              matrix_hints={},executor={},compaction_picker={},update_table_size={},stale_threshold={},read_compaction={},\
              copro_large_value={},copro_threshold={},copro_alpha={},copro_beta={},offload_timeout_ms={},\
@@ -926,6 +941,7 @@ impl fmt::Display for Options {
             self.flush_on_close,
             self.mmap_reads,
             self.mmap_random,
+            self.mmap_huge,
             self.mmap_writes,
             self.max_open_files,
             self.warm_budget,

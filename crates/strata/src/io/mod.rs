@@ -70,6 +70,24 @@ pub trait RandomAccessFile: Send + Sync + Debug {
     /// in the background (iterators call it ahead of their position). No-op
     /// where the file is not mapped.
     fn prefetch(&self, _offset: u64, _len: u64) {}
+    /// Asks the OS to back the mapping with huge pages where the page cache
+    /// allows (`Options::mmap_huge`). From then on [`prefetch`] asks for
+    /// nothing (the fault path reads ahead in huge pieces, while
+    /// `MADV_WILLNEED` would fill the cache with base pages that cannot be
+    /// mapped huge). True when the OS took the advice; false (and nothing
+    /// changed) where the file is not mapped or the OS refused.
+    ///
+    /// [`prefetch`]: Self::prefetch
+    fn advise_huge(&self) -> bool {
+        false
+    }
+    /// Reads `[offset, offset + len)` of the mapping into memory and maps
+    /// it, returning when done (warming, off the read path). Falls back to
+    /// [`prefetch`](Self::prefetch) where the OS cannot. No-op where the
+    /// file is not mapped.
+    fn populate(&self, offset: u64, len: u64) {
+        self.prefetch(offset, len);
+    }
     /// The file's size when it was opened.
     fn len(&self) -> u64;
     /// True for an empty file.

@@ -1,8 +1,9 @@
 //! Warming cold tables: when point lookups and seeks on a memory-mapped
 //! table keep waiting for the device (their block was not in the page
-//! cache), the whole table is read into the page cache in the background
-//! (`MADV_WILLNEED`), in large requests, instead of one synchronous fault
-//! per block. This is what a database that fits in memory wants after a
+//! cache), the whole table is read into memory by a background thread
+//! (`MADV_POPULATE_READ`, which also maps it, in huge pages where the map
+//! asked for them; `MADV_WILLNEED` where the kernel has no populate)
+//! instead of one synchronous fault per block. This is what a database that fits in memory wants after a
 //! restart or after its pages were evicted: on the machine of
 //! `docs/BENCHMARKS.md` a 4 KiB random read costs about 53 µs, while the
 //! device streams a whole table at about 1.9 GB/s.
@@ -99,6 +100,18 @@ pub fn read_ahead(file: &dyn RandomAccessFile, from: u64, len: u64) {
     }
 }
 
+/// Reads `len` bytes of `file` from `from` into memory and maps them, in
+/// [`WARM_CHUNK`] pieces (a warming thread: each piece returns when read).
+pub fn populate(file: &dyn RandomAccessFile, from: u64, len: u64) {
+    let end = from.saturating_add(len);
+    let mut at = from;
+    while at < end {
+        let n = WARM_CHUNK.min(end - at);
+        file.populate(at, n);
+        at += n;
+    }
+}
+
 /// The warming state of one mapped table: its slow reads, and whether it
 /// holds a share of the [`Warmer`]'s budget (given back when it closes).
 #[derive(Debug)]
@@ -171,12 +184,12 @@ impl TableWarmth {
         }
         let file = Arc::clone(file);
         let len = self.len;
-        // The advice takes a few milliseconds for a large cold table (it
-        // allocates the pages and queues the reads): not on a reader's path.
+        // Reading a large cold table takes tens of milliseconds: not on a
+        // reader's path.
         // A failed spawn only leaves the table cold.
         let _ = std::thread::Builder::new()
             .name("strata-warm".into())
-            .spawn(move || read_ahead(file.as_ref(), 0, len));
+            .spawn(move || populate(file.as_ref(), 0, len));
     }
 }
 
