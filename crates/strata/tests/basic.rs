@@ -149,6 +149,83 @@ fn scan_ranges_and_reverse() {
     assert_eq!(s.count(), 98);
 }
 
+/// A scan read from both ends in a random interleaving returns each entry
+/// of its range once, in order from each end, and stops where the ends
+/// meet: over tables and the memtable, with overwritten and deleted keys,
+/// for every kind of bound.
+#[test]
+fn scans_read_from_both_ends_meet_once() {
+    use rand::{Rng, SeedableRng};
+    use std::collections::BTreeMap;
+    use std::ops::Bound;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = open(dir.path(), tiny_options());
+    let mut model = BTreeMap::new();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+    for round in 0..3 {
+        for _ in 0..300 {
+            let k = format!("{:03}", rng.gen_range(0..200)).into_bytes();
+            if rng.gen_bool(0.2) {
+                db.delete(&k).expect("delete");
+                model.remove(&k);
+            } else {
+                let v = format!("v{round}-{}", rng.gen::<u16>()).into_bytes();
+                db.put(&k, &v).expect("put");
+                model.insert(k, v);
+            }
+        }
+        if round < 2 {
+            db.flush().expect("flush");
+        }
+    }
+    let bound = |rng: &mut rand::rngs::StdRng| -> Bound<Vec<u8>> {
+        let k = format!("{:03}", rng.gen_range(0..210)).into_bytes();
+        match rng.gen_range(0..3) {
+            0 => Bound::Included(k),
+            1 => Bound::Excluded(k),
+            _ => Bound::Unbounded,
+        }
+    };
+    for _ in 0..200 {
+        let (lo, hi) = (bound(&mut rng), bound(&mut rng));
+        let empty = match (&lo, &hi) {
+            (Bound::Included(a) | Bound::Excluded(a), Bound::Included(b) | Bound::Excluded(b)) => {
+                a > b || (a == b && !matches!((&lo, &hi), (Bound::Included(_), Bound::Included(_))))
+            }
+            _ => false,
+        };
+        let want: Vec<(Vec<u8>, Vec<u8>)> = if empty {
+            Vec::new()
+        } else {
+            model
+                .range((lo.clone(), hi.clone()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        };
+        let mut s = db.scan((lo.clone(), hi.clone())).expect("scan");
+        let (mut front, mut back) = (Vec::new(), Vec::new());
+        loop {
+            let item = if rng.gen_bool(0.5) {
+                s.next().map(|r| (true, r))
+            } else {
+                s.next_back().map(|r| (false, r))
+            };
+            match item {
+                Some((true, r)) => front.push(r.expect("entry")),
+                Some((false, r)) => back.push(r.expect("entry")),
+                None => break,
+            }
+        }
+        assert!(
+            s.next().is_none() && s.next_back().is_none(),
+            "ended scan goes on"
+        );
+        back.reverse();
+        front.extend(back);
+        assert_eq!(front, want, "range {lo:?} .. {hi:?}");
+    }
+}
+
 #[test]
 fn stats_report_writes_flushes_and_amplification() {
     let dir = tempfile::tempdir().expect("tempdir");

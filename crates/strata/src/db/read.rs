@@ -186,12 +186,11 @@ impl Db {
         let seq = self.read_seq(opts);
         Ok(Scan {
             front: self.sampled(iter_at(sv.clone(), seq), Arc::clone(&sv.version)),
-            back: iter_at(sv, seq),
+            back: None,
+            view: (sv, seq),
             lo: own(range.start_bound()),
             hi: own(range.end_bound()),
-            started: (false, false),
-            last_front: None,
-            last_back: None,
+            started: false,
             done: false,
         })
     }
@@ -216,14 +215,21 @@ fn iter_at(sv: Arc<SuperVersion>, seq: SeqNo) -> DbIter {
 }
 
 /// A range scan as a double-ended Rust iterator of `Result<(key, value)>`.
+///
+/// Each end is a [`DbIter`] over the same view; the back one is made on the
+/// first `next_back` (most scans only go forward, and making an iterator
+/// opens a cursor on every memtable shard and table it reads). Each end
+/// stays on the entry it returned last, which is what the other end checks
+/// for the two meeting.
 pub struct Scan {
     front: DbIter,
-    back: DbIter,
+    back: Option<DbIter>,
+    /// The view both ends read.
+    view: (Arc<SuperVersion>, SeqNo),
     lo: Bound<Vec<u8>>,
     hi: Bound<Vec<u8>>,
-    started: (bool, bool),
-    last_front: Option<Vec<u8>>,
-    last_back: Option<Vec<u8>>,
+    /// The front end was positioned.
+    started: bool,
     done: bool,
 }
 
@@ -244,12 +250,15 @@ impl Scan {
         }
     }
 
-    /// The two ends met: a key already returned from the other side.
+    /// The two ends met: a key already returned from the other side (the
+    /// entry that side's iterator is still on).
     fn crossed(&self, k: &[u8], from_front: bool) -> bool {
         if from_front {
-            self.last_back.as_deref().is_some_and(|b| k >= b)
+            self.back
+                .as_ref()
+                .is_some_and(|b| b.valid() && k >= b.key())
         } else {
-            self.last_front.as_deref().is_some_and(|f| k <= f)
+            self.started && self.front.valid() && k <= self.front.key()
         }
     }
 }
@@ -261,13 +270,10 @@ impl Iterator for Scan {
         if self.done {
             return None;
         }
-        if !self.started.0 {
-            self.started.0 = true;
+        if !self.started {
+            self.started = true;
             match &self.lo {
-                Bound::Included(l) | Bound::Excluded(l) => {
-                    let l = l.clone();
-                    self.front.seek(&l);
-                }
+                Bound::Included(l) | Bound::Excluded(l) => self.front.seek(l),
                 Bound::Unbounded => self.front.seek_to_first(),
             }
             if let Bound::Excluded(l) = &self.lo {
@@ -287,7 +293,6 @@ impl Iterator for Scan {
             self.done = true;
             return None;
         }
-        self.last_front = Some(k.to_vec());
         Some(Ok((k.to_vec(), self.front.value().to_vec())))
     }
 }
@@ -297,33 +302,32 @@ impl DoubleEndedIterator for Scan {
         if self.done {
             return None;
         }
-        if !self.started.1 {
-            self.started.1 = true;
-            match &self.hi {
-                Bound::Included(h) | Bound::Excluded(h) => {
-                    let h = h.clone();
-                    self.back.seek_for_prev(&h);
+        match &mut self.back {
+            Some(b) => b.prev(),
+            None => {
+                let (sv, seq) = &self.view;
+                let b = self.back.insert(iter_at(Arc::clone(sv), *seq));
+                match &self.hi {
+                    Bound::Included(h) | Bound::Excluded(h) => b.seek_for_prev(h),
+                    Bound::Unbounded => b.seek_to_last(),
                 }
-                Bound::Unbounded => self.back.seek_to_last(),
-            }
-            if let Bound::Excluded(h) = &self.hi {
-                if self.back.valid() && self.back.key() == h.as_slice() {
-                    self.back.prev();
+                if let Bound::Excluded(h) = &self.hi {
+                    if b.valid() && b.key() == h.as_slice() {
+                        b.prev();
+                    }
                 }
             }
-        } else {
-            self.back.prev();
         }
-        if !self.back.valid() {
+        let back = self.back.as_ref()?;
+        if !back.valid() {
             self.done = true;
-            return self.back.status().err().map(Err);
+            return back.status().err().map(Err);
         }
-        let k = self.back.key();
+        let k = back.key();
         if !self.above_lo(k) || self.crossed(k, false) {
             self.done = true;
             return None;
         }
-        self.last_back = Some(k.to_vec());
-        Some(Ok((k.to_vec(), self.back.value().to_vec())))
+        Some(Ok((k.to_vec(), back.value().to_vec())))
     }
 }

@@ -47,15 +47,19 @@ const PREFETCH_SPAN: usize = 64;
 /// binary search whose last steps each miss the cache on a large table:
 /// once the range is down to [`PREFETCH_SPAN`] fences, all of its lines are
 /// requested at once, so those steps wait for one miss instead of several
-/// in a row. The first steps touch the same few lines on every lookup and
-/// stay cached.
+/// in a row; so are the lines of `handles` (the block handles, one per
+/// fence) in that range, which the lookup reads next. The first steps
+/// touch the same few lines on every lookup and stay cached.
 #[inline]
-fn lower_bound(fences: &[u64], f: u64) -> usize {
+fn lower_bound<T>(fences: &[u64], f: u64, handles: &[T]) -> usize {
     let (mut lo, mut len) = (0usize, fences.len());
     let mut prefetched = false;
     while len > 0 {
         if !prefetched && len <= PREFETCH_SPAN {
             if let Some(range) = fences.get(lo..lo + len) {
+                super::reader::prefetch_lines(range);
+            }
+            if let Some(range) = handles.get(lo..lo + len) {
                 super::reader::prefetch_lines(range);
             }
             prefetched = true;
@@ -143,7 +147,7 @@ impl Fences {
             Ordering::Greater => (self.fences.len(), self.fences.len()),
             Ordering::Equal => {
                 let f = fence(t, self.common.len());
-                let lo = lower_bound(&self.fences, f);
+                let lo = lower_bound(&self.fences, f, &self.handles);
                 // Equal fences are adjacent and usually few: step over a
                 // handful from `lo`, binary-search past a longer run.
                 let rest = self.fences.get(lo..).unwrap_or_default();
@@ -190,7 +194,7 @@ mod tests {
             let top = fences.last().copied().unwrap_or(0) + 2;
             for f in 0..=top {
                 assert_eq!(
-                    lower_bound(&fences, f),
+                    lower_bound(&fences, f, &fences),
                     fences.partition_point(|&x| x < f),
                     "n {n}, fence {f}"
                 );

@@ -214,7 +214,26 @@ impl Bloom {
 
     /// False only if `user_key` was certainly not added.
     pub fn may_contain(&self, user_key: &[u8]) -> bool {
+        self.may_contain_hash(xxh3_64(user_key))
+    }
+
+    /// The hash [`may_contain_hash`](Self::may_contain_hash) takes for
+    /// `user_key`, after asking the CPU for the line it will test (a
+    /// cache-local filter's one line), so that work done meanwhile waits
+    /// for the miss together with it.
+    pub fn prefetch(&self, user_key: &[u8]) -> u64 {
         let h = xxh3_64(user_key);
+        if let Bits::Local(lines) = &self.bits {
+            let i = line_of(h, lines.len());
+            if let Some(line) = lines.get(i..=i) {
+                super::reader::prefetch_lines(line);
+            }
+        }
+        h
+    }
+
+    /// [`may_contain`](Self::may_contain) of the key whose hash is `h`.
+    pub fn may_contain_hash(&self, h: u64) -> bool {
         match &self.bits {
             Bits::Local(lines) => {
                 let Some(line) = lines.get(line_of(h, lines.len())) else {

@@ -268,6 +268,35 @@ impl Table {
         seek_key: &[u8],
         user_key: &[u8],
     ) -> Result<Option<(u64, ValueKind, Vec<u8>)>> {
+        self.get_filtered(seek_key, user_key, None)
+            .map(Option::flatten)
+    }
+
+    /// [`get`](Self::get) in a table that likely holds the key (the
+    /// deepest level, where most keys live): the filter's line is fetched
+    /// while the index is searched, and tested before the data block is
+    /// read. `None` when the filter rules the key out (the index search
+    /// was then done in vain, which a table that rarely holds the key
+    /// should not pay: [`get`](Self::get) tests the filter first).
+    pub fn get_likely(&self, seek_key: &[u8], user_key: &[u8]) -> Result<Option<Option<Found>>> {
+        match &self.filter {
+            Some(f) => {
+                let h = f.prefetch(user_key);
+                self.get_filtered(seek_key, user_key, Some((f, h)))
+            }
+            None => self.get_past_filter(seek_key, user_key).map(Some),
+        }
+    }
+
+    /// The lookup: locates the data block, then (with `filter`, the
+    /// filter and the key's hash) returns `None` if the filter rules the
+    /// key out, then searches the block.
+    fn get_filtered(
+        &self,
+        seek_key: &[u8],
+        user_key: &[u8],
+        filter: Option<(&Bloom, u64)>,
+    ) -> Result<Option<Option<Found>>> {
         // Borrowed blocks and one key buffer per thread: a lookup takes
         // no reference count and allocates only the value it returns.
         thread_local! {
@@ -276,16 +305,23 @@ impl Table {
         let (ordinal, handle, key) = match &self.fences {
             Some(f) => match f.locate(&self.index, seek_key) {
                 Some((i, h)) => (Some(i), h, KEY.try_with(|k| k.take()).unwrap_or_default()),
-                None => return Ok(None),
+                None => {
+                    let ruled_out = filter.is_some_and(|(f, h)| !f.may_contain_hash(h));
+                    return Ok((!ruled_out).then_some(None));
+                }
             },
             None => {
                 let buf = KEY.try_with(|k| k.take()).unwrap_or_default();
                 let mut index = BlockIter::with_key_buffer(&*self.index, buf);
                 index.seek(seek_key);
                 if !index.valid() {
-                    return index.status().map(|()| None).map_err(|e| {
-                        self.block_error(e, self.index_handle, self.index.compressed)
-                    });
+                    let ruled_out = filter.is_some_and(|(f, h)| !f.may_contain_hash(h));
+                    return index
+                        .status()
+                        .map(|()| (!ruled_out).then_some(None))
+                        .map_err(|e| {
+                            self.block_error(e, self.index_handle, self.index.compressed)
+                        });
                 }
                 (
                     None,
@@ -294,6 +330,10 @@ impl Table {
                 )
             }
         };
+        if filter.is_some_and(|(f, h)| !f.may_contain_hash(h)) {
+            let _ = KEY.try_with(|k| k.set(key));
+            return Ok(None);
+        }
         self.prefetch_mapped(handle);
         let found = match self.mapped_block_timed(handle, ordinal)? {
             Some(block) => self.find_in(
@@ -315,7 +355,7 @@ impl Table {
         let (found, key) = found;
         // A lookup from a thread-local destructor keeps its buffer.
         let _ = KEY.try_with(|k| k.set(key));
-        found
+        found.map(Some)
     }
 
     /// The first entry `>= seek_key` of `it`'s block, if its user key is

@@ -578,6 +578,13 @@ fn bloom_miss_does_no_io_and_filter_can_be_off() {
                     .expect("get"),
                 None
             );
+            // Searched alongside the filter, the key is still ruled out
+            // by it, before any data block is read.
+            assert_eq!(
+                t.get_likely(&seek_key(uk.as_bytes(), MAX_SEQ), uk.as_bytes())
+                    .expect("get_likely"),
+                None
+            );
         }
     }
     assert!(negatives > 950, "{negatives}");
@@ -1004,6 +1011,16 @@ fn point_lookups_match_a_model_with_and_without_fences() {
                             got, want,
                             "key {u:x?} seq {seq} block {block_size} fenced {fenced}"
                         );
+                        // The filter tested alongside the index search:
+                        // `None` only where the filter rules the key out.
+                        let likely = t.get_likely(&seek, u).expect("get_likely");
+                        match likely {
+                            Some(hit) => assert_eq!(hit, want, "likely: key {u:x?} seq {seq}"),
+                            None => {
+                                assert!(!t.may_contain(u), "filtered: key {u:x?}");
+                                assert_eq!(want, None);
+                            }
+                        }
                     }
                 }
             }

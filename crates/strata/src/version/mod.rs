@@ -92,14 +92,34 @@ impl<'a> ReadCharge<'a> {
         seek: &[u8],
         user_key: &[u8],
     ) -> Result<Option<(SeqNo, ValueKind, Vec<u8>)>> {
+        self.search_in(f, seek, user_key, false)
+    }
+
+    /// [`search`](Self::search); `likely`: `f` probably holds the key (it
+    /// is in the deepest level), so its filter is tested alongside the
+    /// index search ([`Table::get_likely`]) instead of before it.
+    pub fn search_in(
+        &mut self,
+        f: &'a FileMeta,
+        seek: &[u8],
+        user_key: &[u8],
+        likely: bool,
+    ) -> Result<Option<(SeqNo, ValueKind, Vec<u8>)>> {
         let t = f.table()?;
-        if !t.may_contain(user_key) {
-            return Ok(None);
-        }
+        let hit = if likely {
+            match t.get_likely(seek, user_key)? {
+                Some(hit) => hit,
+                None => return Ok(None),
+            }
+        } else {
+            if !t.may_contain(user_key) {
+                return Ok(None);
+            }
+            t.get_past_filter(seek, user_key)?
+        };
         if let Some(prev) = self.pending.take() {
             self.exhausted |= prev.charge_miss();
         }
-        let hit = t.get_past_filter(seek, user_key)?;
         if hit.is_none() && self.enabled {
             self.pending = Some(f);
         }
@@ -313,14 +333,17 @@ impl Version {
         if let Some(hit) = self.level0().lookup(user_key, seek, charge)? {
             return Ok(Some(hit));
         }
-        for files in self.levels.iter().skip(1) {
+        // The deepest level holding tables: most keys live there.
+        let deepest = self.levels.iter().rposition(|files| !files.is_empty());
+        for (level, files) in self.levels.iter().enumerate().skip(1) {
             // Sorted, disjoint: the only candidate is the first file whose
             // largest key is >= the seek key.
             let i =
                 files.partition_point(|f| types::compare_internal(&f.desc.largest, seek).is_lt());
             if let Some(f) = files.get(i) {
                 if f.smallest_user_key() <= user_key {
-                    if let Some(hit) = charge.search(f, seek, user_key)? {
+                    let likely = Some(level) == deepest;
+                    if let Some(hit) = charge.search_in(f, seek, user_key, likely)? {
                         return Ok(Some(hit));
                     }
                 }
