@@ -9,6 +9,9 @@ use crate::options::WriteOptions;
 use crate::stats::StoreStats;
 use std::ops::Bound;
 
+/// Entries a [`KvStore::scan`] reserves room for before reading.
+const SCAN_RESERVE: usize = 256;
+
 /// What the LSM engine promises.
 pub const LSM_SEMANTICS: Semantics = Semantics {
     engine: "lsm",
@@ -58,11 +61,19 @@ impl KvStore for Db {
         reverse: bool,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let s = Db::scan::<&[u8], _>(self, (start, end))?;
+        // Room for a page of results up front (a scan's size is unknown to
+        // `collect`, which would grow the vector several times).
+        let mut out = Vec::with_capacity(limit.min(SCAN_RESERVE));
         if reverse {
-            s.rev().take(limit).collect()
+            for e in s.rev().take(limit) {
+                out.push(e?);
+            }
         } else {
-            s.take(limit).collect()
+            for e in s.take(limit) {
+                out.push(e?);
+            }
         }
+        Ok(out)
     }
     fn snapshot(&self) -> Result<StoreSnapshot> {
         // A closed database has no view to pin.
