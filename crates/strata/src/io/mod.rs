@@ -82,12 +82,11 @@ pub trait RandomAccessFile: Send + Sync + Debug {
         false
     }
     /// Reads `[offset, offset + len)` of the mapping into memory and maps
-    /// it, returning when done (warming, off the read path). Falls back to
-    /// [`prefetch`](Self::prefetch) where the OS cannot. No-op where the
-    /// file is not mapped.
-    fn populate(&self, offset: u64, len: u64) {
-        self.prefetch(offset, len);
-    }
+    /// it, returning when done (warming, off the read path, after
+    /// [`prefetch`](Self::prefetch) queued the reads: a fault in a map
+    /// advised random would read page by page). No-op where the file is
+    /// not mapped or the OS cannot.
+    fn populate(&self, _offset: u64, _len: u64) {}
     /// The file's size when it was opened.
     fn len(&self) -> u64;
     /// True for an empty file.

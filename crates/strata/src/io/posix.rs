@@ -320,20 +320,65 @@ impl PosixLog {
 /// SIGBUS instead of returning an error, so logs there are written with
 /// `write(2)`.
 fn reserves_blocks(file: &File) -> bool {
-    const EXT4: u64 = 0xef53;
-    const XFS: u64 = 0x5846_5342;
-    const TMPFS: u64 = 0x0102_1994;
+    matches!(fs_type(file), Some(EXT4 | XFS | TMPFS))
+}
+
+const EXT4: u64 = 0xef53;
+const XFS: u64 = 0x5846_5342;
+const TMPFS: u64 = 0x0102_1994;
+
+/// The `f_type` of the file system `file` lives on (`fstatfs(2)`).
+fn fs_type(file: &File) -> Option<u64> {
     let mut st = std::mem::MaybeUninit::<libc::statfs>::zeroed();
     // SAFETY: `st` is a writable `statfs` the call fills; the descriptor is
     // open for the duration of the call.
     let rc = unsafe { libc::fstatfs(file.as_raw_fd(), st.as_mut_ptr()) };
     if rc != 0 {
-        return false;
+        return None;
     }
     // SAFETY: `fstatfs` succeeded, so it initialised `st` (and all-zero is
     // a valid `statfs` anyway).
     let st = unsafe { st.assume_init() };
-    matches!(u64::try_from(st.f_type), Ok(EXT4 | XFS | TMPFS))
+    u64::try_from(st.f_type).ok()
+}
+
+/// The running kernel's (major, minor) version, from `uname(2)`.
+fn kernel_version() -> Option<(u32, u32)> {
+    static VERSION: std::sync::OnceLock<Option<(u32, u32)>> = std::sync::OnceLock::new();
+    *VERSION.get_or_init(|| {
+        let mut u = std::mem::MaybeUninit::<libc::utsname>::zeroed();
+        // SAFETY: `u` is a writable `utsname` the call fills.
+        if unsafe { libc::uname(u.as_mut_ptr()) } != 0 {
+            return None;
+        }
+        // SAFETY: `uname` succeeded and filled `u` (all-zero is valid too).
+        let u = unsafe { u.assume_init() };
+        let release: String = u
+            .release
+            .iter()
+            .take_while(|&&c| c != 0)
+            .map(|&c| c as u8 as char)
+            .collect();
+        let mut parts = release.split(|c: char| !c.is_ascii_digit());
+        let major = parts.next()?.parse().ok()?;
+        let minor = parts.next()?.parse().ok()?;
+        Some((major, minor))
+    })
+}
+
+/// True when the page cache of `file` holds large folios, so that a map
+/// advised `MADV_HUGEPAGE` is filled and mapped in 2 MiB pieces: XFS from
+/// Linux 5.18, ext4 from 6.16. Elsewhere the advice would only switch off
+/// read-ahead requests and warming for nothing (`Options::mmap_huge`).
+fn large_folios(file: &File) -> bool {
+    let Some(v) = kernel_version() else {
+        return false;
+    };
+    match fs_type(file) {
+        Some(XFS) => v >= (5, 18),
+        Some(EXT4) => v >= (6, 16),
+        _ => false,
+    }
 }
 
 /// `WritableFile::preallocate` for a file whose appends end at `len` and
@@ -462,6 +507,8 @@ struct PosixMapped {
     map: Arc<super::Mapping>,
     /// `MADV_HUGEPAGE` was given: `prefetch` asks for nothing.
     huge: std::sync::atomic::AtomicBool,
+    /// The file's page cache holds large folios ([`large_folios`]).
+    huge_capable: bool,
 }
 
 impl PosixMapped {
@@ -515,7 +562,7 @@ impl RandomAccessFile for PosixMapped {
 
     fn advise_huge(&self) -> bool {
         #[cfg(target_os = "linux")]
-        if self.map.advise(memmap2::Advice::HugePage).is_ok() {
+        if self.huge_capable && self.map.advise(memmap2::Advice::HugePage).is_ok() {
             self.huge.store(true, std::sync::atomic::Ordering::Relaxed);
             return true;
         }
@@ -523,20 +570,16 @@ impl RandomAccessFile for PosixMapped {
     }
 
     fn populate(&self, offset: u64, len: u64) {
+        // Linux 5.14 and later; an older kernel refuses it (EINVAL), and
+        // the reads queued by `prefetch` are all there is.
         #[cfg(target_os = "linux")]
         if let Some((start, n)) = self.clip(offset, len) {
-            // Linux 5.14 and later; an older kernel refuses it (EINVAL).
-            if self
+            let _ = self
                 .map
-                .advise_range(memmap2::Advice::PopulateRead, start, n)
-                .is_ok()
-            {
-                return;
-            }
+                .advise_range(memmap2::Advice::PopulateRead, start, n);
         }
-        if !self.huge.load(std::sync::atomic::Ordering::Relaxed) {
-            self.prefetch(offset, len);
-        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = (offset, len);
     }
 
     fn len(&self) -> u64 {
@@ -639,6 +682,7 @@ impl FileSystem for PosixFs {
             path: path.to_path_buf(),
             map: Arc::new(map),
             huge: std::sync::atomic::AtomicBool::new(false),
+            huge_capable: large_folios(&file),
         }))
     }
 

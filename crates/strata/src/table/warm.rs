@@ -1,9 +1,10 @@
 //! Warming cold tables: when point lookups and seeks on a memory-mapped
 //! table keep waiting for the device (their block was not in the page
 //! cache), the whole table is read into memory by a background thread
-//! (`MADV_POPULATE_READ`, which also maps it, in huge pages where the map
-//! asked for them; `MADV_WILLNEED` where the kernel has no populate)
-//! instead of one synchronous fault per block. This is what a database that fits in memory wants after a
+//! (`MADV_WILLNEED` queues the reads, `MADV_POPULATE_READ` waits for them
+//! and maps the pages) instead of one synchronous fault per block. Maps in
+//! huge pages (`Options::mmap_huge`) are not warmed: their faults read
+//! 2 MiB pieces already. This is what a database that fits in memory wants after a
 //! restart or after its pages were evicted: on the machine of
 //! `docs/BENCHMARKS.md` a 4 KiB random read costs about 53 µs, while the
 //! device streams a whole table at about 1.9 GB/s.
@@ -88,28 +89,29 @@ impl Warmer {
 /// table is asked for in pieces no larger than the default window.
 const WARM_CHUNK: u64 = 128 << 10;
 
-/// Asks the OS to read `len` bytes of `file` from `from` into the page
-/// cache, in [`WARM_CHUNK`] pieces; returns once every read is queued.
-pub fn read_ahead(file: &dyn RandomAccessFile, from: u64, len: u64) {
+/// Calls `f(offset, len)` for `[from, from + len)` in [`WARM_CHUNK`] pieces.
+fn in_pieces(from: u64, len: u64, mut f: impl FnMut(u64, u64)) {
     let end = from.saturating_add(len);
     let mut at = from;
     while at < end {
         let n = WARM_CHUNK.min(end - at);
-        file.prefetch(at, n);
+        f(at, n);
         at += n;
     }
 }
 
-/// Reads `len` bytes of `file` from `from` into memory and maps them, in
-/// [`WARM_CHUNK`] pieces (a warming thread: each piece returns when read).
+/// Asks the OS to read `len` bytes of `file` from `from` into the page
+/// cache, in [`WARM_CHUNK`] pieces; returns once every read is queued.
+pub fn read_ahead(file: &dyn RandomAccessFile, from: u64, len: u64) {
+    in_pieces(from, len, |at, n| file.prefetch(at, n));
+}
+
+/// Reads `len` bytes of `file` from `from` into memory and maps them (a
+/// warming thread): every read is queued first ([`read_ahead`]), then each
+/// [`WARM_CHUNK`] piece is waited for and mapped.
 pub fn populate(file: &dyn RandomAccessFile, from: u64, len: u64) {
-    let end = from.saturating_add(len);
-    let mut at = from;
-    while at < end {
-        let n = WARM_CHUNK.min(end - at);
-        file.populate(at, n);
-        at += n;
-    }
+    read_ahead(file, from, len);
+    in_pieces(from, len, |at, n| file.populate(at, n));
 }
 
 /// The warming state of one mapped table: its slow reads, and whether it
