@@ -351,8 +351,7 @@ pub struct Options {
     /// be mapped huge) and are not warmed: the fault path reads ahead
     /// itself. The cost: each fault reads 2–4 MiB whatever `read_ahead_kb`
     /// says, so for a database much larger than memory set `mmap_random`
-    /// instead. (Table files are written in pieces ending on 2 MiB
-    /// boundaries either way.) Default true.
+    /// instead. Default true.
     pub mmap_huge: bool,
     /// Write the WAL through a shared memory map of its file instead of a
     /// `write(2)` per write group: the bytes are in the page cache (safe

@@ -11,10 +11,12 @@ use std::sync::Arc;
 
 /// Appends go through a user-space buffer of up to this size, and each
 /// `write(2)` ends at a multiple of it in the file (unless the caller
-/// flushes or syncs): the page cache can then hold a table in 2 MiB folios,
-/// which a map advised `MADV_HUGEPAGE` (`Options::mmap_huge`) maps with one
-/// TLB entry each.
-const WRITE_BUFFER: usize = 2 << 20;
+/// flushes or syncs), so the page cache can hold the file in folios of
+/// this size. 2 MiB pieces (folios a map advised `MADV_HUGEPAGE` could map
+/// with one PMD entry) made a load of 4 KiB values 15–35 % slower here
+/// (fillrandom 85k–92k puts/s against 104k–109k), while warm lookups gained
+/// nothing from PMD-mapped tables: see `docs/BENCHMARKS.md`.
+const WRITE_BUFFER: usize = 256 << 10;
 
 /// [`FileSystem`] over `std::fs`.
 #[derive(Debug, Default, Clone, Copy)]
@@ -39,7 +41,7 @@ impl PosixWritable {
         PosixWritable {
             path: path.to_path_buf(),
             file,
-            buf: Vec::new(),
+            buf: Vec::with_capacity(WRITE_BUFFER),
             len: 0,
             zeroed: 0,
             failed: false,
