@@ -223,10 +223,8 @@ impl TableCache {
             self.verify_checksums,
             Arc::clone(bytes_read),
         )?;
-        // A map in huge pages needs no warming: each fault reads 2 MiB of
-        // the table (a cold start of `examples/getloop` took 75 ms for its
-        // first 20,000 gets unwarmed, 100 ms with the warmer's reads
-        // competing for the device, 160 ms in base pages unwarmed).
+        // A map in huge pages is not warmed: its faults read 2 MiB pieces
+        // (and warming's `WILLNEED` would fill the cache with base pages).
         if !huge {
             table.set_warmer(Arc::clone(&self.warmer));
         }
