@@ -321,24 +321,27 @@ impl PosixLog {
 /// write; network and FUSE mounts) a fault in a mapped page could raise
 /// SIGBUS instead of returning an error, so logs there are written with
 /// `write(2)`.
-fn reserves_blocks(file: &File) -> bool {
-    matches!(fs_type(file), Some(EXT4 | XFS | TMPFS))
+fn reserves_blocks(path: &Path) -> bool {
+    matches!(fs_type(path), Some(EXT4 | XFS | TMPFS))
 }
 
 const EXT4: u64 = 0xef53;
 const XFS: u64 = 0x5846_5342;
 const TMPFS: u64 = 0x0102_1994;
 
-/// The `f_type` of the file system `file` lives on (`fstatfs(2)`).
-fn fs_type(file: &File) -> Option<u64> {
+/// The `f_type` of the file system the file at `path` lives on
+/// (`statfs(2)`).
+fn fs_type(path: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
     let mut st = std::mem::MaybeUninit::<libc::statfs>::zeroed();
-    // SAFETY: `st` is a writable `statfs` the call fills; the descriptor is
-    // open for the duration of the call.
-    let rc = unsafe { libc::fstatfs(file.as_raw_fd(), st.as_mut_ptr()) };
+    // SAFETY: `c_path` is a NUL-terminated string and `st` a writable
+    // `statfs`, both alive for the duration of the call, which fills `st`.
+    let rc = unsafe { libc::statfs(c_path.as_ptr(), st.as_mut_ptr()) };
     if rc != 0 {
         return None;
     }
-    // SAFETY: `fstatfs` succeeded, so it initialised `st` (and all-zero is
+    // SAFETY: `statfs` succeeded, so it initialised `st` (and all-zero is
     // a valid `statfs` anyway).
     let st = unsafe { st.assume_init() };
     u64::try_from(st.f_type).ok()
@@ -368,15 +371,16 @@ fn kernel_version() -> Option<(u32, u32)> {
     })
 }
 
-/// True when the page cache of `file` holds large folios, so that a map
-/// advised `MADV_HUGEPAGE` is filled and mapped in 2 MiB pieces: XFS from
-/// Linux 5.18, ext4 from 6.16. Elsewhere the advice would only switch off
-/// read-ahead requests and warming for nothing (`Options::mmap_huge`).
-fn large_folios(file: &File) -> bool {
+/// True when the page cache of the file at `path` holds large folios, so
+/// that a map advised `MADV_HUGEPAGE` is filled and mapped in 2 MiB
+/// pieces: XFS from Linux 5.18, ext4 from 6.16. Elsewhere the advice would
+/// only switch off read-ahead requests and warming for nothing
+/// (`Options::mmap_huge`).
+fn large_folios(path: &Path) -> bool {
     let Some(v) = kernel_version() else {
         return false;
     };
-    match fs_type(file) {
+    match fs_type(path) {
         Some(XFS) => v >= (5, 18),
         Some(EXT4) => v >= (6, 16),
         _ => false,
@@ -509,8 +513,6 @@ struct PosixMapped {
     map: Arc<super::Mapping>,
     /// `MADV_HUGEPAGE` was given: `prefetch` asks for nothing.
     huge: std::sync::atomic::AtomicBool,
-    /// The file's page cache holds large folios ([`large_folios`]).
-    huge_capable: bool,
 }
 
 impl PosixMapped {
@@ -564,7 +566,7 @@ impl RandomAccessFile for PosixMapped {
 
     fn advise_huge(&self) -> bool {
         #[cfg(target_os = "linux")]
-        if self.huge_capable && self.map.advise(memmap2::Advice::HugePage).is_ok() {
+        if large_folios(&self.path) && self.map.advise(memmap2::Advice::HugePage).is_ok() {
             self.huge.store(true, std::sync::atomic::Ordering::Relaxed);
             return true;
         }
@@ -636,7 +638,7 @@ impl FileSystem for PosixFs {
             .truncate(true)
             .open(path)
             .map_err(|e| Error::io(path, e))?;
-        if !reserves_blocks(&file) {
+        if !reserves_blocks(path) {
             return Ok(Box::new(PosixWritable::new(path, file)));
         }
         Ok(Box::new(PosixLog {
@@ -684,7 +686,6 @@ impl FileSystem for PosixFs {
             path: path.to_path_buf(),
             map: Arc::new(map),
             huge: std::sync::atomic::AtomicBool::new(false),
-            huge_capable: large_folios(&file),
         }))
     }
 

@@ -302,19 +302,17 @@ impl Table {
         thread_local! {
             static KEY: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
         }
+        let ruled_out = || filter.is_some_and(|(f, h)| !f.may_contain_hash(h));
         let (ordinal, handle, key) = match &self.fences {
             Some(f) => match f.locate(&self.index, seek_key) {
                 Some((i, h)) => (Some(i), h, KEY.try_with(|k| k.take()).unwrap_or_default()),
-                None => {
-                    let ruled_out = filter.is_some_and(|(f, h)| !f.may_contain_hash(h));
-                    return Ok((!ruled_out).then_some(None));
-                }
+                None => return Ok((!ruled_out()).then_some(None)),
             },
             None => {
                 // An index without fences (not in the builder's shape):
                 // the filter first, so a key it rules out never meets
                 // the index's damage.
-                if filter.is_some_and(|(f, h)| !f.may_contain_hash(h)) {
+                if ruled_out() {
                     return Ok(None);
                 }
                 let buf = KEY.try_with(|k| k.take()).unwrap_or_default();
@@ -332,7 +330,7 @@ impl Table {
                 )
             }
         };
-        if filter.is_some_and(|(f, h)| !f.may_contain_hash(h)) {
+        if ruled_out() {
             let _ = KEY.try_with(|k| k.set(key));
             return Ok(None);
         }

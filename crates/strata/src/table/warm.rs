@@ -4,8 +4,8 @@
 //! (`MADV_WILLNEED` queues the reads, `MADV_POPULATE_READ` waits for them
 //! and maps the pages) instead of one synchronous fault per block. Maps in
 //! huge pages (`Options::mmap_huge`) are not warmed: their faults read
-//! 2 MiB pieces already. This is what a database that fits in memory wants after a
-//! restart or after its pages were evicted: on the machine of
+//! 2 MiB pieces already. This is what a database that fits in memory
+//! wants after a restart or after its pages were evicted: on the machine of
 //! `docs/BENCHMARKS.md` a 4 KiB random read costs about 53 µs, while the
 //! device streams a whole table at about 1.9 GB/s.
 //!
