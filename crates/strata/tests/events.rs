@@ -11,6 +11,7 @@ use common::{open, tiny_options};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::Duration;
 use strata::{EventListener, TableCreated, TableReason};
 
 /// Live tables: id → (level, keys).
@@ -25,6 +26,8 @@ struct Recorder {
     removals: Mutex<usize>,
     /// What the listener found wrong, checked on the test thread.
     failures: Mutex<Vec<String>>,
+    /// How long each flush's announcement takes (a slow listener).
+    flush_delay: Duration,
 }
 
 impl Recorder {
@@ -50,7 +53,10 @@ impl EventListener for Recorder {
     }
     fn on_table_created(&self, e: &TableCreated<'_>) {
         match e.reason {
-            TableReason::Flush => *self.flushes.lock() += 1,
+            TableReason::Flush => {
+                std::thread::sleep(self.flush_delay);
+                *self.flushes.lock() += 1
+            }
             TableReason::Compaction => *self.compactions.lock() += 1,
         }
         if e.reason == TableReason::Flush && e.level != 0 {
@@ -108,8 +114,22 @@ impl EventListener for Recorder {
 
 #[test]
 fn listener_sees_every_key_in_the_tables_of_the_current_version() {
+    listener_sees_the_current_version(Duration::ZERO);
+}
+
+/// A slow listener: `compact_range` right after `flush` must not move the
+/// flushed table before its creation has been announced.
+#[test]
+fn slow_listener_hears_of_a_flushed_table_before_it_moves() {
+    listener_sees_the_current_version(Duration::from_millis(30));
+}
+
+fn listener_sees_the_current_version(flush_delay: Duration) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let rec = Arc::new(Recorder::default());
+    let rec = Arc::new(Recorder {
+        flush_delay,
+        ..Recorder::default()
+    });
     let db = open(dir.path(), tiny_options().listener(rec.clone()));
     let mut written = BTreeSet::new();
     for i in 0..3000u32 {

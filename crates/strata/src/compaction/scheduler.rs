@@ -137,6 +137,25 @@ impl InFlight {
         }
     }
 
+    /// Marks a flush's new L0 tables busy while the listeners hear of them
+    /// (outside the state mutex): L0 reads as busy, so no plan, picked or
+    /// manual, moves or merges them before their creation is announced.
+    /// Undone by [`Self::finish`] with the returned ticket.
+    pub fn announce_flush(&mut self, ids: impl IntoIterator<Item = u64>) -> u64 {
+        self.next_ticket += 1;
+        let tables: Vec<u64> = ids.into_iter().collect();
+        self.tables.extend(tables.iter().copied());
+        self.running.push(Running {
+            ticket: self.next_ticket,
+            level: 0,
+            output_level: 0,
+            lo: Vec::new(),
+            hi: Vec::new(),
+            tables,
+        });
+        self.next_ticket
+    }
+
     /// Forgets the compaction of `ticket`.
     pub fn finish(&mut self, ticket: u64) {
         if let Some(i) = self.running.iter().position(|r| r.ticket == ticket) {

@@ -75,12 +75,15 @@ pub(super) fn compact<'a>(
         Ok((mut edit, mut outcome)) => {
             let (relocked, applied) = inner.log_and_apply(st, &mut edit);
             st = relocked;
-            if applied.is_ok() && inner.tracker.tracks() {
+            if applied.is_ok() {
                 // The edit is durable; the outputs stay in flight until
-                // the tracker has moved its entries to them, so no other
-                // compaction takes them meanwhile.
+                // the tracker has moved its entries to them and the
+                // listeners have heard of them, so no other compaction
+                // moves or merges one first.
                 st.in_flight
                     .hold(ticket, edit.added.iter().map(|(_, d)| d.id));
+            }
+            if applied.is_ok() && inner.tracker.tracks() {
                 outcome.change.removed = plan.all_inputs().map(|(_, id)| id).collect();
                 MutexGuard::unlocked(&mut st, || inner.tracker.on_compaction(&outcome.change));
                 // Under the state mutex: no table is installed meanwhile.

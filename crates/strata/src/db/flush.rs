@@ -82,9 +82,18 @@ pub(super) fn flush_one<'a>(
             // only if one asked.
             let wanted = inner.opts.listeners.iter().any(|l| l.wants_keys());
             let keys: &[TableKeys] = if wanted { &keys } else { &[] };
+            // The new tables are busy until announced: a compaction that
+            // moved one first would be heard of before its creation.
+            let announcing = (!inner.opts.listeners.is_empty()).then(|| {
+                st.in_flight
+                    .announce_flush(edit.added.iter().map(|(_, d)| d.id))
+            });
             let emitted = MutexGuard::unlocked(&mut st, || {
                 inner.emit_events(TableReason::Flush, &edit, keys)
             });
+            if let Some(ticket) = announcing {
+                st.in_flight.finish(ticket);
+            }
             if let Err(e) = emitted {
                 inner.set_bg_error(&mut st, e);
             }
