@@ -68,6 +68,11 @@ pub struct Stats {
     /// Write groups delayed by write pacing, and the time they slept.
     pub pace_count: AtomicU64,
     pub pace_micros: AtomicU64,
+    /// Memtable switches that took a WAL made ahead by a background thread.
+    pub wal_spares_used: AtomicU64,
+    /// Logs a background thread failed to make ahead (the switch then
+    /// made its own, reporting any failure).
+    pub wal_spare_failures: AtomicU64,
     /// Gets answered by the table the update table named.
     pub shortcut_hits: AtomicU64,
     /// Gets where the update table named a table that did not answer
@@ -141,6 +146,8 @@ pub struct StatsSnapshot {
     pub slowdown_micros: u64,
     pub pace_count: u64,
     pub pace_micros: u64,
+    pub wal_spares_used: u64,
+    pub wal_spare_failures: u64,
     pub shortcut_hits: u64,
     pub shortcut_misses: u64,
     pub stale_compactions: u64,
@@ -226,6 +233,8 @@ impl StatsSnapshot {
             slowdown_micros: g(&s.slowdown_micros),
             pace_count: g(&s.pace_count),
             pace_micros: g(&s.pace_micros),
+            wal_spares_used: g(&s.wal_spares_used),
+            wal_spare_failures: g(&s.wal_spare_failures),
             shortcut_hits: g(&s.shortcut_hits),
             shortcut_misses: g(&s.shortcut_misses),
             stale_compactions: g(&s.stale_compactions),
@@ -290,7 +299,7 @@ impl StatsSnapshot {
             "{{\"user_bytes_written\":{},\"user_writes\":{},\"user_reads\":{},\"wal_bytes\":{},\"wal_syncs\":{},\
              \"write_groups\":{},\"flush_bytes\":{},\"flush_count\":{},\"flush_micros\":{},\"compaction_count\":{},\
              \"compaction_micros\":{},\"compaction_bytes_read\":{},\"compaction_bytes_written\":{},\"trivial_moves\":{},\
-             \"stall_count\":{},\"stall_micros\":{},\"slowdown_count\":{},\"slowdown_micros\":{},\"pace_count\":{},\"pace_micros\":{},\
+             \"stall_count\":{},\"stall_micros\":{},\"slowdown_count\":{},\"slowdown_micros\":{},\"pace_count\":{},\"pace_micros\":{},\"wal_spares_used\":{},\"wal_spare_failures\":{},\
              \"shortcut_hits\":{},\"shortcut_misses\":{},\"stale_compactions\":{},\"stale_dropped\":{},\"read_compactions\":{},\
              \"compaction_cpu_micros\":{},\"compaction_read_busy_micros\":{},\"compaction_merge_busy_micros\":{},\"compaction_write_busy_micros\":{},\"compaction_subtasks\":{},\"compaction_pipelined_subtasks\":{},\"compaction_offloaded_subtasks\":{},\"compaction_offload_fallbacks\":{},\"compactions_running_max\":{},\
              \"update_table_entries\":{},\"update_table_bytes\":{},\"manifest_bytes\":{},\
@@ -318,6 +327,8 @@ impl StatsSnapshot {
             self.slowdown_micros,
             self.pace_count,
             self.pace_micros,
+            self.wal_spares_used,
+            self.wal_spare_failures,
             self.shortcut_hits,
             self.shortcut_misses,
             self.stale_compactions,

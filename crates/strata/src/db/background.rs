@@ -1,9 +1,10 @@
 //! The background threads: `background_threads` threads run [`run`]:
-//! flushes first (they unblock writers, `flush.rs`), then the compaction
-//! the picker chooses (`compact.rs`). Also the event fan-out to listeners.
+//! flushes first (they unblock writers, `flush.rs`), then the next WAL
+//! (`spare_log.rs`), then the compaction the picker chooses (`compact.rs`). Also the event fan-out to listeners.
 
 use super::compact::{compact, pick};
 use super::flush::{flush_one, TableKeys};
+use super::spare_log;
 use super::Inner;
 use crate::compaction::events::{TableCreated, TableReason};
 use crate::error::Result;
@@ -45,6 +46,10 @@ pub(crate) fn run(inner: &Inner) {
         if st.bg_error.is_none() {
             if !st.flushing && !st.imm.is_empty() {
                 st = flush_one(inner, st);
+                continue;
+            }
+            if st.spare_log.wanted() {
+                st = spare_log::make(inner, st);
                 continue;
             }
             let version = st.versions.current();

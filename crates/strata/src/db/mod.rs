@@ -14,6 +14,7 @@ mod pacing;
 mod read;
 mod recovery;
 mod snapshot;
+mod spare_log;
 mod write;
 
 pub use read::{ReadOptions, Scan};
@@ -59,6 +60,8 @@ pub(crate) struct State {
     pub compaction_debt: u64,
     /// Slows writers while a flush must finish before the next switch.
     pub pacer: pacing::Pacer,
+    /// The next WAL, made ahead of the switch that needs it.
+    pub spare_log: spare_log::Spare,
 }
 
 impl State {
@@ -278,6 +281,10 @@ impl Db {
         }
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
+        }
+        let spare = std::mem::take(&mut self.inner.state.lock().spare_log);
+        if let spare_log::Spare::Ready(w) = spare {
+            spare_log::discard(&self.inner, w);
         }
         // Make the logs durable even if the flush failed: older logs first,
         // so that a power loss never keeps a newer log without an older one.

@@ -222,6 +222,7 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
             bg_error: None,
             shutting_down: false,
             compaction_debt: 0,
+            spare_log: Default::default(),
         }),
         bg_cv: Condvar::new(),
         done_cv: Condvar::new(),

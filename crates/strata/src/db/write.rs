@@ -305,21 +305,31 @@ impl Inner {
     fn switch_memtable(&self, st: &mut State, log: &mut super::LogState) -> Result<()> {
         // A fresh memtable: pacing (if still needed) starts from now.
         st.pacer.idle(Instant::now());
-        let number = st.versions.new_file_number();
-        let path = wal_path(&self.dir, number);
-        // Any failure here stops writes, as a failed WAL append does: the
-        // database refuses writes until it is reopened (RocksDB does the same).
-        let writer = match self
-            .opts
-            .create_wal(&path)
-            .and_then(|file| wal::Writer::new_wal(file, number))
-        {
+        // The log a background thread made ahead (`spare_log.rs`), or one
+        // made here. Any failure here stops writes, as a failed WAL append
+        // does: the database refuses writes until it is reopened (RocksDB
+        // does the same).
+        let made = match super::spare_log::take(st, log.writer.log_number()) {
+            Some(w) => {
+                Stats::add(&self.stats.wal_spares_used, 1);
+                Ok(w)
+            }
+            None => {
+                let number = st.versions.new_file_number();
+                let path = wal_path(&self.dir, number);
+                self.opts
+                    .create_wal(&path)
+                    .and_then(|file| wal::Writer::new_wal(file, number))
+            }
+        };
+        let writer = match made {
             Ok(w) => w,
             Err(e) => {
                 self.set_bg_error(st, e.clone());
                 return Err(e);
             }
         };
+        let number = writer.log_number();
         // The old log, and the new log's directory entry, are synced later,
         // off the write path: before the next `sync` write is acknowledged
         // (see `unsynced_logs`, `dir_unsynced`). A 64 MiB fdatasync here

@@ -298,6 +298,10 @@ impl WritableFile for FaultWritable {
     fn preallocate(&mut self, upto: u64) -> Result<()> {
         self.inner.preallocate(upto)
     }
+
+    fn reserve(&mut self, upto: u64) -> Result<()> {
+        self.inner.reserve(upto)
+    }
 }
 
 #[derive(Debug)]

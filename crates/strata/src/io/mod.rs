@@ -47,6 +47,15 @@ pub trait WritableFile: Send {
         let _ = upto;
         Ok(())
     }
+    /// Reserves the file's blocks up to offset `upto` where that writes no
+    /// data (`fallocate(2)` for a mapped log), so that appends up to there
+    /// do not wait on the file system for space; elsewhere, and by default,
+    /// it does nothing. A failure leaves the file usable: the append that
+    /// needs the room reserves it or reports the error.
+    fn reserve(&mut self, upto: u64) -> Result<()> {
+        let _ = upto;
+        Ok(())
+    }
 }
 
 /// A read-only memory map of a whole file (see [`FileSystem::open_mapped`]).

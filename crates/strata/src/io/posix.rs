@@ -472,6 +472,10 @@ impl WritableFile for PosixLog {
         // usable: the append that needs the room reports it.
         self.reserve(upto).map_err(|e| Error::io(&self.path, e))
     }
+
+    fn reserve(&mut self, upto: u64) -> Result<()> {
+        self.preallocate(upto)
+    }
 }
 
 impl Drop for PosixLog {

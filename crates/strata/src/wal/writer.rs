@@ -148,6 +148,14 @@ impl Writer {
         })
     }
 
+    /// Reserves room for `bytes` more of records where that writes no
+    /// data ([`WritableFile::reserve`]). Best effort: without it appends
+    /// reserve as they go, and a full disk shows up in the append.
+    pub fn reserve(&mut self, bytes: u64) {
+        let upto = self.file.len().saturating_add(bytes);
+        let _ = self.file.reserve(upto);
+    }
+
     /// Bytes written to the file so far (buffered bytes included).
     pub fn len(&self) -> u64 {
         self.file.len()
