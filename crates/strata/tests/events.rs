@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{open, tiny_options};
+use common::{open, tiny_options, tiny_with, STALE};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -114,23 +114,30 @@ impl EventListener for Recorder {
 
 #[test]
 fn listener_sees_every_key_in_the_tables_of_the_current_version() {
-    listener_sees_the_current_version(Duration::ZERO);
+    listener_sees_the_current_version(tiny_options(), Duration::ZERO);
 }
 
 /// A slow listener: `compact_range` right after `flush` must not move the
 /// flushed table before its creation has been announced.
 #[test]
 fn slow_listener_hears_of_a_flushed_table_before_it_moves() {
-    listener_sees_the_current_version(Duration::from_millis(30));
+    listener_sees_the_current_version(tiny_options(), Duration::from_millis(30));
 }
 
-fn listener_sees_the_current_version(flush_delay: Duration) {
+/// The same with the stale picker, whose tracker runs with the state
+/// mutex released between the flush's edit and its announcement.
+#[test]
+fn slow_listener_with_the_stale_picker() {
+    listener_sees_the_current_version(tiny_with(STALE), Duration::from_millis(30));
+}
+
+fn listener_sees_the_current_version(opts: strata::Options, flush_delay: Duration) {
     let dir = tempfile::tempdir().expect("tempdir");
     let rec = Arc::new(Recorder {
         flush_delay,
         ..Recorder::default()
     });
-    let db = open(dir.path(), tiny_options().listener(rec.clone()));
+    let db = open(dir.path(), opts.listener(rec.clone()));
     let mut written = BTreeSet::new();
     for i in 0..3000u32 {
         let k = format!("key{:05}", (i * 37) % 1500).into_bytes();

@@ -495,3 +495,45 @@ fn damaged_table_blocks_are_corruption_and_never_a_wrong_value() {
     }
     assert!(corrupt_reads > 0);
 }
+
+/// Logs that cannot be created: the background thread's attempt to make
+/// the next log ahead fails (counted, if it came before the switch), and
+/// the switch's own attempt fails too and poisons writes; everything
+/// acknowledged before survives a healthy reopen.
+#[test]
+fn a_log_that_cannot_be_made_ahead_or_at_the_switch_poisons_writes() {
+    let mem = MemFs::new();
+    let (fs, h) = faulty(&mem, 3);
+    let db = Db::open(DIR, opts_on(fs.clone())).expect("open");
+    // From now on no WAL can be created (a spare may already be ready:
+    // the switch that takes it succeeds, the next one fails).
+    h.add(
+        strata::io::fault::Rule::new(
+            Op::Create,
+            strata::io::fault::Trigger::From(h.calls(Op::Create) + 1),
+            FaultError::NoSpace,
+        )
+        .on_paths(".wal"),
+    );
+    let mut acked = Model::new();
+    let mut failed = None;
+    for i in 0..20_000u32 {
+        let (k, v) = (format!("k{:05}", i % 2000), format!("v{i}"));
+        match db.put(&k, &v) {
+            Ok(()) => {
+                acked.insert(k.into_bytes(), v.into_bytes());
+            }
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        }
+    }
+    let e = failed.expect("a write failed once no log could be made");
+    assert!(is_typed_write_error(&e), "{e:?}");
+    assert!(matches!(db.put("after", "x"), Err(Error::Poisoned(_))));
+    drop(db);
+    h.set_enabled(false);
+    let db = Db::open(DIR, opts_on(fs)).expect("healthy reopen");
+    assert_eq!(state(&db), acked, "every acknowledged write survives");
+}

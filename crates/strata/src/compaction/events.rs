@@ -25,6 +25,12 @@ pub struct TableCreated<'a> {
 /// Receives engine events. Called from background threads, without engine
 /// locks held, after the version that contains the change is installed.
 /// A listener should return quickly: the background thread waits for it.
+/// Events arrive in version order: a new table counts as busy until its
+/// creation has been announced, so no compaction moves or merges it first.
+/// So a listener may read the database, but must not write to it (a write
+/// can stall until a flush ends) or wait for background work (`flush`,
+/// `compact_range`, `wait_for_compactions`, `close`): that work waits for
+/// the listener.
 pub trait EventListener: Send + Sync {
     /// Ask for the keys of every new table (costs a copy of each key).
     fn wants_keys(&self) -> bool {

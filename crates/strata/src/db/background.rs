@@ -1,6 +1,6 @@
 //! The background threads: `background_threads` threads run [`run`]:
-//! flushes first (they unblock writers, `flush.rs`), then the next WAL
-//! (`spare_log.rs`), then the compaction the picker chooses (`compact.rs`). Also the event fan-out to listeners.
+//! the next WAL (`spare_log.rs`), flushes (they unblock writers,
+//! `flush.rs`), then the compaction the picker chooses (`compact.rs`). Also the event fan-out to listeners.
 
 use super::compact::{compact, pick};
 use super::flush::{flush_one, TableKeys};
@@ -44,12 +44,15 @@ pub(crate) fn run(inner: &Inner) {
             return;
         }
         if st.bg_error.is_none() {
-            if !st.flushing && !st.imm.is_empty() {
-                st = flush_one(inner, st);
-                continue;
-            }
+            // The next WAL first: it takes about a millisecond, and a
+            // switch that finds it being made waits for it (a flush takes
+            // hundreds, and the other thread may take it meanwhile).
             if st.spare_log.wanted() {
                 st = spare_log::make(inner, st);
+                continue;
+            }
+            if !st.flushing && !st.imm.is_empty() {
+                st = flush_one(inner, st);
                 continue;
             }
             let version = st.versions.current();

@@ -33,6 +33,7 @@ pub(super) fn flush_one<'a>(
     let started = Instant::now();
     st.pacer.flush_started(started);
     let written = MutexGuard::unlocked(&mut st, || write_l0(inner, &mem, &version, snapshots));
+    let mut announcing = None;
     let result = match written {
         Ok(written) => {
             let bytes: u64 = written
@@ -52,6 +53,16 @@ pub(super) fn flush_one<'a>(
             edit.last_sequence = Some(inner.last_seq.load(Ordering::Acquire));
             let (relocked, applied) = inner.log_and_apply(st, &mut edit);
             st = relocked;
+            // The new tables are in the version now, and busy until the
+            // listeners have heard of them: a compaction that moved one
+            // first would be heard of before its creation. (The mutex is
+            // released below, for the tracker and the listeners.)
+            if applied.is_ok() && !inner.opts.listeners.is_empty() {
+                announcing = Some(
+                    st.in_flight
+                        .announce_flush(edit.added.iter().map(|(_, d)| d.id)),
+                );
+            }
             if applied.is_ok() && inner.tracker.tracks() {
                 // Durable now; readers still see the memtable until the
                 // super-version below replaces it.
@@ -82,16 +93,10 @@ pub(super) fn flush_one<'a>(
             // only if one asked.
             let wanted = inner.opts.listeners.iter().any(|l| l.wants_keys());
             let keys: &[TableKeys] = if wanted { &keys } else { &[] };
-            // The new tables are busy until announced: a compaction that
-            // moved one first would be heard of before its creation.
-            let announcing = (!inner.opts.listeners.is_empty()).then(|| {
-                st.in_flight
-                    .announce_flush(edit.added.iter().map(|(_, d)| d.id))
-            });
             let emitted = MutexGuard::unlocked(&mut st, || {
                 inner.emit_events(TableReason::Flush, &edit, keys)
             });
-            if let Some(ticket) = announcing {
+            if let Some(ticket) = announcing.take() {
                 st.in_flight.finish(ticket);
             }
             if let Err(e) = emitted {
@@ -127,6 +132,9 @@ pub(super) fn flush_one<'a>(
             });
         }
         Err(e) => {
+            if let Some(ticket) = announcing.take() {
+                st.in_flight.finish(ticket);
+            }
             st.pacer.flush_finished(Instant::now(), 0, Duration::ZERO);
             inner.set_bg_error(&mut st, e);
             // As above: the starting version may hold replaced tables last.

@@ -99,6 +99,8 @@ pub(crate) struct Inner {
     pub opts: Options,
     pub table_opts: TableOptions,
     pub cache: Arc<BlockCache>,
+    /// Arena chunks of flushed memtables, for the next ones.
+    pub chunks: Arc<crate::memtable::ChunkPool>,
     pub state: Mutex<State>,
     /// Wakes background threads.
     pub bg_cv: Condvar,

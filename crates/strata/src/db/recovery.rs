@@ -205,13 +205,23 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
     fs.sync_dir(dir)?;
 
     let tables = versions.table_cache().clone();
-    let mem = Arc::new(MemTable::with_options(log_number, &opts));
+    // Room for one memtable's chunks (and the partly filled last chunk of
+    // each shard).
+    let chunks = Arc::new(crate::memtable::ChunkPool::new(
+        opts.write_buffer_size + crate::memtable::MAX_SHARDS * (1 << 20),
+    ));
+    let mem = Arc::new(MemTable::with_options_in(
+        log_number,
+        &opts,
+        Some(chunks.clone()),
+    ));
     let num_levels = opts.num_levels;
     let designs = super::compaction_design(&opts);
     let inner = Inner {
         dir: dir.to_path_buf(),
         table_opts,
         cache,
+        chunks,
         state: Mutex::new(State {
             versions,
             mem: mem.clone(),

@@ -56,9 +56,11 @@ pub(super) fn make<'a>(inner: &'a Inner, mut st: MutexGuard<'a, State>) -> Mutex
         w.reserve(inner.opts.write_buffer_size as u64 + (1 << 20));
         Ok(w)
     });
+    // A switch may be waiting for it (`take`).
+    inner.done_cv.notify_all();
     match made {
-        // Still above the log in use (the switch did not make its own
-        // meanwhile) and not closing: it is the next log.
+        // Above the log in use (a switch waits for a spare being made
+        // rather than making its own log) and not closing: the next log.
         Ok(w) if number > st.mem.log_number() && !st.shutting_down => {
             st.spare_log = Spare::Ready(w);
         }
@@ -81,13 +83,30 @@ pub(super) fn make<'a>(inner: &'a Inner, mut st: MutexGuard<'a, State>) -> Mutex
     st
 }
 
-/// The spare log for a switch away from log `current`, if one is ready;
-/// either way a new spare is wanted after this switch.
-pub(super) fn take(st: &mut State, current: u64) -> Option<wal::Writer> {
+/// The spare log for a switch away from log `current`: the ready one, or
+/// the one a background thread is making (waited for on `done_cv`, which
+/// [`make`] notifies; the caller's log mutex is not one `make` takes);
+/// `None` when none is made or being made. Either way a new spare is
+/// wanted after this switch. Waiting rather than making another log here
+/// keeps every log numbered above the ones used before it: a spare made
+/// meanwhile would be below the switch's own log, and a power loss could
+/// leave it, unsynced and perhaps damaged, for recovery to replay between
+/// two used logs.
+pub(super) fn take(
+    inner: &Inner,
+    st: &mut MutexGuard<'_, State>,
+    current: u64,
+) -> Option<wal::Writer> {
+    while matches!(st.spare_log, Spare::Making) {
+        inner.done_cv.wait(st);
+    }
     match std::mem::take(&mut st.spare_log) {
         Spare::Ready(w) if w.log_number() > current => Some(w),
-        Spare::Making => {
-            st.spare_log = Spare::Making;
+        Spare::Ready(w) => {
+            // Not reachable (a spare is ready only above the log in use,
+            // and only a switch changes that); deleted if it ever is.
+            debug_assert!(false, "a spare log below the log in use");
+            discard(inner, w);
             None
         }
         _ => None,

@@ -250,7 +250,10 @@ impl Inner {
                 st = self.state.lock();
                 continue;
             }
-            let full = log.mem.approximate_size() >= self.opts.write_buffer_size;
+            // Never an empty memtable: whatever its filters weigh, it
+            // takes at least one group.
+            let full =
+                !log.mem.is_empty() && log.mem.approximate_size() >= self.opts.write_buffer_size;
             if !force_switch && !full {
                 return Ok(());
             }
@@ -302,14 +305,18 @@ impl Inner {
     }
 
     /// Starts a new WAL and memtable; the old memtable becomes immutable.
-    fn switch_memtable(&self, st: &mut State, log: &mut super::LogState) -> Result<()> {
+    fn switch_memtable(
+        &self,
+        st: &mut parking_lot::MutexGuard<'_, State>,
+        log: &mut super::LogState,
+    ) -> Result<()> {
         // A fresh memtable: pacing (if still needed) starts from now.
         st.pacer.idle(Instant::now());
         // The log a background thread made ahead (`spare_log.rs`), or one
         // made here. Any failure here stops writes, as a failed WAL append
         // does: the database refuses writes until it is reopened (RocksDB
         // does the same).
-        let made = match super::spare_log::take(st, log.writer.log_number()) {
+        let made = match super::spare_log::take(self, st, log.writer.log_number()) {
             Some(w) => {
                 Stats::add(&self.stats.wal_spares_used, 1);
                 Ok(w)
@@ -336,7 +343,11 @@ impl Inner {
         // would stall every writer.
         let old = std::mem::replace(
             &mut log.mem,
-            Arc::new(MemTable::with_options(number, &self.opts)),
+            Arc::new(MemTable::with_options_in(
+                number,
+                &self.opts,
+                Some(self.chunks.clone()),
+            )),
         );
         let old_writer = std::mem::replace(&mut log.writer, writer);
         log.dir_unsynced = true;

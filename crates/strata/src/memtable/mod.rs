@@ -35,6 +35,7 @@ use crate::iter::InternalIterator;
 use crate::types::{self, SeqNo, ValueKind};
 use parking_lot::Mutex;
 use shard::Shard;
+pub use skiplist::ChunkPool;
 use skiplist::{node_key, node_value, NodePtr, SkipList};
 use std::cmp::Ordering;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
@@ -78,6 +79,8 @@ pub struct MemTable {
     /// False once an entry arrived with a sequence at or below `max_seq`.
     ordered: AtomicBool,
     log_number: u64,
+    /// Where the shards' arena chunks come from, if a database shares them.
+    pool: Option<Arc<ChunkPool>>,
 }
 
 impl MemTable {
@@ -85,10 +88,20 @@ impl MemTable {
     /// filling at most `max_shards` shards (1..=[`MAX_SHARDS`]) of
     /// `shard_bytes` of arena each; the last one takes the rest.
     pub fn new(log_number: u64, shard_bytes: usize, max_shards: usize) -> Self {
+        Self::in_pool(log_number, shard_bytes, max_shards, None)
+    }
+
+    /// [`MemTable::new`] with arena chunks from (and back to) `pool`.
+    pub fn in_pool(
+        log_number: u64,
+        shard_bytes: usize,
+        max_shards: usize,
+        pool: Option<Arc<ChunkPool>>,
+    ) -> Self {
         let shard_bytes = shard_bytes.max(1);
         let max_shards = max_shards.clamp(1, MAX_SHARDS);
         let shards: Box<[OnceLock<Shard>]> = (0..MAX_SHARDS).map(|_| OnceLock::new()).collect();
-        let first = Shard::new(shard_bytes);
+        let first = Shard::in_pool(shard_bytes, pool.clone());
         let size = first.filter_bytes();
         let _ = shards[0].set(first);
         MemTable {
@@ -104,6 +117,7 @@ impl MemTable {
             max_seq: AtomicU64::new(0),
             ordered: AtomicBool::new(true),
             log_number,
+            pool,
         }
     }
 
@@ -113,12 +127,21 @@ impl MemTable {
     /// the shard size reaches the write buffer. A shard's filter is 1/64 of
     /// its bytes, so an empty memtable is never full.
     pub fn with_options(log_number: u64, opts: &crate::Options) -> Self {
+        Self::with_options_in(log_number, opts, None)
+    }
+
+    /// [`MemTable::with_options`] with arena chunks from `pool`.
+    pub fn with_options_in(
+        log_number: u64,
+        opts: &crate::Options,
+        pool: Option<Arc<ChunkPool>>,
+    ) -> Self {
         let wbs = opts.write_buffer_size;
         if opts.memtable_shard_size >= wbs {
-            return Self::new(log_number, wbs, 1);
+            return Self::in_pool(log_number, wbs, 1, pool);
         }
         let shard = opts.memtable_shard_size.max(wbs.div_ceil(MAX_SHARDS));
-        Self::new(log_number, shard, MAX_SHARDS)
+        Self::in_pool(log_number, shard, MAX_SHARDS, pool)
     }
 
     /// The WAL that holds this memtable's entries.
@@ -163,7 +186,7 @@ impl MemTable {
         }
         self.max_seq.fetch_max(seq, AtomicOrdering::Relaxed);
         if shard.list.memory() >= self.shard_bytes && n < self.max_shards {
-            let next = Shard::new(self.shard_bytes);
+            let next = Shard::in_pool(self.shard_bytes, self.pool.clone());
             let extra = next.filter_bytes();
             if self.shards[n].set(next).is_ok() {
                 self.sealed.store(sealed + active, AtomicOrdering::Relaxed);

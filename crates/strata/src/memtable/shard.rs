@@ -9,9 +9,10 @@
 //! bits of the key's xxh3 pick one 64-byte line, [`PROBES`] bits of that
 //! line come from the high 32 bits.
 
-use super::skiplist::SkipList;
+use super::skiplist::{ChunkPool, SkipList};
 use crate::table::filter::{line_of, local_bits};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// Arena bytes per filter line (512 bits): about 19 bits per key with
 /// 16-byte keys and 100-byte values, 6 with empty values.
@@ -30,10 +31,16 @@ pub(super) struct Shard {
 
 impl Shard {
     /// A shard expected to hold about `bytes` of arena.
+    #[cfg(test)]
     pub(super) fn new(bytes: usize) -> Self {
+        Self::in_pool(bytes, None)
+    }
+
+    /// A shard whose arena chunks come from (and go back to) `pool`.
+    pub(super) fn in_pool(bytes: usize, pool: Option<Arc<ChunkPool>>) -> Self {
         let n = (bytes / BYTES_PER_LINE).clamp(1, 1 << 20);
         Shard {
-            list: SkipList::new(),
+            list: SkipList::in_pool(pool),
             lines: (0..n)
                 .map(|_| Line(std::array::from_fn(|_| AtomicU64::new(0))))
                 .collect(),

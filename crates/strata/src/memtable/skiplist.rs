@@ -21,7 +21,9 @@ use parking_lot::Mutex;
 use std::cmp::Ordering;
 use std::mem::{size_of, MaybeUninit};
 use std::ptr;
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering as AO};
+use std::sync::Arc;
 
 pub const MAX_HEIGHT: usize = 12;
 const CHUNK_WORDS: usize = (1 << 20) / 8;
@@ -37,10 +39,89 @@ pub struct NodeHeader {
 /// A node pointer; null means "end".
 pub type NodePtr = *const NodeHeader;
 
+/// One arena chunk: uninitialised words, owned here, reached only through
+/// its base pointer (no `&mut` to a chunk is made once nodes live in it).
+/// Every byte a reader reaches is written before its node is published
+/// (see `insert`).
+pub struct Chunk {
+    words: NonNull<[MaybeUninit<u64>]>,
+}
+
+impl Chunk {
+    fn new(len: usize) -> Self {
+        Chunk {
+            words: NonNull::from(Box::leak(Box::<[u64]>::new_uninit_slice(len))),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.words.len()
+    }
+
+    fn base(&self) -> *mut u64 {
+        self.words.as_ptr().cast::<u64>()
+    }
+}
+
+impl Drop for Chunk {
+    fn drop(&mut self) {
+        // SAFETY: `words` came from `Box::leak` in `new` and is freed only
+        // here, once; nothing points into it any more (its skiplist is
+        // dropped, or it never held a node).
+        drop(unsafe { Box::from_raw(self.words.as_ptr()) });
+    }
+}
+
+// SAFETY: a `Chunk` owns its allocation like a `Box` does; the raw pointer
+// is only an owning handle.
+unsafe impl Send for Chunk {}
+
+/// Arena chunks of dropped skiplists, kept for new ones (one per database,
+/// shared by its memtables): taking a chunk is then a pop, with no call to
+/// the allocator and no page faults, since its pages were written before.
+/// A fresh 1 MiB chunk is a `mmap(2)`, which waited up to 3 ms for the
+/// address-space lock while other threads mapped and unmapped tables, and
+/// its 256 pages fault one by one as inserts reach them.
+#[derive(Default)]
+pub struct ChunkPool {
+    free: Mutex<Vec<Chunk>>,
+    /// Chunks kept at most; the rest are freed.
+    cap: usize,
+}
+
+impl ChunkPool {
+    /// A pool keeping up to `bytes` of chunks.
+    pub fn new(bytes: usize) -> Self {
+        ChunkPool {
+            free: Mutex::new(Vec::new()),
+            cap: bytes.div_ceil(CHUNK_WORDS * 8),
+        }
+    }
+
+    /// Chunks held (tests).
+    #[cfg(test)]
+    pub fn held(&self) -> usize {
+        self.free.lock().len()
+    }
+
+    fn take(&self) -> Option<Chunk> {
+        self.free.lock().pop()
+    }
+
+    fn give(&self, chunks: impl Iterator<Item = Chunk>) {
+        let mut free = self.free.lock();
+        for c in chunks {
+            if free.len() >= self.cap {
+                break;
+            }
+            free.push(c);
+        }
+    }
+}
+
 struct Writer {
-    /// Arena chunks, left uninitialised: every byte a reader reaches is
-    /// written before its node is published (see `insert`).
-    chunks: Vec<Box<[MaybeUninit<u64>]>>,
+    /// Arena chunks; the last one is being filled.
+    chunks: Vec<Chunk>,
     /// Free words at the end of the last chunk start here.
     used: usize,
     rng: u64,
@@ -53,6 +134,17 @@ pub struct SkipList {
     writer: Mutex<Writer>,
     len: AtomicUsize,
     memory: AtomicUsize,
+    /// Where full-size chunks come from and go back to, if anywhere.
+    pool: Option<Arc<ChunkPool>>,
+}
+
+impl Drop for SkipList {
+    fn drop(&mut self) {
+        if let Some(pool) = &self.pool {
+            let chunks = std::mem::take(&mut self.writer.get_mut().chunks);
+            pool.give(chunks.into_iter().filter(|c| c.len() == CHUNK_WORDS));
+        }
+    }
 }
 
 // SAFETY: all shared mutable state is either atomic (links, counters) or
@@ -106,7 +198,13 @@ pub fn node_value<'a>(n: NodePtr) -> &'a [u8] {
 
 impl SkipList {
     pub fn new() -> Self {
+        Self::in_pool(None)
+    }
+
+    /// A skiplist whose arena takes chunks from, and returns them to, `pool`.
+    pub fn in_pool(pool: Option<Arc<ChunkPool>>) -> Self {
         SkipList {
+            pool,
             head: Box::new(std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut()))),
             height: AtomicUsize::new(1),
             writer: Mutex::new(Writer {
@@ -209,7 +307,7 @@ impl SkipList {
             + key_len
             + value.len();
         let words = bytes.div_ceil(8);
-        let node = alloc(&mut w, words) as *mut NodeHeader;
+        let node = alloc(&mut w, self.pool.as_deref(), words) as *mut NodeHeader;
         // SAFETY: `node` points to `words * 8 >= bytes` fresh, 8-byte-aligned,
         // exclusively owned bytes in the arena; we initialise the header,
         // every tower slot, the key and the value before publishing the node.
@@ -276,12 +374,13 @@ fn random_height(rng: &mut u64) -> usize {
 /// Chunks are not zeroed: zeroing a fresh 1 MiB chunk faulted in all 256
 /// of its pages at once inside one put (0.5-2 ms, the largest put
 /// latencies of a random load); left uninitialised, each page is faulted
-/// by the insert that first writes it.
-fn alloc(w: &mut Writer, words: usize) -> *mut u64 {
+/// by the insert that first writes it, or was already, for a chunk from
+/// the pool.
+fn alloc(w: &mut Writer, pool: Option<&ChunkPool>, words: usize) -> *mut u64 {
     if words > CHUNK_WORDS / 4 {
         // Large entries get a chunk of their own; the current chunk stays last.
-        let mut chunk = Box::<[u64]>::new_uninit_slice(words);
-        let p = chunk.as_mut_ptr().cast::<u64>();
+        let chunk = Chunk::new(words);
+        let p = chunk.base();
         w.chunks.push(chunk);
         let n = w.chunks.len();
         if n >= 2 {
@@ -290,14 +389,18 @@ fn alloc(w: &mut Writer, words: usize) -> *mut u64 {
         return p;
     }
     if w.used + words > CHUNK_WORDS || w.chunks.is_empty() {
-        w.chunks.push(Box::<[u64]>::new_uninit_slice(CHUNK_WORDS));
+        let chunk = pool.and_then(ChunkPool::take);
+        w.chunks
+            .push(chunk.unwrap_or_else(|| Chunk::new(CHUNK_WORDS)));
         w.used = 0;
     }
     let used = w.used;
     w.used += words;
-    let last = w.chunks.len() - 1;
-    // SAFETY: `used + words <= CHUNK_WORDS`, the length of the last chunk.
-    unsafe { w.chunks[last].as_mut_ptr().add(used).cast::<u64>() }
+    let base = w.chunks.last().map_or(ptr::null_mut(), Chunk::base);
+    // SAFETY: the last chunk is `CHUNK_WORDS` long (large entries are
+    // swapped in before it) and `used + words <= CHUNK_WORDS`; `base` is
+    // its base pointer, so the result stays inside it.
+    unsafe { base.add(used) }
 }
 
 #[cfg(test)]
@@ -345,6 +448,36 @@ mod tests {
             keys[keys.len() / 2 - 1].as_slice()
         );
         assert!(l.seek_lt(&mut |k| k.cmp(&keys[0])).is_null());
+    }
+
+    /// A dropped list's full-size chunks go back to its pool (up to the
+    /// cap; a large entry's own chunk is freed), and the next list fills
+    /// them again: what it reads back is what it wrote, not the old bytes.
+    #[test]
+    fn chunks_are_reused_through_the_pool() {
+        let pool = Arc::new(ChunkPool::new(3 * CHUNK_WORDS * 8));
+        let fill = |tag: u8| {
+            let l = SkipList::in_pool(Some(pool.clone()));
+            // About 4 MiB of entries: four or five chunks.
+            for i in 0..16_000u32 {
+                put(&l, &i.to_be_bytes(), &[tag; 240]);
+            }
+            put(&l, b"\xff\xff\xff\xff\xff", &vec![tag; 400_000]);
+            l
+        };
+        let first = fill(1);
+        assert_eq!(pool.held(), 0);
+        drop(first);
+        assert_eq!(pool.held(), 3, "kept up to the cap");
+        let second = fill(2);
+        assert_eq!(pool.held(), 0, "the next list took them");
+        let mut n = second.first();
+        for i in 0..16_000u32 {
+            assert_eq!(node_key(n), i.to_be_bytes());
+            assert_eq!(node_value(n), &[2u8; 240]);
+            n = second.successor(n);
+        }
+        assert_eq!(node_value(n), vec![2u8; 400_000].as_slice());
     }
 
     #[test]
