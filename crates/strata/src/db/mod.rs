@@ -139,6 +139,13 @@ pub(crate) struct Inner {
     pub l0: Box<dyn crate::l0::L0Container>,
     pub stats: Stats,
     pub closed: AtomicBool,
+    /// True while nothing may hold a write back: a free memtable slot, no
+    /// L0 slowdown or stop, compaction debt under the soft limit, no
+    /// background error, not closing. Set with every super-version (and
+    /// cleared by a background error and by close), under the state
+    /// mutex; a write leader that reads it true and whose memtable has
+    /// room goes ahead without taking the state mutex (see `make_room`).
+    pub calm: AtomicBool,
     _lock: Box<dyn FileLock>,
     /// The matrix container's fast directory, when it is another one.
     _fast_lock: Option<Box<dyn FileLock>>,
@@ -227,6 +234,7 @@ impl Db {
                 Ok(t) => threads.push(t),
                 Err(e) => {
                     inner.state.lock().shutting_down = true;
+                    inner.calm.store(false, Ordering::Release);
                     inner.bg_cv.notify_all();
                     for t in threads {
                         let _ = t.join();
@@ -271,6 +279,7 @@ impl Db {
         {
             let mut st = self.inner.state.lock();
             st.shutting_down = true;
+            self.inner.calm.store(false, Ordering::Release);
             self.inner.bg_cv.notify_all();
             self.inner.done_cv.notify_all();
             // A compaction may run in a caller's thread (`compact_range`):
@@ -387,6 +396,14 @@ impl Inner {
         imm.reverse();
         let version = st.versions.current();
         st.compaction_debt = crate::compaction::picker::compaction_debt(&version, &self.opts);
+        let l0 = self.l0.pressure(&version, &self.opts);
+        let calm = st.imm.len() + 1 < self.opts.max_write_buffer_number
+            && !l0.slow
+            && !l0.stop
+            && st.compaction_debt < self.opts.soft_pending_compaction_bytes_limit
+            && st.bg_error.is_none()
+            && !st.shutting_down;
+        self.calm.store(calm, Ordering::Release);
         self.super_version.swap(Arc::new(SuperVersion {
             mem: st.mem.clone(),
             imm,
@@ -454,6 +471,7 @@ impl Inner {
     pub(crate) fn set_bg_error(&self, st: &mut State, e: Error) {
         if st.bg_error.is_none() {
             st.bg_error = Some(e);
+            self.calm.store(false, Ordering::Release);
         }
         self.done_cv.notify_all();
     }

@@ -260,6 +260,8 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
         l0,
         stats: Stats::default(),
         closed: AtomicBool::new(false),
+        // Set by the first super-version, installed before any write.
+        calm: AtomicBool::new(false),
         opts,
         _lock: lock,
         _fast_lock: fast_lock,

@@ -219,6 +219,14 @@ impl Inner {
         mut force_switch: bool,
         bytes: usize,
     ) -> Result<()> {
+        // The common case without the state mutex: nothing holds writes
+        // back and the memtable has room (one mutex less per write group).
+        if !force_switch
+            && self.calm.load(Ordering::Acquire)
+            && log.mem.approximate_size() < self.opts.write_buffer_size
+        {
+            return Ok(());
+        }
         let mut allow_delay = !force_switch;
         let mut allow_pace = !force_switch;
         let mut st = self.state.lock();
