@@ -1,6 +1,7 @@
 //! The background threads: `background_threads` threads run [`run`]:
 //! the next WAL (`spare_log.rs`), flushes (they unblock writers,
-//! `flush.rs`), then the compaction the picker chooses (`compact.rs`). Also the event fan-out to listeners.
+//! `flush.rs`), then the compaction the picker chooses (`compact.rs`).
+//! Also the event fan-out to listeners.
 
 use super::compact::{compact, pick};
 use super::flush::{flush_one, TableKeys};

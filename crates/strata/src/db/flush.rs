@@ -132,9 +132,6 @@ pub(super) fn flush_one<'a>(
             });
         }
         Err(e) => {
-            if let Some(ticket) = announcing.take() {
-                st.in_flight.finish(ticket);
-            }
             st.pacer.flush_finished(Instant::now(), 0, Duration::ZERO);
             inner.set_bg_error(&mut st, e);
             // As above: the starting version may hold replaced tables last.

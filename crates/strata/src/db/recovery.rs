@@ -205,10 +205,9 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
     fs.sync_dir(dir)?;
 
     let tables = versions.table_cache().clone();
-    // Room for one memtable's chunks (and the partly filled last chunk of
-    // each shard).
-    let chunks = Arc::new(crate::memtable::ChunkPool::new(
-        opts.write_buffer_size + crate::memtable::MAX_SHARDS * (1 << 20),
+    let chunks = Arc::new(crate::memtable::ChunkPool::for_write_buffer(
+        opts.write_buffer_size,
+        crate::memtable::MAX_SHARDS,
     ));
     let mem = Arc::new(MemTable::with_options_in(
         log_number,

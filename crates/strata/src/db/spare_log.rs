@@ -8,14 +8,16 @@
 //! slower than 200 µs). So a background thread makes the next log after
 //! each switch (number, file, header, and blocks reserved for a whole
 //! memtable's records where reserving writes nothing, see
-//! [`crate::io::WritableFile::reserve`]); the switch takes it when it is
-//! ready and makes one itself otherwise.
+//! [`crate::io::WritableFile::reserve`]); the switch takes it, and makes
+//! one itself only when none is ready or being made.
 //!
 //! Recovery replays logs in number order, so logs must be used in number
-//! order: a spare numbered below the log in use (made while a switch made
-//! its own) is deleted, never used. A spare left by a crash is an empty log
-//! above the manifest's log number: recovery replays nothing from it,
-//! takes its number as used, and deletes it with the other replayed logs.
+//! order: a switch that finds a spare being made waits for it rather than
+//! make a log of its own (above the spare's number), and a spare below the
+//! log in use, should one ever exist, is deleted, never used. A spare left
+//! by a crash is an empty log above the manifest's log number: recovery
+//! replays nothing from it, takes its number as used, and deletes it with
+//! the other replayed logs.
 
 use super::{Inner, State};
 use crate::error::Result;

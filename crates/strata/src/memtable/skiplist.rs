@@ -82,7 +82,6 @@ unsafe impl Send for Chunk {}
 /// A fresh 1 MiB chunk is a `mmap(2)`, which waited up to 3 ms for the
 /// address-space lock while other threads mapped and unmapped tables, and
 /// its 256 pages fault one by one as inserts reach them.
-#[derive(Default)]
 pub struct ChunkPool {
     free: Mutex<Vec<Chunk>>,
     /// Chunks kept at most; the rest are freed.
@@ -96,6 +95,12 @@ impl ChunkPool {
             free: Mutex::new(Vec::new()),
             cap: bytes.div_ceil(CHUNK_WORDS * 8),
         }
+    }
+
+    /// A pool for the memtables of one database: room for a whole write
+    /// buffer of chunks, plus the partly filled last chunk of each shard.
+    pub fn for_write_buffer(write_buffer_size: usize, shards: usize) -> Self {
+        Self::new(write_buffer_size + shards * CHUNK_WORDS * 8)
     }
 
     /// Chunks held (tests).
