@@ -148,6 +148,10 @@ pub struct StatsSnapshot {
     pub pace_micros: u64,
     pub wal_spares_used: u64,
     pub wal_spare_failures: u64,
+    /// Memtable arena chunks the filler thread made ahead.
+    pub arena_chunks_made_ahead: u64,
+    /// Arena chunks a writer had to make itself (none was ready).
+    pub arena_chunk_misses: u64,
     pub shortcut_hits: u64,
     pub shortcut_misses: u64,
     pub stale_compactions: u64,
@@ -299,7 +303,7 @@ impl StatsSnapshot {
             "{{\"user_bytes_written\":{},\"user_writes\":{},\"user_reads\":{},\"wal_bytes\":{},\"wal_syncs\":{},\
              \"write_groups\":{},\"flush_bytes\":{},\"flush_count\":{},\"flush_micros\":{},\"compaction_count\":{},\
              \"compaction_micros\":{},\"compaction_bytes_read\":{},\"compaction_bytes_written\":{},\"trivial_moves\":{},\
-             \"stall_count\":{},\"stall_micros\":{},\"slowdown_count\":{},\"slowdown_micros\":{},\"pace_count\":{},\"pace_micros\":{},\"wal_spares_used\":{},\"wal_spare_failures\":{},\
+             \"stall_count\":{},\"stall_micros\":{},\"slowdown_count\":{},\"slowdown_micros\":{},\"pace_count\":{},\"pace_micros\":{},\"wal_spares_used\":{},\"wal_spare_failures\":{},\"arena_chunks_made_ahead\":{},\"arena_chunk_misses\":{},\
              \"shortcut_hits\":{},\"shortcut_misses\":{},\"stale_compactions\":{},\"stale_dropped\":{},\"read_compactions\":{},\
              \"compaction_cpu_micros\":{},\"compaction_read_busy_micros\":{},\"compaction_merge_busy_micros\":{},\"compaction_write_busy_micros\":{},\"compaction_subtasks\":{},\"compaction_pipelined_subtasks\":{},\"compaction_offloaded_subtasks\":{},\"compaction_offload_fallbacks\":{},\"compactions_running_max\":{},\
              \"update_table_entries\":{},\"update_table_bytes\":{},\"manifest_bytes\":{},\
@@ -329,6 +333,8 @@ impl StatsSnapshot {
             self.pace_micros,
             self.wal_spares_used,
             self.wal_spare_failures,
+            self.arena_chunks_made_ahead,
+            self.arena_chunk_misses,
             self.shortcut_hits,
             self.shortcut_misses,
             self.stale_compactions,

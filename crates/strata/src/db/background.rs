@@ -1,7 +1,8 @@
 //! The background threads: `background_threads` threads run [`run`]:
 //! the next WAL (`spare_log.rs`), flushes (they unblock writers,
 //! `flush.rs`), then the compaction the picker chooses (`compact.rs`).
-//! Also the event fan-out to listeners.
+//! Also the event fan-out to listeners, and the loop of the thread that
+//! makes memtable arena chunks ahead (`fill_chunks`).
 
 use super::compact::{compact, pick};
 use super::flush::{flush_one, TableKeys};
@@ -34,6 +35,13 @@ fn lower_priority(nice: i32) {
     }
     #[cfg(not(target_os = "linux"))]
     let _ = nice;
+}
+
+/// The loop of the memtables' chunk filler (`ChunkPool`), at the
+/// background threads' priority.
+pub(crate) fn fill_chunks(pool: &crate::memtable::ChunkPool, nice: i32) {
+    lower_priority(nice);
+    pool.fill_until_stopped();
 }
 
 /// The loop of one background thread.

@@ -229,6 +229,16 @@ impl Db {
         spawn: &mut dyn FnMut(usize, Arc<Inner>) -> std::io::Result<JoinHandle<()>>,
     ) -> Result<Db> {
         let mut threads = Vec::new();
+        // The memtables' chunk filler. Without it (no thread to be had)
+        // writers make their own chunks: slower at times, not wrong.
+        let pool = inner.chunks.clone();
+        let nice = inner.opts.background_nice;
+        if let Ok(t) = std::thread::Builder::new()
+            .name("strata-mem".into())
+            .spawn(move || background::fill_chunks(&pool, nice))
+        {
+            threads.push(t);
+        }
         for i in 0..inner.opts.background_threads {
             match spawn(i, inner.clone()) {
                 Ok(t) => threads.push(t),
@@ -236,6 +246,7 @@ impl Db {
                     inner.state.lock().shutting_down = true;
                     inner.calm.store(false, Ordering::Release);
                     inner.bg_cv.notify_all();
+                    inner.chunks.stop();
                     for t in threads {
                         let _ = t.join();
                     }
@@ -290,6 +301,7 @@ impl Db {
                     .wait_for(&mut st, std::time::Duration::from_millis(50));
             }
         }
+        self.inner.chunks.stop();
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
         }
@@ -335,6 +347,7 @@ impl Db {
             });
         }
         s.manifest_bytes = inner.state.lock().versions.manifest_bytes_written;
+        (s.arena_chunks_made_ahead, s.arena_chunk_misses) = inner.chunks.counts();
         let usage = inner.tracker.usage();
         s.update_table_entries = usage.entries;
         s.update_table_bytes = usage.bytes;
@@ -499,7 +512,7 @@ mod tests {
         let me = std::fs::read_to_string("/proc/thread-self/stat").expect("own stat");
         let base = nice_of(&me);
         let dir = tempfile::tempdir().expect("tempdir");
-        for (nice, name) in [(7, "strata-bg-0"), (0, "strata-bg-1")] {
+        for (nice, name) in [(7, "strata-bg-0"), (0, "strata-bg-1"), (7, "strata-mem")] {
             let opts = Options::default()
                 .background_nice(nice)
                 .background_threads(2);

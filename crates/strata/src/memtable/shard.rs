@@ -11,6 +11,8 @@
 
 use super::skiplist::{ChunkPool, SkipList};
 use crate::table::filter::{line_of, local_bits};
+use std::mem::size_of;
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -26,8 +28,18 @@ struct Line([AtomicU64; 8]);
 /// A skiplist and its filter.
 pub(super) struct Shard {
     pub(super) list: SkipList,
-    lines: Box<[Line]>,
+    /// The filter's lines: `count` of them, zeroed, in `list`'s arena.
+    lines: NonNull<Line>,
+    count: usize,
 }
+
+// SAFETY: the lines are atomics in memory owned by `list` (itself `Send`
+// and `Sync`), which lives as long as the shard and never moves or frees
+// its arena before it is dropped.
+unsafe impl Send for Shard {}
+// SAFETY: see `Send` above; the lines are only reached through `&[Line]`
+// of atomics.
+unsafe impl Sync for Shard {}
 
 impl Shard {
     /// A shard expected to hold about `bytes` of arena.
@@ -38,19 +50,30 @@ impl Shard {
 
     /// A shard whose arena chunks come from (and go back to) `pool`.
     pub(super) fn in_pool(bytes: usize, pool: Option<Arc<ChunkPool>>) -> Self {
-        let n = (bytes / BYTES_PER_LINE).clamp(1, 1 << 20);
-        Shard {
-            list: SkipList::in_pool(pool),
-            lines: (0..n)
-                .map(|_| Line(std::array::from_fn(|_| AtomicU64::new(0))))
-                .collect(),
-        }
+        let count = (bytes / BYTES_PER_LINE).clamp(1, 1 << 20);
+        let list = SkipList::in_pool(pool);
+        // In the arena rather than on the heap: a new shard then takes a
+        // chunk made ahead instead of a fresh 128 KiB allocation (a
+        // `mmap(2)` that waited for the address-space lock in one put).
+        let lines = list
+            .alloc_zeroed_lines(count * size_of::<Line>())
+            .cast::<Line>();
+        Shard { list, lines, count }
+    }
+
+    fn lines(&self) -> &[Line] {
+        // SAFETY: `alloc_zeroed_lines` gave `count` lines' worth of zeroed
+        // bytes aligned to 64 (`Line`'s alignment) in `list`'s arena, which
+        // outlives `&self`; all-zero atomics are valid `Line`s, and they
+        // are only reached as atomics.
+        unsafe { std::slice::from_raw_parts(self.lines.as_ptr(), self.count) }
     }
 
     /// Records the user key hashed to `h` (the inserter only).
     #[inline]
     pub(super) fn note(&self, h: u64) {
-        let line = &self.lines[line_of(h, self.lines.len())];
+        let lines = self.lines();
+        let line = &lines[line_of(h, lines.len())];
         for b in local_bits(h, PROBES) {
             line.0[b / 64].fetch_or(1 << (b % 64), Ordering::Relaxed);
         }
@@ -59,13 +82,14 @@ impl Shard {
     /// False only if no key hashed to `h` was noted.
     #[inline]
     pub(super) fn may_contain(&self, h: u64) -> bool {
-        let line = &self.lines[line_of(h, self.lines.len())];
+        let lines = self.lines();
+        let line = &lines[line_of(h, lines.len())];
         local_bits(h, PROBES).all(|b| line.0[b / 64].load(Ordering::Relaxed) & (1 << (b % 64)) != 0)
     }
 
     /// Bytes held by the filter.
     pub(super) fn filter_bytes(&self) -> usize {
-        self.lines.len() * 64
+        self.count * size_of::<Line>()
     }
 }
 

@@ -17,12 +17,12 @@
 //! `NodeHeader { key_len u32, value_len u32, height u32, pad u32 }`,
 //! `height × AtomicPtr<NodeHeader>` (the tower), key bytes, value bytes.
 
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 use std::cmp::Ordering;
 use std::mem::{size_of, MaybeUninit};
 use std::ptr;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering as AO};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering as AO};
 use std::sync::Arc;
 
 pub const MAX_HEIGHT: usize = 12;
@@ -76,31 +76,57 @@ impl Drop for Chunk {
 // is only an owning handle.
 unsafe impl Send for Chunk {}
 
-/// Arena chunks of dropped skiplists, kept for new ones (one per database,
-/// shared by its memtables): taking a chunk is then a pop, with no call to
-/// the allocator and no page faults, since its pages were written before.
-/// A fresh 1 MiB chunk is a `mmap(2)`, which waited up to 3 ms for the
-/// address-space lock while other threads mapped and unmapped tables, and
-/// its 256 pages fault one by one as inserts reach them.
+/// Arena chunks for a database's memtables (one pool per database, shared
+/// by its memtables): chunks of flushed memtables, kept for the next ones,
+/// and chunks a filler thread ([`ChunkPool::fill_until_stopped`]) made
+/// ahead. Taking a chunk is then a pop, with no call to the allocator and
+/// no page faults, since its pages were written before. A fresh 1 MiB chunk
+/// made by the writer itself is a `mmap(2)`, which waited up to 3-4 ms for
+/// the address-space lock while a background thread unmapped a table, and
+/// its 256 pages then fault one by one as inserts reach them.
 pub struct ChunkPool {
     free: Mutex<Vec<Chunk>>,
     /// Chunks kept at most; the rest are freed.
     cap: usize,
+    /// Chunks the filler keeps ready (it makes more below this).
+    ready: usize,
+    /// Wakes the filler (with `free` locked).
+    wake: Condvar,
+    stopped: AtomicBool,
+    /// Chunks the filler made.
+    made: AtomicU64,
+    /// Takes that found no chunk (the writer made its own).
+    misses: AtomicU64,
 }
 
+/// Bytes of chunks a filler keeps ready at most: about 70 ms of 100-byte
+/// puts at full speed.
+const READY_BYTES: usize = 8 << 20;
+
 impl ChunkPool {
-    /// A pool keeping up to `bytes` of chunks.
+    /// A pool keeping up to `bytes` of chunks, none made ahead.
     pub fn new(bytes: usize) -> Self {
         ChunkPool {
             free: Mutex::new(Vec::new()),
             cap: bytes.div_ceil(CHUNK_WORDS * 8),
+            ready: 0,
+            wake: Condvar::new(),
+            stopped: AtomicBool::new(false),
+            made: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
         }
     }
 
     /// A pool for the memtables of one database: room for a whole write
-    /// buffer of chunks, plus the partly filled last chunk of each shard.
+    /// buffer of chunks, plus the partly filled last chunk of each shard;
+    /// a filler keeps an eighth of the write buffer (1 to 8 chunks) ready.
     pub fn for_write_buffer(write_buffer_size: usize, shards: usize) -> Self {
-        Self::new(write_buffer_size + shards * CHUNK_WORDS * 8)
+        let mut pool = Self::new(write_buffer_size + shards * CHUNK_WORDS * 8);
+        pool.ready = (write_buffer_size / 8)
+            .min(READY_BYTES)
+            .div_ceil(CHUNK_WORDS * 8)
+            .clamp(1, pool.cap);
+        pool
     }
 
     /// Chunks held (tests).
@@ -109,8 +135,24 @@ impl ChunkPool {
         self.free.lock().len()
     }
 
+    /// (chunks the filler made, takes that found the pool empty).
+    pub fn counts(&self) -> (u64, u64) {
+        (
+            self.made.load(AO::Relaxed),
+            self.misses.load(AO::Relaxed),
+        )
+    }
+
     fn take(&self) -> Option<Chunk> {
-        self.free.lock().pop()
+        let mut free = self.free.lock();
+        let chunk = free.pop();
+        if chunk.is_none() {
+            self.misses.fetch_add(1, AO::Relaxed);
+        }
+        if free.len() < self.ready {
+            self.wake.notify_one();
+        }
+        chunk
     }
 
     fn give(&self, chunks: impl Iterator<Item = Chunk>) {
@@ -121,6 +163,37 @@ impl ChunkPool {
             }
             free.push(c);
         }
+    }
+
+    /// Keeps `ready` chunks in the pool, each with its pages written (and
+    /// so faulted in), until [`stop`](Self::stop): the loop of a database's
+    /// filler thread. Chunks are made without the pool's lock held.
+    pub fn fill_until_stopped(&self) {
+        let mut free = self.free.lock();
+        while !self.stopped.load(AO::Acquire) {
+            if free.len() >= self.ready {
+                self.wake.wait(&mut free);
+                continue;
+            }
+            let chunk = parking_lot::MutexGuard::unlocked(&mut free, || {
+                let chunk = Chunk::new(CHUNK_WORDS);
+                // SAFETY: `base` points to the chunk's `len()` words,
+                // owned by `chunk` and not yet reached by anything else.
+                unsafe { ptr::write_bytes(chunk.base(), 0, chunk.len()) };
+                chunk
+            });
+            free.push(chunk);
+            self.made.fetch_add(1, AO::Relaxed);
+        }
+    }
+
+    /// Ends [`fill_until_stopped`](Self::fill_until_stopped).
+    pub fn stop(&self) {
+        self.stopped.store(true, AO::Release);
+        // Under the lock: a filler between its check and its wait is
+        // woken all the same.
+        let _free = self.free.lock();
+        self.wake.notify_all();
     }
 }
 
@@ -225,6 +298,27 @@ impl SkipList {
     #[cfg(test)]
     pub fn len(&self) -> usize {
         self.len.load(AO::Relaxed)
+    }
+
+    /// `bytes` of zeros in the arena, aligned to 64 bytes, for as long as
+    /// the list lives (a shard's filter: made in a chunk from the pool, it
+    /// costs no allocation and no page faults). Not counted in
+    /// [`memory`](Self::memory).
+    pub fn alloc_zeroed_lines(&self, bytes: usize) -> NonNull<u8> {
+        let mut w = self.writer.lock();
+        // Up to 56 bytes of an 8-byte-aligned start go to the alignment.
+        let words = (bytes + 56).div_ceil(8);
+        let start = alloc(&mut w, self.pool.as_deref(), words).cast::<u8>();
+        let pad = start.align_offset(64);
+        // SAFETY: `alloc` returned `words * 8 >= bytes + 56` bytes owned
+        // by this list alone; `pad < 64` and, `start` being 8-byte
+        // aligned, `pad <= 56`, so `[start + pad, start + pad + bytes)`
+        // lies inside them. Zeroing them initialises them.
+        unsafe {
+            let p = start.add(pad);
+            ptr::write_bytes(p, 0, bytes);
+            NonNull::new_unchecked(p)
+        }
     }
 
     /// Arena bytes in use.
@@ -483,6 +577,71 @@ mod tests {
             n = second.successor(n);
         }
         assert_eq!(node_value(n), vec![2u8; 400_000].as_slice());
+    }
+
+    /// The filler keeps `ready` chunks in the pool; a list takes them
+    /// without a miss, the pool is topped up again as they go, a take from
+    /// an empty pool counts a miss, and `stop` ends the filler.
+    #[test]
+    fn a_filler_keeps_chunks_ready() {
+        let pool = Arc::new(ChunkPool::for_write_buffer(16 << 20, 1));
+        assert_eq!(pool.ready, 2, "an eighth of the write buffer");
+        let filler = {
+            let pool = pool.clone();
+            std::thread::spawn(move || pool.fill_until_stopped())
+        };
+        let wait_for = |n: usize| {
+            for _ in 0..1000 {
+                if pool.held() >= n {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            panic!("the filler never made {n} chunks");
+        };
+        wait_for(2);
+        let l = SkipList::in_pool(Some(pool.clone()));
+        // About 3 MiB: three chunks, the third made after the first two
+        // were taken.
+        for i in 0..12_000u32 {
+            put(&l, &i.to_be_bytes(), &[7; 240]);
+        }
+        wait_for(2);
+        assert_eq!(pool.held(), 2, "no more than `ready`");
+        let (made, misses) = pool.counts();
+        assert!(made >= 4, "made {made}");
+        assert_eq!(misses, 0, "every chunk was ready");
+        pool.stop();
+        filler.join().expect("filler");
+        // Without a filler: the pool runs dry and the writer makes its own.
+        for i in 12_000..24_000u32 {
+            put(&l, &i.to_be_bytes(), &[7; 240]);
+        }
+        assert!(pool.counts().1 > 0, "a take from an empty pool is a miss");
+        assert_eq!(l.len(), 24_000);
+        let mut n = l.first();
+        for i in 0..24_000u32 {
+            assert_eq!(node_key(n), i.to_be_bytes());
+            n = l.successor(n);
+        }
+    }
+
+    /// Zeroed lines carved from the arena are 64-byte aligned, zero, and
+    /// stay apart from the nodes around them.
+    #[test]
+    fn lines_in_the_arena_are_aligned_and_zeroed() {
+        let l = SkipList::new();
+        put(&l, b"a", b"x");
+        for bytes in [64, 4096, 128 << 10, 300 << 10] {
+            let p = l.alloc_zeroed_lines(bytes);
+            assert_eq!(p.as_ptr() as usize % 64, 0);
+            // SAFETY: `bytes` zeroed bytes from the list's arena.
+            let s = unsafe { std::slice::from_raw_parts(p.as_ptr(), bytes) };
+            assert!(s.iter().all(|&b| b == 0));
+            put(&l, &bytes.to_be_bytes(), &[0xee; 100]);
+        }
+        assert_eq!(node_value(l.first()), &[0xee; 100]);
+        assert_eq!(l.len(), 5);
     }
 
     #[test]
