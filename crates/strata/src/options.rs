@@ -287,6 +287,17 @@ pub struct Options {
     pub compression: Compression,
     /// Threads for flushes and compactions (RocksDB `max_background_jobs`). Default 2.
     pub background_threads: usize,
+    /// Flushes and compactions that may run at once, whatever
+    /// `background_threads` is; 0 (the default) means one less than the
+    /// cores this process may use, at least one. A flush comes first: a
+    /// running compaction gives it its slot within a few hundred entries
+    /// and takes it back after the flush. On two cores two background
+    /// jobs beside a writer made the writer wait for a core (or for a
+    /// mutex whose holder was preempted), up to 4 ms per put. Manual
+    /// `compact_range` runs in the caller's thread, outside the budget;
+    /// executors with several threads (`subtasks`, `pipelined`) use one
+    /// slot for all of theirs.
+    pub background_cpus: usize,
     /// Added to the nice value of the background threads (Linux; elsewhere
     /// ignored), 0..=19: flushes and compactions yield the CPU to the
     /// threads that read and write. On two cores, 10 took the worst put of
@@ -479,6 +490,7 @@ impl Default for Options {
             block_cache_size: 32 * MIB,
             compression: Compression::None,
             background_threads: 2,
+            background_cpus: 0,
             background_nice: 10,
             soft_pending_compaction_bytes_limit: 64 << 30,
             hard_pending_compaction_bytes_limit: 256 << 30,
@@ -572,6 +584,8 @@ setters! {
     compression: Compression,
     /// Sets `background_threads`.
     background_threads: usize,
+    /// Sets `background_cpus`.
+    background_cpus: usize,
     /// Sets `background_nice`.
     background_nice: i32,
     /// Sets `wal_recovery`.
@@ -778,6 +792,7 @@ impl Options {
             "block_cache_size" => self.block_cache_size = num(name, value)?,
             "background_threads" => self.background_threads = num(name, value)?,
             "background_nice" => self.background_nice = num(name, value)?,
+            "background_cpus" => self.background_cpus = num(name, value)?,
             "verify_checksums" => self.verify_checksums = flag(name, value)?,
             "flush_on_close" => self.flush_on_close = flag(name, value)?,
             "mmap_reads" => self.mmap_reads = flag(name, value)?,
@@ -920,7 +935,7 @@ impl fmt::Display for Options {
              level0_slowdown_writes_trigger={},level0_stop_writes_trigger={},max_bytes_for_level_base={},\
              max_bytes_for_level_multiplier={},num_levels={},target_file_size={},block_size={},\
              block_restart_interval={},bloom_bits_per_key={},block_cache_size={},compression={},\
-             background_threads={},background_nice={},wal_recovery={},verify_checksums={},flush_on_close={},mmap_reads={},mmap_random={},mmap_huge={},mmap_writes={},max_open_files={},warm_budget={},\
+             background_threads={},background_cpus={},background_nice={},wal_recovery={},verify_checksums={},flush_on_close={},mmap_reads={},mmap_random={},mmap_huge={},mmap_writes={},max_open_files={},warm_budget={},\
              l0={},fast_dir={},matrix_capacity={},matrix_column_bytes={},matrix_segment_rows={},\
              matrix_hints={},executor={},compaction_picker={},update_table_size={},stale_threshold={},read_compaction={},\
              copro_large_value={},copro_threshold={},copro_alpha={},copro_beta={},offload_timeout_ms={},\
@@ -941,6 +956,7 @@ impl fmt::Display for Options {
             self.block_cache_size,
             self.compression.name(),
             self.background_threads,
+            self.background_cpus,
             self.background_nice,
             self.wal_recovery.name(),
             self.verify_checksums,

@@ -102,6 +102,8 @@ pub struct Stats {
     pub compaction_offload_fallbacks: AtomicU64,
     /// Most compactions that ran at the same time.
     pub compactions_running_max: AtomicU64,
+    /// Times a running compaction paused to give its CPU slot to a flush.
+    pub compaction_give_ways: AtomicU64,
     /// Column compactions of the matrix container and the row bytes they read.
     pub matrix_column_compactions: AtomicU64,
     pub matrix_column_bytes: AtomicU64,
@@ -175,6 +177,9 @@ pub struct StatsSnapshot {
     pub compaction_offload_fallbacks: u64,
     /// Most compactions that ran at the same time.
     pub compactions_running_max: u64,
+    /// Times a running compaction paused to give its CPU slot to a flush
+    /// (`Options::background_cpus`).
+    pub compaction_give_ways: u64,
     /// The matrix container (`l0=matrix`; zeros otherwise).
     pub matrix: MatrixStats,
     /// Entries and bytes of the update table (0 without stale tracking).
@@ -253,6 +258,7 @@ impl StatsSnapshot {
             compaction_offloaded_subtasks: g(&s.compaction_offloaded_subtasks),
             compaction_offload_fallbacks: g(&s.compaction_offload_fallbacks),
             compactions_running_max: g(&s.compactions_running_max),
+            compaction_give_ways: g(&s.compaction_give_ways),
             matrix: MatrixStats {
                 column_compactions: g(&s.matrix_column_compactions),
                 column_bytes: g(&s.matrix_column_bytes),
@@ -305,7 +311,7 @@ impl StatsSnapshot {
              \"compaction_micros\":{},\"compaction_bytes_read\":{},\"compaction_bytes_written\":{},\"trivial_moves\":{},\
              \"stall_count\":{},\"stall_micros\":{},\"slowdown_count\":{},\"slowdown_micros\":{},\"pace_count\":{},\"pace_micros\":{},\"wal_spares_used\":{},\"wal_spare_failures\":{},\"arena_chunks_made_ahead\":{},\"arena_chunk_misses\":{},\
              \"shortcut_hits\":{},\"shortcut_misses\":{},\"stale_compactions\":{},\"stale_dropped\":{},\"read_compactions\":{},\
-             \"compaction_cpu_micros\":{},\"compaction_read_busy_micros\":{},\"compaction_merge_busy_micros\":{},\"compaction_write_busy_micros\":{},\"compaction_subtasks\":{},\"compaction_pipelined_subtasks\":{},\"compaction_offloaded_subtasks\":{},\"compaction_offload_fallbacks\":{},\"compactions_running_max\":{},\
+             \"compaction_cpu_micros\":{},\"compaction_read_busy_micros\":{},\"compaction_merge_busy_micros\":{},\"compaction_write_busy_micros\":{},\"compaction_subtasks\":{},\"compaction_pipelined_subtasks\":{},\"compaction_offloaded_subtasks\":{},\"compaction_offload_fallbacks\":{},\"compactions_running_max\":{},\"compaction_give_ways\":{},\
              \"update_table_entries\":{},\"update_table_bytes\":{},\"manifest_bytes\":{},\
              \"table_bytes_read\":{},\"block_cache_hits\":{},\"block_cache_misses\":{},\"block_cache_usage\":{},\
              \"open_tables\":{},\"mapped_table_bytes\":{},\"pinned_index_filter_bytes\":{},\"table_cache_hits\":{},\
@@ -349,6 +355,7 @@ impl StatsSnapshot {
             self.compaction_offloaded_subtasks,
             self.compaction_offload_fallbacks,
             self.compactions_running_max,
+            self.compaction_give_ways,
             self.update_table_entries,
             self.update_table_bytes,
             self.manifest_bytes,

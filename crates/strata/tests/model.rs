@@ -445,6 +445,11 @@ fn metamorphic_every_design_answers_alike() {
         String::new(),
         "memtable_shard_size=1M".to_string(),
         format!("{STALE},stale_threshold=0.05"),
+        // The CPU budget: three background threads sharing one slot (a
+        // flush takes it from a running compaction, which pauses), and
+        // no budget at all beside two threads.
+        "background_threads=3,background_cpus=1".to_string(),
+        "background_cpus=4".to_string(),
     ];
     designs.extend(EXECUTORS.iter().map(|d| d.to_string()));
     designs.push(MATRIX.to_string());

@@ -1,6 +1,7 @@
 //! The background threads: `background_threads` threads run [`run`]:
 //! the next WAL (`spare_log.rs`), flushes (they unblock writers,
-//! `flush.rs`), then the compaction the picker chooses (`compact.rs`).
+//! `flush.rs`), then the compaction the picker chooses (`compact.rs`),
+//! as far as the CPU budget lets them (`cpu.rs`).
 //! Also the event fan-out to listeners, and the loop of the thread that
 //! makes memtable arena chunks ahead (`fill_chunks`).
 
@@ -64,10 +65,15 @@ pub(crate) fn run(inner: &Inner) {
                 st = flush_one(inner, st);
                 continue;
             }
-            let version = st.versions.current();
-            if let Some(plan) = pick(inner, &st, &st.in_flight) {
-                st = compact(inner, st, plan, version);
-                continue;
+            // A compaction only with a slot of the CPU budget (`cpu.rs`);
+            // a thread that finds none waits on `bg_cv`, which is notified
+            // after every slot is given back (under the state mutex).
+            if let Some(slot) = inner.cpu.try_compaction() {
+                let version = st.versions.current();
+                if let Some(plan) = pick(inner, &st, &st.in_flight) {
+                    st = compact(inner, st, plan, version, Some(slot));
+                    continue;
+                }
             }
         }
         inner.bg_cv.wait(&mut st);

@@ -5,6 +5,7 @@
 //! background threads may each run one plan at a time. Also
 //! `compact_range` and `wait_for_compactions`.
 
+use super::cpu::Slot;
 use super::{Db, Inner, State};
 use crate::compaction::events::TableReason;
 use crate::compaction::executor::{Context, Outcome};
@@ -37,11 +38,15 @@ pub(super) fn pick(inner: &Inner, st: &State, in_flight: &InFlight) -> Option<Pl
 }
 
 /// Runs one compaction plan. Called and returns with the state locked.
+/// `slot`: its share of the CPU budget (background threads; a manual
+/// compaction runs in its caller's thread without one), given back as
+/// soon as the plan has run, under the state mutex.
 pub(super) fn compact<'a>(
     inner: &'a Inner,
     mut st: MutexGuard<'a, State>,
     mut plan: Plan,
     version: Arc<Version>,
+    slot: Option<Slot<'_>>,
 ) -> MutexGuard<'a, State> {
     let ticket = st.in_flight.start(&plan, &version);
     inner
@@ -70,7 +75,16 @@ pub(super) fn compact<'a>(
         }
     }
     let started = Instant::now();
-    let result = MutexGuard::unlocked(&mut st, || execute(inner, &plan, &version, horizon));
+    let give_way = || {
+        if slot.as_ref().is_some_and(Slot::give_way) {
+            Stats::add(&inner.stats.compaction_give_ways, 1);
+        }
+    };
+    let result = MutexGuard::unlocked(&mut st, || {
+        execute(inner, &plan, &version, horizon, &give_way)
+    });
+    // Under the state mutex (see `cpu.rs`).
+    drop(slot);
     let result = match result {
         Ok((mut edit, mut outcome)) => {
             let (relocked, applied) = inner.log_and_apply(st, &mut edit);
@@ -206,6 +220,7 @@ fn execute(
     plan: &Plan,
     version: &Version,
     stale_horizon: SeqNo,
+    give_way: &(dyn Fn() + Sync),
 ) -> Result<(Edit, Outcome)> {
     let more = || inner.state.lock().versions.new_file_number();
     let ctx = Context {
@@ -216,6 +231,7 @@ fn execute(
         collect_keys: inner.opts.listeners.iter().any(|l| l.wants_keys()),
         tracker: inner.tracker.as_ref(),
         stale_horizon,
+        give_way,
     };
     // A panic must not leave the plan in flight for ever: it becomes the
     // compaction's error (and so the background error).
@@ -293,7 +309,7 @@ impl Db {
                     let Some(plan) = inner.l0.pick_all(&version, &inner.opts) else {
                         break;
                     };
-                    compact(inner, st, plan, version).check_usable()?;
+                    compact(inner, st, plan, version, None).check_usable()?;
                 }
                 continue;
             }
@@ -302,7 +318,7 @@ impl Db {
             if let Some(plan) =
                 picker::pick_range(&version, &inner.opts, level, lo.as_deref(), hi.as_deref())
             {
-                compact(inner, st, plan, version).check_usable()?;
+                compact(inner, st, plan, version, None).check_usable()?;
             }
         }
         Ok(())

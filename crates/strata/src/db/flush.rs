@@ -32,7 +32,15 @@ pub(super) fn flush_one<'a>(
     let snapshots = inner.snapshot_list();
     let started = Instant::now();
     st.pacer.flush_started(started);
-    let written = MutexGuard::unlocked(&mut st, || write_l0(inner, &mem, &version, snapshots));
+    let (written, slot) = MutexGuard::unlocked(&mut st, || {
+        // A slot of the CPU budget first (`cpu.rs`): a running compaction
+        // gives its own within a few hundred entries.
+        let slot = inner.cpu.flush();
+        (write_l0(inner, &mem, &version, snapshots), slot)
+    });
+    // Given back under the state mutex (see `cpu.rs`); what follows is
+    // mostly the manifest's I/O.
+    drop(slot);
     let mut announcing = None;
     let result = match written {
         Ok(written) => {

@@ -9,6 +9,7 @@
 
 mod background;
 mod compact;
+mod cpu;
 pub(crate) mod flush;
 mod pacing;
 mod read;
@@ -146,6 +147,9 @@ pub(crate) struct Inner {
     /// mutex; a write leader that reads it true and whose memtable has
     /// room goes ahead without taking the state mutex (see `make_room`).
     pub calm: AtomicBool,
+    /// How many flushes and compactions run at once
+    /// (`Options::background_cpus`, `cpu.rs`).
+    pub cpu: cpu::CpuBudget,
     _lock: Box<dyn FileLock>,
     /// The matrix container's fast directory, when it is another one.
     _fast_lock: Option<Box<dyn FileLock>>,

@@ -261,6 +261,7 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
         closed: AtomicBool::new(false),
         // Set by the first super-version, installed before any write.
         calm: AtomicBool::new(false),
+        cpu: super::cpu::CpuBudget::new(super::cpu::CpuBudget::slots_for(opts.background_cpus)),
         opts,
         _lock: lock,
         _fast_lock: fast_lock,

@@ -137,10 +137,7 @@ impl ChunkPool {
 
     /// (chunks the filler made, takes that found the pool empty).
     pub fn counts(&self) -> (u64, u64) {
-        (
-            self.made.load(AO::Relaxed),
-            self.misses.load(AO::Relaxed),
-        )
+        (self.made.load(AO::Relaxed), self.misses.load(AO::Relaxed))
     }
 
     fn take(&self) -> Option<Chunk> {

@@ -72,7 +72,15 @@ pub struct Context<'a> {
     /// sequence at the start (read before the snapshot list), or the
     /// oldest live snapshot if lower.
     pub stale_horizon: SeqNo,
+    /// Called by merge loops every [`GIVE_WAY_EVERY`] entries: pauses the
+    /// compaction while a flush takes its CPU slot (`db/cpu.rs`).
+    pub give_way: &'a (dyn Fn() + Sync),
 }
+
+/// Entries merged between two calls of `give_way` (about 30-100 us of
+/// merging): how long a flush waits at most for a running compaction's
+/// CPU slot, besides an output table being finished.
+pub const GIVE_WAY_EVERY: u32 = 256;
 
 impl Context<'_> {
     /// The sub-task environment of this context.
@@ -82,6 +90,7 @@ impl Context<'_> {
             fs: &self.fs,
             table_opts: self.table_opts,
             collect_keys: self.collect_keys,
+            give_way: self.give_way,
             stale: self.tracker.tracks().then_some(Stale {
                 tracker: self.tracker,
                 horizon: self.stale_horizon,

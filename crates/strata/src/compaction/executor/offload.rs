@@ -728,6 +728,8 @@ fn serve_request(req: Request, cfg: &WorkerConfig) -> Result<Reply> {
         fs: &fs,
         table_opts: req.table_opts,
         collect_keys: false,
+        // A worker process has no flushes to give way to.
+        give_way: &|| {},
         stale: None,
     };
     let mode = match req.mode {

@@ -32,6 +32,8 @@ pub struct Env<'a> {
     pub fs: &'a Arc<dyn FileSystem>,
     pub table_opts: TableOptions,
     pub collect_keys: bool,
+    /// See [`super::Context::give_way`]; a worker process passes a no-op.
+    pub give_way: &'a (dyn Fn() + Sync),
     /// `None`: no stale dropping (no tracker, or a worker process).
     pub stale: Option<Stale<'a>>,
 }
@@ -247,10 +249,16 @@ pub fn run_linear(
     let mut out = outputs(job, env, range, numbers);
     let mut repointed = Vec::new();
     let result = (|| {
+        let mut until_give_way = super::GIVE_WAY_EVERY;
         while merged.valid() {
             let ikey = merged.key();
             if range.past_end(ikey) {
                 break;
+            }
+            until_give_way -= 1;
+            if until_give_way == 0 {
+                until_give_way = super::GIVE_WAY_EVERY;
+                (env.give_way)();
             }
             match sieve.judge(ikey)? {
                 Verdict::Drop => {}
