@@ -346,15 +346,15 @@ fn concurrent_sync_puts_are_all_readable() {
     check(&db);
 }
 
-/// With four background threads the scheduler runs compactions side by
-/// side (of different levels, or of one level where their tables and
-/// output ranges do not meet), under every executor, and the data stays
-/// exact.
+/// With four background threads (and a CPU budget of four, whatever the
+/// machine's cores) the scheduler runs compactions side by side (of
+/// different levels, or of one level where their tables and output
+/// ranges do not meet), under every executor, and the data stays exact.
 #[test]
 fn compactions_run_side_by_side() {
     for exec in ["linear", "copro:2"] {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut opts = tiny_options().background_threads(4);
+        let mut opts = tiny_options().background_threads(4).background_cpus(4);
         opts.apply(&format!("executor={exec}")).expect("options");
         let db = open(dir.path(), opts);
         let mut model = std::collections::BTreeMap::new();
