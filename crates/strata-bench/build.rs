@@ -1,6 +1,11 @@
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-env-changed=CARGO_FEATURE_COMPARATORS");
+    if std::env::var_os("CARGO_FEATURE_ROCKSDB_CURRENT").is_some() {
+        // The binary (tools/rocksdb-current) links librocksdb-sys; its
+        // version is pinned there to this one.
+        println!("cargo:rustc-env=STRATA_BENCH_ROCKSDB_VERSION=11.8.1 (librocksdb-sys 0.19.0, built from source)");
+    }
     if std::env::var_os("CARGO_FEATURE_COMPARATORS").is_some() {
         println!("cargo:rustc-link-lib=rocksdb");
         println!("cargo:rustc-link-lib=leveldb");

@@ -106,6 +106,9 @@ pub enum EngineKind {
     /// strata with extra options (`name=value,...`) applied on top of the settings.
     Strata(String),
     RocksDb,
+    /// Today's RocksDB (librocksdb-sys, built from source), run by the
+    /// child binary of `tools/rocksdb-current` (feature `rocksdb-current`).
+    RocksDbCurrent,
     LevelDb,
     /// fjall 3 (pure Rust, crates.io), with the `comparators` feature.
     Fjall,
@@ -135,15 +138,16 @@ impl EngineKind {
         }
         match spec {
             "rocksdb" => Ok(EngineKind::RocksDb),
+            ROCKSDB_CURRENT => Ok(EngineKind::RocksDbCurrent),
             "leveldb" => Ok(EngineKind::LevelDb),
             "fjall" => Ok(EngineKind::Fjall),
             _ => Err(BenchError::Usage(format!(
-                "unknown engine {spec:?} (expected strata, strata:opt=v,..., kvell, kvell:opt=v,..., rocksdb, leveldb or fjall)"
+                "unknown engine {spec:?} (expected strata, strata:opt=v,..., kvell, kvell:opt=v,..., rocksdb, rocksdb-current, leveldb or fjall)"
             ))),
         }
     }
 
-    /// True for RocksDB, LevelDB and fjall.
+    /// True for RocksDB (either build), LevelDB and fjall.
     pub fn is_comparator(&self) -> bool {
         !matches!(self, EngineKind::Strata(_))
     }
@@ -152,6 +156,9 @@ impl EngineKind {
 /// Whether RocksDB, LevelDB and fjall were compiled in (cargo feature
 /// `comparators`).
 pub const COMPARATORS: bool = cfg!(feature = "comparators");
+
+/// The engine name of today's RocksDB, which runs in its own child binary.
+pub const ROCKSDB_CURRENT: &str = "rocksdb-current";
 
 /// How an engine's settings line starts in `--own-defaults` mode.
 pub const OWN_DEFAULTS_PREFIX: &str = "own defaults";
@@ -262,6 +269,13 @@ pub fn open(
             "RocksDB, LevelDB and fjall are not compiled in: build with --features comparators"
                 .into(),
         )),
+        #[cfg(feature = "rocksdb-current")]
+        EngineKind::RocksDbCurrent => crate::ffi::rocksdb::open(settings, dir),
+        #[cfg(not(feature = "rocksdb-current"))]
+        EngineKind::RocksDbCurrent => Err(BenchError::Usage(format!(
+            "{ROCKSDB_CURRENT} runs in the child binary of tools/rocksdb-current \
+             (scripts/bench-rocksdb-current builds it and passes --rocksdb-current-bin)"
+        ))),
     }
 }
 
@@ -280,6 +294,11 @@ mod tests {
             EngineKind::Strata("compression=lz4".into())
         );
         assert_eq!(EngineKind::parse("rocksdb")?, EngineKind::RocksDb);
+        assert_eq!(
+            EngineKind::parse("rocksdb-current")?,
+            EngineKind::RocksDbCurrent
+        );
+        assert!(EngineKind::RocksDbCurrent.is_comparator());
         assert_eq!(EngineKind::parse("fjall")?, EngineKind::Fjall);
         assert_eq!(
             EngineKind::parse("kvell:kvell_workers=4")?,

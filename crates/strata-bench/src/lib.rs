@@ -8,7 +8,13 @@
 pub mod charts;
 pub mod child;
 pub mod engine;
-#[cfg(feature = "comparators")]
+#[cfg(all(feature = "comparators", feature = "rocksdb-current"))]
+compile_error!(
+    "features `comparators` and `rocksdb-current` link two RocksDB builds with the same C symbols: \
+     build them into separate binaries (tools/rocksdb-current)"
+);
+
+#[cfg(any(feature = "comparators", feature = "rocksdb-current"))]
 pub mod ffi;
 #[cfg(feature = "comparators")]
 pub mod fjall_store;
@@ -43,7 +49,7 @@ pub enum BenchError {
     #[error("JSON: {0}")]
     Json(#[from] serde_json::Error),
     /// A C library reported an error.
-    #[cfg(feature = "comparators")]
+    #[cfg(any(feature = "comparators", feature = "rocksdb-current"))]
     #[error(transparent)]
     Ffi(#[from] ffi::FfiError),
 }

@@ -310,6 +310,9 @@ pub const OWN_DEFAULTS_NOTE: &str =
 pub struct ChildCommand {
     pub program: PathBuf,
     pub args: Vec<String>,
+    /// The child binary of `tools/rocksdb-current`, which runs engine
+    /// `rocksdb-current` (same arguments); `None`: that engine is skipped.
+    pub rocksdb_current: Option<PathBuf>,
 }
 
 fn sanitize(s: &str) -> String {
@@ -350,7 +353,11 @@ fn run_child(
         Ok(j) => j,
         Err(e) => return failed(e.to_string()),
     };
-    let spawned = Command::new(&child.program)
+    let program = match (spec.engine.as_str(), &child.rocksdb_current) {
+        (crate::engine::ROCKSDB_CURRENT, Some(p)) => p,
+        _ => &child.program,
+    };
+    let spawned = Command::new(program)
         .args(&child.args)
         .arg("--spec")
         .arg(json)
@@ -360,7 +367,7 @@ fn run_child(
         .spawn();
     let mut proc = match spawned {
         Ok(p) => p,
-        Err(e) => return failed(format!("cannot start {}: {e}", child.program.display())),
+        Err(e) => return failed(format!("cannot start {}: {e}", program.display())),
     };
     // Into the memory cgroup at once (before it reads its spec); a child
     // that cannot be capped does not run uncapped.
@@ -414,7 +421,14 @@ pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
     let mut notes = Vec::new();
     let mut engines = Vec::new();
     for (name, kind) in cfg.engines.iter().zip(&kinds) {
-        if kind.is_comparator() && !COMPARATORS {
+        if *kind == EngineKind::RocksDbCurrent && child.rocksdb_current.is_none() {
+            let msg = format!(
+                "{name} skipped: its child binary was not given (scripts/bench-rocksdb-current \
+                 builds tools/rocksdb-current and passes --rocksdb-current-bin)"
+            );
+            eprintln!("note: {msg}");
+            notes.push(msg);
+        } else if *kind != EngineKind::RocksDbCurrent && kind.is_comparator() && !COMPARATORS {
             let msg = format!(
                 "{name} skipped: RocksDB/LevelDB/fjall are not compiled in (build with --features comparators, \
                  after `apt-get install librocksdb-dev libleveldb-dev`; `scripts/bench` does both)"

@@ -13,8 +13,9 @@ pub struct BenchArgs {
     #[arg(long, default_value = "quick")]
     pub preset: String,
     /// Engines, comma-separated: strata, strata:opt=v;opt=v (use ';' between
-    /// options), kvell, kvell:opt=v, rocksdb, leveldb, fjall. Default: every
-    /// engine compiled in.
+    /// options), kvell, kvell:opt=v, rocksdb, rocksdb-current (with
+    /// --rocksdb-current-bin), leveldb, fjall. Default: every engine
+    /// compiled in.
     #[arg(long, value_delimiter = ',')]
     pub engines: Option<Vec<String>>,
     /// Workloads, comma-separated (fillseq, fillrandom, overwrite, readrandom,
@@ -98,6 +99,10 @@ pub struct BenchArgs {
     /// runs (a 256 MiB file, 2 s per pattern).
     #[arg(long)]
     pub ceilings: bool,
+    /// The child binary that runs engine rocksdb-current (today's RocksDB,
+    /// built by scripts/bench-rocksdb-current from tools/rocksdb-current).
+    #[arg(long, env = "STRATA_ROCKSDB_CURRENT_BIN")]
+    pub rocksdb_current_bin: Option<PathBuf>,
 }
 
 fn size(flag: &str, v: &str) -> Result<u64, CliError> {
@@ -179,6 +184,7 @@ pub fn run(a: &BenchArgs) -> Result<ExitCode, CliError> {
     let child = ChildCommand {
         program: exe,
         args: vec!["bench-child".into()],
+        rocksdb_current: a.rocksdb_current_bin.clone(),
     };
     let report = runner::run(&cfg, &child).map_err(bench_err)?;
     let failed = report.results.iter().filter(|r| r.error.is_some()).count();

@@ -189,3 +189,56 @@ fn kvell_engine_with_memory_cap_and_ceilings() {
     }
     assert!(stdout.contains("KVell and the device"), "{stdout}");
 }
+
+/// Engine `rocksdb-current` runs in the child binary given with
+/// `--rocksdb-current-bin` (tools/rocksdb-current): without one it is
+/// skipped with a note; with one, its runs start that program and no other
+/// (a missing program fails those runs, and only those).
+#[test]
+fn rocksdb_current_runs_in_its_own_child_binary() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let run = |extra: &[&str], out: &str| {
+        Command::new(env!("CARGO_BIN_EXE_strata"))
+            .args(["bench", "--preset", "tiny", "--workloads", "fillseq"])
+            .args(["--engines", "strata,rocksdb-current", "--out"])
+            .arg(tmp.path().join(out))
+            .args(extra)
+            .env_remove("STRATA_ROCKSDB_CURRENT_BIN")
+            .output()
+            .expect("run strata bench")
+    };
+    let o = run(&[], "skipped");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("rocksdb-current skipped"),
+        "a note says why: {stderr}"
+    );
+    let missing = tmp.path().join("no-such-child");
+    let o = run(
+        &[
+            "--rocksdb-current-bin",
+            missing.to_str().expect("utf-8 path"),
+        ],
+        "routed",
+    );
+    assert!(!o.status.success(), "a failed run fails the bench");
+    let json = std::fs::read_to_string(tmp.path().join("routed/report.json")).expect("report");
+    let r: Value = serde_json::from_str(&json).expect("report.json parses");
+    let results = r["results"].as_array().expect("results");
+    let of = |engine: &str| {
+        results
+            .iter()
+            .find(|x| x["engine"] == engine)
+            .unwrap_or_else(|| panic!("a result for {engine}: {json}"))
+    };
+    assert!(of("strata")["error"].is_null(), "strata ran in this binary");
+    let err = of("rocksdb-current")["error"]
+        .as_str()
+        .expect("rocksdb-current failed")
+        .to_string();
+    assert!(
+        err.contains("cannot start") && err.contains("no-such-child"),
+        "{err}"
+    );
+}

@@ -12,6 +12,7 @@
 //! - pointers into an iterator's key/value are copied before the iterator moves;
 //! - nothing panics while a C frame is on the stack (no callbacks are passed).
 
+#[cfg(feature = "comparators")]
 pub mod leveldb;
 pub mod rocksdb;
 
