@@ -59,7 +59,12 @@ pub(super) fn compact<'a>(
     let snapshots = inner.snapshot_list();
     let horizon = snapshots.iter().copied().fold(published, SeqNo::min);
     assign(inner, &mut st, &mut plan, &version, snapshots);
-    if inner.executor.offloads(&plan, inner.tracker.tracks()) {
+    let offloads = inner.executor.offloads(&plan, inner.tracker.tracks());
+    // A plan that waits on a worker process (for as long as
+    // `offload_timeout_ms`) runs outside the CPU budget: it would hold
+    // its slot, and so every flush, with nothing to give way from.
+    let slot = if offloads { None } else { slot };
+    if offloads {
         // Every edit records the file-number counter: an empty one makes
         // the reservation durable before a worker writes under it.
         let (relocked, logged) = inner.log_and_apply(st, &mut Edit::default());

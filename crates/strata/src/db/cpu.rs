@@ -14,7 +14,20 @@
 //! Background threads take a compaction slot only with [`try_compaction`]
 //! under the state mutex, and every slot is given back under the state
 //! mutex (the caller's duty), before `bg_cv` is notified: a thread that
-//! found no slot and waits on `bg_cv` is then always woken.
+//! found no slot and waits on `bg_cv` is then always woken. A slot that a
+//! waiting flush or paused compaction will take is not offered to a new
+//! compaction, and no other slot is held back for them, so a free slot
+//! never sits idle while a thread sleeps.
+//!
+//! What the budget does not stop: a flush also waits while the compaction
+//! finishes an output table (its last block, index, filter and `fsync`)
+//! or opens its inputs, since give-way points sit in the merge loop only;
+//! a pipelined compaction's read and write threads run on until their
+//! channels fill (a few 256 KiB chunks) while its merge thread is paused;
+//! under a steady backlog of memtables a compaction gets a few hundred
+//! entries per flush, until L0's stop trigger stops the writers and the
+//! compactions catch up. A plan that waits on a compaction worker process
+//! (`offload`) runs outside the budget.
 //!
 //! [`try_compaction`]: CpuBudget::try_compaction
 
@@ -92,11 +105,12 @@ impl CpuBudget {
         self.slot(Job::Flush)
     }
 
-    /// A slot for a compaction if one is free and no flush or paused
-    /// compaction waits for it.
+    /// A slot for a compaction if one is free beyond those a waiting
+    /// flush or paused compaction will take.
     pub fn try_compaction(&self) -> Option<Slot<'_>> {
         let mut s = self.slots.lock();
-        if s.free == 0 || s.paused > 0 || self.flushes_waiting.load(Ordering::Acquire) > 0 {
+        let waiting = s.paused + self.flushes_waiting.load(Ordering::Acquire);
+        if s.free <= waiting {
             return None;
         }
         s.free -= 1;
@@ -234,6 +248,45 @@ mod tests {
         assert_eq!(budget.free(), 0, "back with the compaction");
         drop(compaction);
         assert_eq!(budget.free(), 1);
+    }
+
+    /// With two slots, a slot a paused compaction will take is held for
+    /// it, and the other one is offered to a new compaction at once.
+    #[test]
+    fn only_the_slots_waiters_will_take_are_held_back() {
+        let budget = CpuBudget::new(2);
+        let first = budget.try_compaction().expect("slot");
+        let second = budget.try_compaction().expect("slot");
+        let release = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let flush = s.spawn(|| {
+                let slot = budget.flush();
+                while !release.load(Ordering::Acquire) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                drop(slot);
+            });
+            wait_for_a_waiting_flush(&budget);
+            let paused = s.spawn(|| first.give_way());
+            // The flush has the first compaction's slot once none waits.
+            while budget.flushes_waiting.load(Ordering::Acquire) > 0 {
+                std::thread::yield_now();
+            }
+            drop(second);
+            assert!(
+                budget.try_compaction().is_none(),
+                "the one free slot is the paused compaction's"
+            );
+            // It takes that slot back (the flush still holds the other).
+            assert!(paused.join().expect("paused"), "it paused");
+            release.store(true, Ordering::Release);
+            flush.join().expect("flush");
+            let third = budget.try_compaction();
+            assert!(third.is_some(), "the other slot is free for a new one");
+            assert!(budget.try_compaction().is_none());
+        });
+        drop(first);
+        assert_eq!(budget.free(), 2);
     }
 
     /// More slots than jobs: nothing waits and nothing gives way.

@@ -28,16 +28,15 @@ pub(super) fn flush_one<'a>(
         return st;
     };
     st.flushing = true;
+    // A slot of the CPU budget first (`cpu.rs`), outside the mutex: a
+    // running compaction gives its own within a few hundred entries. The
+    // flush's time (pacing, `flush_micros`) starts once it has one.
+    let slot = MutexGuard::unlocked(&mut st, || inner.cpu.flush());
     let version = st.versions.current();
     let snapshots = inner.snapshot_list();
     let started = Instant::now();
     st.pacer.flush_started(started);
-    let (written, slot) = MutexGuard::unlocked(&mut st, || {
-        // A slot of the CPU budget first (`cpu.rs`): a running compaction
-        // gives its own within a few hundred entries.
-        let slot = inner.cpu.flush();
-        (write_l0(inner, &mem, &version, snapshots), slot)
-    });
+    let written = MutexGuard::unlocked(&mut st, || write_l0(inner, &mem, &version, snapshots));
     // Given back under the state mutex (see `cpu.rs`); what follows is
     // mostly the manifest's I/O.
     drop(slot);

@@ -78,8 +78,9 @@ pub struct Context<'a> {
 }
 
 /// Entries merged between two calls of `give_way` (about 30-100 us of
-/// merging): how long a flush waits at most for a running compaction's
-/// CPU slot, besides an output table being finished.
+/// merging 100-byte values, more with large ones): about how long a flush
+/// waits for a running compaction's CPU slot, besides an output table
+/// being finished (see `db/cpu.rs`).
 pub const GIVE_WAY_EVERY: u32 = 256;
 
 impl Context<'_> {
