@@ -83,6 +83,32 @@ pub struct Context<'a> {
 /// being finished (see `db/cpu.rs`).
 pub const GIVE_WAY_EVERY: u32 = 256;
 
+/// Counts merged entries and calls `give_way` every [`GIVE_WAY_EVERY`]
+/// of them (the merge loops' give-way points).
+pub(super) struct GiveWay<'a> {
+    give_way: &'a (dyn Fn() + Sync),
+    left: u32,
+}
+
+impl<'a> GiveWay<'a> {
+    pub(super) fn new(give_way: &'a (dyn Fn() + Sync)) -> Self {
+        GiveWay {
+            give_way,
+            left: GIVE_WAY_EVERY,
+        }
+    }
+
+    /// One more entry merged.
+    #[inline]
+    pub(super) fn tick(&mut self) {
+        self.left -= 1;
+        if self.left == 0 {
+            self.left = GIVE_WAY_EVERY;
+            (self.give_way)();
+        }
+    }
+}
+
 impl Context<'_> {
     /// The sub-task environment of this context.
     pub fn env(&self) -> Env<'_> {

@@ -292,13 +292,9 @@ fn merge_stage(
             env.stale,
         );
         let mut out = Chunk::default();
-        let mut until_give_way = super::GIVE_WAY_EVERY;
+        let mut give_way = super::GiveWay::new(env.give_way);
         while let Some(top) = heap.first() {
-            until_give_way -= 1;
-            if until_give_way == 0 {
-                until_give_way = super::GIVE_WAY_EVERY;
-                (env.give_way)();
-            }
+            give_way.tick();
             let (key, value) = top.chunk.entry(top.at);
             match sieve.judge(key)? {
                 Verdict::Drop => {}

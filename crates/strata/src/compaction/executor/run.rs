@@ -249,17 +249,13 @@ pub fn run_linear(
     let mut out = outputs(job, env, range, numbers);
     let mut repointed = Vec::new();
     let result = (|| {
-        let mut until_give_way = super::GIVE_WAY_EVERY;
+        let mut give_way = super::GiveWay::new(env.give_way);
         while merged.valid() {
             let ikey = merged.key();
             if range.past_end(ikey) {
                 break;
             }
-            until_give_way -= 1;
-            if until_give_way == 0 {
-                until_give_way = super::GIVE_WAY_EVERY;
-                (env.give_way)();
-            }
+            give_way.tick();
             match sieve.judge(ikey)? {
                 Verdict::Drop => {}
                 Verdict::Keep => out.add(ikey, merged.value())?,
