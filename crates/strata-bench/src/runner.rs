@@ -507,6 +507,7 @@ pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
                     settle: cfg.settle,
                     keep_data: cfg.keep_data,
                 };
+                crate::sys::settle_device();
                 let pb = bar();
                 pb.set_prefix(format!("[{k}/{total}] {e} {}", w.name()));
                 let r = run_child(child, &spec, &pb, cap.as_ref());

@@ -47,6 +47,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // SCAN=1: passes over every key in calls of 100 entries, each from a
     // fresh scan past the last key seen (as `strata bench`'s readseq).
     let scans = std::env::var_os("SCAN").is_some();
+    // SEEK=1: 300,000 seeks to random keys, ten entries each (readseek).
+    let seeks = std::env::var_os("SEEK").is_some();
     // COLD=1: drop the tables from the page cache before the first pass
     // (as `strata bench` does before its read runs).
     let mut cold_slices = std::env::var_os("COLD").is_some();
@@ -58,7 +60,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut found = 0u64;
         if scans {
             let mut last: Option<Vec<u8>> = None;
+            let mut call = 0u64;
             loop {
+                let c = Instant::now();
                 let lo = match &last {
                     Some(k) => std::ops::Bound::Excluded(k.clone()),
                     None => std::ops::Bound::Unbounded,
@@ -68,8 +72,36 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     .take(100)
                     .collect::<Result<_, _>>()?;
                 let Some((k, _)) = got.last() else { break };
+                // Calls over a millisecond, with their position in the pass.
+                let took = c.elapsed();
+                if took.as_micros() >= 1000 {
+                    print!("[call {call}: {:.1}ms] ", took.as_secs_f64() * 1e3);
+                }
+                call += 1;
                 found += got.len() as u64;
                 last = Some(k.clone());
+            }
+        } else if seeks {
+            for (i, k) in keys.iter().enumerate().take(300_000) {
+                let c = Instant::now();
+                let mut it = db.scan((
+                    std::ops::Bound::Included(k.clone()),
+                    std::ops::Bound::Unbounded,
+                ))?;
+                for _ in 0..10 {
+                    if it.next().transpose()?.is_some() {
+                        found += 1;
+                    }
+                }
+                drop(it);
+                let took = c.elapsed();
+                if took.as_micros() >= 1000 {
+                    print!(
+                        "[seek {i} at {:.0}ms: {:.1}ms] ",
+                        t.elapsed().as_secs_f64() * 1e3,
+                        took.as_secs_f64() * 1e3
+                    );
+                }
             }
         } else {
             let mut slice = Instant::now();
@@ -86,8 +118,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         best = best.min(ns);
         let st = db.stats();
         println!(
-            "pass: {ns:.0} ns/op ({found} found; {} tables warmed)",
-            st.warmed_tables
+            "pass: {ns:.0} ns/op ({found} found; {} tables warmed; {} compactions, {} read-triggered)",
+            st.warmed_tables, st.compaction_count, st.read_compactions
         );
     }
     println!("best: {best:.0} ns/op");

@@ -269,6 +269,9 @@ impl Db {
                 && st.in_flight.is_empty()
                 && pick(inner, &st, &none).is_none()
             {
+                drop(st);
+                // Replaced tables are closed and their files removed.
+                inner.tables.purged();
                 return Ok(());
             }
             inner.bg_cv.notify_all();

@@ -1124,3 +1124,88 @@ fn slow_reads_warm_a_mapped_table_within_the_budget() {
     let got = b.get(&seek_key(&k, MAX_SEQ), &k).expect("get");
     assert!(got.is_some());
 }
+
+/// A mapped file that records what the table asks the OS to read ahead.
+#[derive(Debug)]
+struct RecordingMap {
+    inner: Arc<dyn RandomAccessFile>,
+    asked: Mutex<Vec<(u64, u64)>>,
+}
+
+impl RandomAccessFile for RecordingMap {
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.inner.read_exact_at(offset, buf)
+    }
+    fn mapping(&self) -> Option<&Arc<crate::io::Mapping>> {
+        self.inner.mapping()
+    }
+    fn prefetch(&self, offset: u64, len: u64) {
+        self.asked.lock().push((offset, len));
+    }
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+}
+
+/// A cursor's first block in a piece of a mapped table that no scan asked
+/// for is asked for (with what follows it) before it is touched, so that
+/// the touch waits for one short read rather than the kernel's
+/// read-around; a later seek into that piece asks for nothing, and the
+/// scan goes on asking ahead from the window it started with.
+#[test]
+fn a_seek_into_an_unasked_piece_asks_before_touching_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("000001.sst");
+    let kvs = entries(20_000);
+    let mut b = TableBuilder::new(
+        PosixFs.create(&path).expect("create"),
+        opts(4096, Compression::None),
+    );
+    for (k, v) in &kvs {
+        b.add(k, v).expect("add");
+    }
+    b.finish().expect("finish");
+    let file = Arc::new(RecordingMap {
+        inner: PosixFs.open_mapped(&path).expect("open"),
+        asked: Mutex::new(Vec::new()),
+    });
+    let t = Table::open(
+        Arc::clone(&file) as Arc<dyn RandomAccessFile>,
+        path.clone(),
+        1,
+        Arc::new(BlockCache::new(1 << 20)),
+        true,
+    )
+    .expect("open table");
+    assert!(file.len() > 1 << 20, "a table of several pieces");
+    let t = Arc::new(t);
+    file.asked.lock().clear();
+    let seek = |i: usize| {
+        let mut it = TableIter::new(Arc::clone(&t));
+        it.seek(&seek_key(&ukey(i), MAX_SEQ));
+        assert!(it.valid());
+        assert_eq!(user_key(it.key()), &ukey(i)[..]);
+        it
+    };
+    let mut it = seek(10_000);
+    let first: Vec<(u64, u64)> = file.asked.lock().drain(..).collect();
+    assert!(!first.is_empty(), "the first touch is asked for");
+    let (from, _) = first[0];
+    let total: u64 = first.iter().map(|&(_, n)| n).sum();
+    assert_eq!(total, 256 << 10, "{first:?}");
+    // Another cursor seeking into the same piece asks for nothing.
+    drop(seek(10_001));
+    assert!(file.asked.lock().is_empty());
+    // Scanning on asks for what comes after the first window, never for
+    // it again.
+    for _ in 0..5_000 {
+        it.next();
+        assert!(it.valid());
+    }
+    let later: Vec<(u64, u64)> = file.asked.lock().drain(..).collect();
+    assert!(!later.is_empty(), "the scan reads ahead");
+    assert!(
+        later.iter().all(|&(at, _)| at >= from + (256 << 10)),
+        "{later:?}"
+    );
+}

@@ -210,14 +210,10 @@ impl Drop for FileMeta {
     fn drop(&mut self) {
         // No version names the file any more (or it was never installed):
         // close it once its last reader lets go.
-        self.tables.erase(self.desc.id);
-        if self.obsolete.load(Ordering::Acquire) {
-            // A failure leaves an orphan that the next open removes.
-            let _ = self
-                .tables
-                .fs()
-                .remove_file(&self.tables.path(self.desc.id));
-        }
+        // Closed, and removed if obsolete, off this thread (see
+        // `TableCache::release`).
+        self.tables
+            .release(self.desc.id, self.obsolete.load(Ordering::Acquire));
     }
 }
 

@@ -21,8 +21,16 @@
 //!   its `Arc<Table>`; it is closed when the last one lets go;
 //! - failures are not cached: a table that failed to open (`EMFILE`, say)
 //!   is opened again by the next read, which returns the error again;
-//! - a table leaves the cache when its `FileMeta` drops (`erase`), so the
-//!   cache never holds a table no version names.
+//! - a table leaves the cache when its `FileMeta` drops (`release`), so
+//!   the cache never holds a table no version names.
+//!
+//! Releasing a table closes it and, when its file left every version,
+//! removes the file, on a thread of the cache's own (`strata-purge`),
+//! not on the thread that let the last reference go: that is often a
+//! reader dropping an old super-version, and unlinking a table of tens of
+//! MiB took it ~10 ms per file on ext4 mounted with `discard` (a seek
+//! waited 38-47 ms after a read-triggered compaction replaced three
+//! tables). Dropping the cache waits for the thread's queue.
 
 use crate::error::{Error, Result};
 use crate::filename::table_path;
@@ -79,6 +87,24 @@ pub struct TableCache {
     hits: AtomicU64,
     misses: AtomicU64,
     evictions: AtomicU64,
+    /// The thread closing released tables and removing obsolete files,
+    /// started by the first release.
+    purger: Mutex<Option<Purger>>,
+}
+
+/// A released table to close, and its file to remove if obsolete.
+type Purge = (Option<Arc<Table>>, Option<PathBuf>);
+
+/// Work for the purge thread: a release, or a caller waiting until the
+/// releases before it are done.
+enum PurgeJob {
+    Release(Purge),
+    Barrier(std::sync::mpsc::Sender<()>),
+}
+
+struct Purger {
+    jobs: std::sync::mpsc::Sender<PurgeJob>,
+    thread: std::thread::JoinHandle<()>,
 }
 
 impl TableCache {
@@ -110,6 +136,7 @@ impl TableCache {
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
+            purger: Mutex::new(None),
         }
     }
 
@@ -163,8 +190,54 @@ impl TableCache {
     /// Drops table `id` from the cache (its file left every version, or
     /// was never installed). It stays open while someone holds it.
     pub fn erase(&self, id: u64) {
-        let removed = self.lru.lock().remove(id);
-        drop(removed);
+        self.release(id, false);
+    }
+
+    /// Closes table `id` and, with `remove`, deletes its file (which no
+    /// version names any more), both on the purge thread.
+    pub fn release(&self, id: u64, remove: bool) {
+        let table = self.lru.lock().remove(id);
+        let path = remove.then(|| self.path(id));
+        if table.is_some() || path.is_some() {
+            self.purge((table, path));
+        }
+    }
+
+    /// Returns once every release made before the call is done.
+    pub fn purged(&self) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let sent = match self.purger.lock().as_ref() {
+            Some(p) => p.jobs.send(PurgeJob::Barrier(tx)).is_ok(),
+            None => false,
+        };
+        if sent {
+            let _ = rx.recv();
+        }
+    }
+
+    fn purge(&self, job: Purge) {
+        let mut purger = self.purger.lock();
+        if purger.is_none() {
+            let (jobs, rx) = std::sync::mpsc::channel();
+            let fs = Arc::clone(&self.fs);
+            let spawned = std::thread::Builder::new()
+                .name("strata-purge".into())
+                .spawn(move || purge_loop(fs.as_ref(), rx));
+            if let Ok(thread) = spawned {
+                *purger = Some(Purger { jobs, thread });
+            }
+        }
+        // Without the thread (it could not start), here and now.
+        let job = match purger.as_ref() {
+            Some(p) => match p.jobs.send(PurgeJob::Release(job)) {
+                Ok(()) => return,
+                Err(std::sync::mpsc::SendError(PurgeJob::Release(j))) => j,
+                Err(_) => return,
+            },
+            None => job,
+        };
+        drop(purger);
+        purge_one(self.fs.as_ref(), job);
     }
 
     /// Current figures.
@@ -407,6 +480,37 @@ impl Lru {
     }
 }
 
+impl Drop for TableCache {
+    fn drop(&mut self) {
+        // Closing the database: the releases queued so far are done
+        // before it returns (its files are gone, its maps unmapped).
+        if let Some(Purger { jobs, thread }) = self.purger.get_mut().take() {
+            drop(jobs);
+            let _ = thread.join();
+        }
+    }
+}
+
+fn purge_loop(fs: &dyn FileSystem, jobs: std::sync::mpsc::Receiver<PurgeJob>) {
+    for job in jobs {
+        match job {
+            PurgeJob::Release(p) => purge_one(fs, p),
+            PurgeJob::Barrier(done) => {
+                let _ = done.send(());
+            }
+        }
+    }
+}
+
+fn purge_one(fs: &dyn FileSystem, (table, path): Purge) {
+    // Unmapped first (if this was the last reference), then removed; a
+    // failed removal leaves an orphan that the next open removes.
+    drop(table);
+    if let Some(path) = path {
+        let _ = fs.remove_file(&path);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -541,6 +645,8 @@ mod tests {
         drop(a);
         assert!(fs.exists(&table_path(dir, 1)), "still referenced");
         drop(reader);
+        // Removed by the purge thread, not the thread that let go.
+        tc.purged();
         assert!(
             !fs.exists(&table_path(dir, 1)),
             "deleted with its last FileMeta"
@@ -554,8 +660,16 @@ mod tests {
         c.mark_obsolete();
         drop(c);
         assert!(tc.ids().is_empty());
+        tc.purged();
         assert!(!fs.exists(&table_path(dir, 3)));
         assert!(fs.exists(&table_path(dir, 2)));
+        // Dropping the cache finishes what was queued: the file of an
+        // obsolete table released just before is gone when it returns.
+        let d = FileMeta::new(write_table(&*fs, dir, 4), Arc::clone(&tc));
+        d.table().expect("open d");
+        d.mark_obsolete();
+        drop((d, b, held, tc));
+        assert!(!fs.exists(&table_path(dir, 4)));
     }
 
     #[test]
