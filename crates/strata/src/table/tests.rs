@@ -1156,7 +1156,7 @@ impl RandomAccessFile for RecordingMap {
 fn a_seek_into_an_unasked_piece_asks_before_touching_it() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("000001.sst");
-    let kvs = entries(20_000);
+    let kvs = entries(60_000);
     let mut b = TableBuilder::new(
         PosixFs.create(&path).expect("create"),
         opts(4096, Compression::None),
@@ -1177,7 +1177,7 @@ fn a_seek_into_an_unasked_piece_asks_before_touching_it() {
         true,
     )
     .expect("open table");
-    assert!(file.len() > 1 << 20, "a table of several pieces");
+    assert!(file.len() > 4 << 20, "a table of several pieces");
     let t = Arc::new(t);
     file.asked.lock().clear();
     let seek = |i: usize| {
@@ -1187,25 +1187,27 @@ fn a_seek_into_an_unasked_piece_asks_before_touching_it() {
         assert_eq!(user_key(it.key()), &ukey(i)[..]);
         it
     };
-    let mut it = seek(10_000);
+    let mut it = seek(20_000);
     let first: Vec<(u64, u64)> = file.asked.lock().drain(..).collect();
     assert!(!first.is_empty(), "the first touch is asked for");
     let (from, _) = first[0];
     let total: u64 = first.iter().map(|&(_, n)| n).sum();
-    assert_eq!(total, 256 << 10, "{first:?}");
+    assert_eq!(total, super::reader::FIRST_ASK, "{first:?}");
     // Another cursor seeking into the same piece asks for nothing.
-    drop(seek(10_001));
+    drop(seek(20_001));
     assert!(file.asked.lock().is_empty());
     // Scanning on asks for what comes after the first window, never for
     // it again.
-    for _ in 0..5_000 {
+    for _ in 0..20_000 {
         it.next();
         assert!(it.valid());
     }
     let later: Vec<(u64, u64)> = file.asked.lock().drain(..).collect();
     assert!(!later.is_empty(), "the scan reads ahead");
     assert!(
-        later.iter().all(|&(at, _)| at >= from + (256 << 10)),
+        later
+            .iter()
+            .all(|&(at, _)| at >= from + super::reader::FIRST_ASK),
         "{later:?}"
     );
 }
