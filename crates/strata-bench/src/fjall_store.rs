@@ -271,10 +271,24 @@ impl KvStore for FjallStore {
         limit: usize,
         reverse: bool,
     ) -> strata::Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.live()?;
         let mut out = Vec::new();
+        self.scan_visit(start, end, limit, reverse, &mut |k, v| {
+            out.push((k.to_vec(), v.to_vec()));
+        })?;
+        Ok(out)
+    }
+
+    fn scan_visit(
+        &self,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        limit: usize,
+        reverse: bool,
+        f: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> strata::Result<usize> {
+        self.live()?;
         if limit == 0 {
-            return Ok(out);
+            return Ok(0);
         }
         let range = (owned(start), owned(end));
         // An empty or inverted range has nothing (fjall's range would panic
@@ -285,29 +299,32 @@ impl KvStore for FjallStore {
             let empty =
                 s > e || (s == e && !matches!(range, (Bound::Included(_), Bound::Included(_))));
             if empty {
-                return Ok(out);
+                return Ok(0);
             }
         }
         let iter = self.db.snapshot().range::<Vec<u8>, _>(&self.ks, range);
-        let mut push = |g: fjall::Guard| -> strata::Result<bool> {
+        let mut n = 0;
+        // fjall hands out its own slices (no copy is made here).
+        let mut visit = |g: fjall::Guard| -> strata::Result<bool> {
             let (k, v) = g.into_inner().map_err(|e| self.err(e))?;
-            out.push((k.to_vec(), v.to_vec()));
-            Ok(out.len() < limit)
+            f(&k, &v);
+            n += 1;
+            Ok(n < limit)
         };
         if reverse {
             for g in iter.rev() {
-                if !push(g)? {
+                if !visit(g)? {
                     break;
                 }
             }
         } else {
             for g in iter {
-                if !push(g)? {
+                if !visit(g)? {
                     break;
                 }
             }
         }
-        Ok(out)
+        Ok(n)
     }
 
     /// The benchmark reads through `scan`; like the C comparators, fjall

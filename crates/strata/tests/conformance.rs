@@ -199,6 +199,18 @@ fn run_history(name: &str, opts: &Options, dir: &Path, seed: u64, ops: usize, re
                     got, want,
                     "{what}: scan {lo:?}..{hi:?} limit {limit} rev {reverse}"
                 );
+                // The copy-free visit sees the same entries.
+                let mut seen = Vec::new();
+                let n = s
+                    .scan_visit(as_ref(&lo), as_ref(&hi), limit, reverse, &mut |k, v| {
+                        seen.push((k.to_vec(), v.to_vec()));
+                    })
+                    .expect("scan_visit");
+                assert_eq!(n, seen.len(), "{what}: scan_visit count");
+                assert_eq!(
+                    seen, want,
+                    "{what}: scan_visit {lo:?}..{hi:?} limit {limit} rev {reverse}"
+                );
             }
             93..=95 => {
                 let k = key(&mut rng);

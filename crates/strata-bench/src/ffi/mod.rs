@@ -229,16 +229,26 @@ fn ptr(b: &[u8]) -> *const c_char {
     b.as_ptr().cast()
 }
 
-/// Copies `len` bytes at `p` (NULL with len 0 is an empty slice).
+/// The `len` bytes at `p` (NULL or 0: empty), borrowed for `'a`.
+///
+/// # Safety
+/// `p` must point to `len` readable bytes when `len > 0`, which stay valid
+/// and unchanged for `'a`.
+unsafe fn borrowed<'a>(p: *const c_char, len: usize) -> &'a [u8] {
+    if p.is_null() || len == 0 {
+        return &[];
+    }
+    // SAFETY: guaranteed by the caller.
+    unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) }
+}
+
+/// Copies `len` bytes at `p` (NULL with len 0 is an empty vector).
 ///
 /// # Safety
 /// `p` must point to `len` readable bytes when `len > 0`.
 unsafe fn copy(p: *const c_char, len: usize) -> Vec<u8> {
-    if p.is_null() || len == 0 {
-        return Vec::new();
-    }
     // SAFETY: guaranteed by the caller.
-    unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) }.to_vec()
+    unsafe { borrowed(p, len) }.to_vec()
 }
 
 impl CStore {
@@ -329,40 +339,37 @@ impl Iter<'_> {
         // SAFETY: `it` is a live iterator of this library.
         unsafe { (self.api.iter_valid)(self.it) != 0 }
     }
-    fn key(&self) -> Vec<u8> {
+    /// The current key, borrowed: the library's bytes stay valid until the
+    /// iterator moves, which takes `&mut self`, so the borrow ends first.
+    fn key(&self) -> &[u8] {
         let mut len = 0usize;
         // SAFETY: the iterator is valid (checked by callers); the returned
-        // pointer stays valid until the iterator moves, and is copied now.
-        unsafe {
-            let p = (self.api.iter_key)(self.it, &mut len);
-            copy(p, len)
-        }
+        // pointer stays valid until the iterator moves or is destroyed,
+        // both of which need the `&mut` this borrow keeps out.
+        unsafe { borrowed((self.api.iter_key)(self.it, &mut len), len) }
     }
-    fn value(&self) -> Vec<u8> {
+    fn value(&self) -> &[u8] {
         let mut len = 0usize;
         // SAFETY: as for `key`.
-        unsafe {
-            let p = (self.api.iter_value)(self.it, &mut len);
-            copy(p, len)
-        }
+        unsafe { borrowed((self.api.iter_value)(self.it, &mut len), len) }
     }
-    fn seek(&self, k: &[u8]) {
+    fn seek(&mut self, k: &[u8]) {
         // SAFETY: the key bytes outlive the call; the library copies them.
         unsafe { (self.api.iter_seek)(self.it, ptr(k), k.len()) }
     }
-    fn first(&self) {
+    fn first(&mut self) {
         // SAFETY: live iterator.
         unsafe { (self.api.iter_seek_to_first)(self.it) }
     }
-    fn last(&self) {
+    fn last(&mut self) {
         // SAFETY: live iterator.
         unsafe { (self.api.iter_seek_to_last)(self.it) }
     }
-    fn next(&self) {
+    fn next(&mut self) {
         // SAFETY: live iterator, valid (checked by callers).
         unsafe { (self.api.iter_next)(self.it) }
     }
-    fn prev(&self) {
+    fn prev(&mut self) {
         // SAFETY: live iterator, valid (checked by callers).
         unsafe { (self.api.iter_prev)(self.it) }
     }
@@ -507,6 +514,21 @@ impl KvStore for CStore {
         limit: usize,
         reverse: bool,
     ) -> strata::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut out = Vec::new();
+        self.scan_visit(start, end, limit, reverse, &mut |k, v| {
+            out.push((k.to_vec(), v.to_vec()));
+        })?;
+        Ok(out)
+    }
+
+    fn scan_visit(
+        &self,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        limit: usize,
+        reverse: bool,
+        f: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> strata::Result<usize> {
         self.live()?;
         // SAFETY: db and read options are live.
         let it = unsafe { (self.api.create_iterator)(self.db, self.read_opts) };
@@ -516,8 +538,8 @@ impl KvStore for CStore {
                 call: "create_iterator",
             }));
         }
-        let it = Iter { api: self.api, it };
-        let mut out = Vec::new();
+        let mut it = Iter { api: self.api, it };
+        let mut n = 0;
         if !reverse {
             match start {
                 Bound::Unbounded => it.first(),
@@ -529,12 +551,12 @@ impl KvStore for CStore {
                     }
                 }
             }
-            while out.len() < limit && it.valid() {
-                let k = it.key();
-                if !Self::in_bound(&k, end, true) {
+            while n < limit && it.valid() {
+                if !Self::in_bound(it.key(), end, true) {
                     break;
                 }
-                out.push((k, it.value()));
+                f(it.key(), it.value());
+                n += 1;
                 it.next();
             }
         } else {
@@ -549,17 +571,17 @@ impl KvStore for CStore {
                     }
                 }
             }
-            while out.len() < limit && it.valid() {
-                let k = it.key();
-                if !Self::in_bound(&k, start, false) {
+            while n < limit && it.valid() {
+                if !Self::in_bound(it.key(), start, false) {
                     break;
                 }
-                out.push((k, it.value()));
+                f(it.key(), it.value());
+                n += 1;
                 it.prev();
             }
         }
         it.status().map_err(|e| self.err(e))?;
-        Ok(out)
+        Ok(n)
     }
 
     fn flush(&self) -> strata::Result<()> {
