@@ -438,15 +438,7 @@ fn worker(
             }
             Workload::SeekRandom => {
                 ctx.key(rng.gen_range(0..p.num), &mut kb);
-                let mut bytes = 0u64;
-                ctx.store.scan_visit(
-                    Bound::Included(&kb),
-                    Bound::Unbounded,
-                    p.scan_len,
-                    false,
-                    &mut |k, v| bytes += (k.len() + v.len()) as u64,
-                )?;
-                m.bytes += bytes;
+                m.bytes += scanned_bytes(ctx.store, &kb, p.scan_len)?;
                 m.count("seek");
             }
             Workload::ReadSeq => {
@@ -500,15 +492,7 @@ fn worker(
                     }
                     Op::Scan(n, len) => {
                         ctx.key(n, &mut kb);
-                        let mut bytes = 0u64;
-                        ctx.store.scan_visit(
-                            Bound::Included(&kb),
-                            Bound::Unbounded,
-                            len,
-                            false,
-                            &mut |k, v| bytes += (k.len() + v.len()) as u64,
-                        )?;
-                        m.bytes += bytes;
+                        m.bytes += scanned_bytes(ctx.store, &kb, len)?;
                         m.count("scan");
                     }
                     Op::ReadModifyWrite(n) => {
@@ -531,6 +515,22 @@ fn worker(
 }
 
 /// The writer of readwhilewriting: overwrites until told to stop.
+/// The bytes of up to `len` entries from `from` on, read in place (a
+/// seek and its scan).
+fn scanned_bytes(store: &dyn KvStore, from: &[u8], len: usize) -> Result<u64, BenchError> {
+    let mut bytes = 0u64;
+    store.scan_visit(
+        Bound::Included(from),
+        Bound::Unbounded,
+        len,
+        false,
+        &mut |k, v| {
+            bytes += (k.len() + v.len()) as u64;
+        },
+    )?;
+    Ok(bytes)
+}
+
 fn background_writer(ctx: &Ctx<'_>) -> Result<u64, BenchError> {
     let mut rng = SmallRng::seed_from_u64(ctx.p.seed ^ 0xBAD5EED);
     let mut kb = Vec::new();

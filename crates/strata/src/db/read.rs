@@ -263,12 +263,12 @@ impl Scan {
     }
 }
 
-impl Iterator for Scan {
-    type Item = Result<(Vec<u8>, Vec<u8>)>;
-
-    fn next(&mut self) -> Option<Self::Item> {
+impl Scan {
+    /// Moves the front end to the next entry in range: true when it is on
+    /// one, false at the end (or where the ends met).
+    fn step_front(&mut self) -> Result<bool> {
         if self.done {
-            return None;
+            return Ok(false);
         }
         if !self.started {
             self.started = true;
@@ -286,21 +286,20 @@ impl Iterator for Scan {
         }
         if !self.front.valid() {
             self.done = true;
-            return self.front.status().err().map(Err);
+            return self.front.status().map(|()| false);
         }
         let k = self.front.key();
         if !self.below_hi(k) || self.crossed(k, true) {
             self.done = true;
-            return None;
+            return Ok(false);
         }
-        Some(Ok((k.to_vec(), self.front.value().to_vec())))
+        Ok(true)
     }
-}
 
-impl DoubleEndedIterator for Scan {
-    fn next_back(&mut self) -> Option<Self::Item> {
+    /// [`step_front`](Self::step_front) for the back end, made on first use.
+    fn step_back(&mut self) -> Result<bool> {
         if self.done {
-            return None;
+            return Ok(false);
         }
         match &mut self.back {
             Some(b) => b.prev(),
@@ -318,16 +317,73 @@ impl DoubleEndedIterator for Scan {
                 }
             }
         }
-        let back = self.back.as_ref()?;
+        let Some(back) = self.back.as_ref() else {
+            return Ok(false);
+        };
         if !back.valid() {
             self.done = true;
-            return back.status().err().map(Err);
+            return back.status().map(|()| false);
         }
         let k = back.key();
         if !self.above_lo(k) || self.crossed(k, false) {
             self.done = true;
-            return None;
+            return Ok(false);
         }
-        Some(Ok((k.to_vec(), back.value().to_vec())))
+        Ok(true)
+    }
+
+    /// Hands up to `limit` entries, from the front (or from the back when
+    /// `reverse`), to `f` where the iterator holds them, without copies;
+    /// returns how many (`KvStore::scan_visit`).
+    pub(crate) fn visit(
+        mut self,
+        limit: usize,
+        reverse: bool,
+        f: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<usize> {
+        let mut n = 0;
+        while n < limit {
+            let on = if reverse {
+                self.step_back()?
+            } else {
+                self.step_front()?
+            };
+            let it = if reverse {
+                self.back.as_ref()
+            } else {
+                Some(&self.front)
+            };
+            match it {
+                Some(it) if on => f(it.key(), it.value()),
+                _ => break,
+            }
+            n += 1;
+        }
+        Ok(n)
+    }
+}
+
+impl Iterator for Scan {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self.step_front() {
+            Ok(true) => Some(Ok((self.front.key().to_vec(), self.front.value().to_vec()))),
+            Ok(false) => None,
+            Err(e) => Some(Err(e)),
+        }
+    }
+}
+
+impl DoubleEndedIterator for Scan {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        match self.step_back() {
+            Ok(true) => {
+                let b = self.back.as_ref()?;
+                Some(Ok((b.key().to_vec(), b.value().to_vec())))
+            }
+            Ok(false) => None,
+            Err(e) => Some(Err(e)),
+        }
     }
 }

@@ -83,46 +83,8 @@ impl KvStore for Db {
         reverse: bool,
         f: &mut dyn FnMut(&[u8], &[u8]),
     ) -> Result<usize> {
-        let mut it = Db::iter(self, &ReadOptions::default())?;
-        let mut n = 0;
-        if limit == 0 {
-            return Ok(0);
-        }
-        if reverse {
-            match end {
-                Bound::Unbounded => it.seek_to_last(),
-                Bound::Included(k) => it.seek_for_prev(k),
-                Bound::Excluded(k) => {
-                    it.seek_for_prev(k);
-                    if it.valid() && it.key() == k {
-                        it.prev();
-                    }
-                }
-            }
-            while n < limit && it.valid() && after(it.key(), start) {
-                f(it.key(), it.value());
-                n += 1;
-                it.prev();
-            }
-        } else {
-            match start {
-                Bound::Unbounded => it.seek_to_first(),
-                Bound::Included(k) => it.seek(k),
-                Bound::Excluded(k) => {
-                    it.seek(k);
-                    if it.valid() && it.key() == k {
-                        it.next();
-                    }
-                }
-            }
-            while n < limit && it.valid() && before(it.key(), end) {
-                f(it.key(), it.value());
-                n += 1;
-                it.next();
-            }
-        }
-        it.status()?;
-        Ok(n)
+        // The same scan as `scan`, its entries read in place.
+        Db::scan::<&[u8], _>(self, (start, end))?.visit(limit, reverse, f)
     }
     fn snapshot(&self) -> Result<StoreSnapshot> {
         // A closed database has no view to pin.
@@ -180,24 +142,6 @@ impl Cursor for DbIter {
     }
     fn prev(&mut self) {
         DbIter::prev(self)
-    }
-}
-
-/// `key` is within the upper bound `end`.
-fn before(key: &[u8], end: Bound<&[u8]>) -> bool {
-    match end {
-        Bound::Unbounded => true,
-        Bound::Included(e) => key <= e,
-        Bound::Excluded(e) => key < e,
-    }
-}
-
-/// `key` is within the lower bound `start`.
-fn after(key: &[u8], start: Bound<&[u8]>) -> bool {
-    match start {
-        Bound::Unbounded => true,
-        Bound::Included(s) => key >= s,
-        Bound::Excluded(s) => key > s,
     }
 }
 

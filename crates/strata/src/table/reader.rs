@@ -405,11 +405,8 @@ impl Table {
     /// True when a scan asked the OS for the piece holding `offset` (or
     /// the table is not mapped, where nothing is asked).
     fn was_asked(&self, offset: u64) -> bool {
-        let piece = offset / ASK_PIECE;
-        let word = usize::try_from(piece / 64)
-            .ok()
-            .and_then(|i| self.asked.get(i));
-        word.is_none_or(|w| w.load(AtomicOrdering::Relaxed) & (1 << (piece % 64)) != 0)
+        bit_of(&self.asked, offset / ASK_PIECE)
+            .is_none_or(|(w, m)| w.load(AtomicOrdering::Relaxed) & m != 0)
     }
 
     /// Asks the OS to read `[from, from + len)` of the mapped file ahead
@@ -419,11 +416,10 @@ impl Table {
         let end = from.saturating_add(len);
         let mut piece = from / ASK_PIECE;
         while piece * ASK_PIECE < end {
-            let word = usize::try_from(piece / 64)
-                .ok()
-                .and_then(|i| self.asked.get(i));
-            let Some(w) = word else { break };
-            w.fetch_or(1 << (piece % 64), AtomicOrdering::Relaxed);
+            let Some((w, m)) = bit_of(&self.asked, piece) else {
+                break;
+            };
+            w.fetch_or(m, AtomicOrdering::Relaxed);
             piece += 1;
         }
     }
@@ -538,7 +534,7 @@ impl Table {
         // The ordinal counts only if it names this very block.
         let ordinal =
             ordinal.filter(|&i| self.fences.as_ref().and_then(|f| f.handle(i)) == Some(h));
-        let bit = ordinal.and_then(|i| Some((self.verified.get(i / 64)?, 1u64 << (i % 64))));
+        let bit = ordinal.and_then(|i| bit_of(&self.verified, i as u64));
         let known = bit.is_some_and(|(w, m)| w.load(AtomicOrdering::Relaxed) & m != 0);
         let verify = self.verify_checksums && !known;
         let (n, _) =
@@ -771,6 +767,13 @@ impl Prefetch {
         self.until = to;
         Some((from, to - from))
     }
+}
+
+/// The word of `bits` holding bit `i`, and the bit's mask (`None` past
+/// the end).
+fn bit_of(bits: &[AtomicU64], i: u64) -> Option<(&AtomicU64, u64)> {
+    let word = bits.get(usize::try_from(i / 64).ok()?)?;
+    Some((word, 1 << (i % 64)))
 }
 
 /// The end of the block at `h` with its trailer (handles reaching here

@@ -187,14 +187,9 @@ impl TableCache {
         Ok(found.unwrap_or(table))
     }
 
-    /// Drops table `id` from the cache (its file left every version, or
-    /// was never installed). It stays open while someone holds it.
-    pub fn erase(&self, id: u64) {
-        self.release(id, false);
-    }
-
-    /// Closes table `id` and, with `remove`, deletes its file (which no
-    /// version names any more), both on the purge thread.
+    /// Drops table `id` from the cache (its `FileMeta` is gone; the table
+    /// stays open while someone holds it) and, with `remove`, deletes its
+    /// file (which no version names any more), both on the purge thread.
     pub fn release(&self, id: u64, remove: bool) {
         let table = self.lru.lock().remove(id);
         let path = remove.then(|| self.path(id));
@@ -222,22 +217,22 @@ impl TableCache {
             let fs = Arc::clone(&self.fs);
             let spawned = std::thread::Builder::new()
                 .name("strata-purge".into())
-                .spawn(move || purge_loop(fs.as_ref(), rx));
+                .spawn(move || rx.into_iter().for_each(|job| run(fs.as_ref(), job)));
             if let Ok(thread) = spawned {
                 *purger = Some(Purger { jobs, thread });
             }
         }
         // Without the thread (it could not start), here and now.
+        let job = PurgeJob::Release(job);
         let job = match purger.as_ref() {
-            Some(p) => match p.jobs.send(PurgeJob::Release(job)) {
+            Some(p) => match p.jobs.send(job) {
                 Ok(()) => return,
-                Err(std::sync::mpsc::SendError(PurgeJob::Release(j))) => j,
-                Err(_) => return,
+                Err(unsent) => unsent.0,
             },
             None => job,
         };
         drop(purger);
-        purge_one(self.fs.as_ref(), job);
+        run(self.fs.as_ref(), job);
     }
 
     /// Current figures.
@@ -491,23 +486,20 @@ impl Drop for TableCache {
     }
 }
 
-fn purge_loop(fs: &dyn FileSystem, jobs: std::sync::mpsc::Receiver<PurgeJob>) {
-    for job in jobs {
-        match job {
-            PurgeJob::Release(p) => purge_one(fs, p),
-            PurgeJob::Barrier(done) => {
-                let _ = done.send(());
+fn run(fs: &dyn FileSystem, job: PurgeJob) {
+    match job {
+        PurgeJob::Release((table, path)) => {
+            // Unmapped first (if this was the last reference), then
+            // removed; a failed removal leaves an orphan that the next
+            // open removes.
+            drop(table);
+            if let Some(path) = path {
+                let _ = fs.remove_file(&path);
             }
         }
-    }
-}
-
-fn purge_one(fs: &dyn FileSystem, (table, path): Purge) {
-    // Unmapped first (if this was the last reference), then removed; a
-    // failed removal leaves an orphan that the next open removes.
-    drop(table);
-    if let Some(path) = path {
-        let _ = fs.remove_file(&path);
+        PurgeJob::Barrier(done) => {
+            let _ = done.send(());
+        }
     }
 }
 
@@ -590,7 +582,7 @@ mod tests {
         assert_eq!(value_of(&t, 2), Some(b"value2".to_vec()));
         assert_eq!(tc.ids(), vec![2, 5, 4]);
         assert_eq!(tc.stats().evictions, 3);
-        // Dropping a FileMeta erases its table without counting an eviction.
+        // Dropping a FileMeta releases its table without counting an eviction.
         drop(metas);
         let s = tc.stats();
         assert_eq!((s.open_tables, s.evictions, s.pinned_bytes), (0, 3, 0));
