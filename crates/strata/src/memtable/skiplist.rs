@@ -598,12 +598,16 @@ mod tests {
         };
         wait_for(2);
         let l = SkipList::in_pool(Some(pool.clone()));
-        // About 3 MiB: three chunks, the third made after the first two
-        // were taken.
-        for i in 0..12_000u32 {
-            put(&l, &i.to_be_bytes(), &[7; 240]);
+        // About 3 MiB: three chunks or more, later ones made after the
+        // first were taken. Written in rounds of about 1 MiB (at most two
+        // new chunks), each once the filler has two ready again, so that a
+        // filler slowed by a busy machine cannot make a miss.
+        for round in 0..3u32 {
+            for i in round * 4_000..(round + 1) * 4_000 {
+                put(&l, &i.to_be_bytes(), &[7; 240]);
+            }
+            wait_for(2);
         }
-        wait_for(2);
         assert_eq!(pool.held(), 2, "no more than `ready`");
         let (made, misses) = pool.counts();
         assert!(made >= 4, "made {made}");
