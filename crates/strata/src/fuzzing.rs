@@ -118,7 +118,9 @@ impl MappedBytes {
         }
         let mut m = memmap2::MmapMut::map_anon(data.len()).ok()?;
         m.copy_from_slice(data);
-        Some(MappedBytes(Arc::new(m.make_read_only().ok()?)))
+        Some(MappedBytes(Arc::new(Mapping::new(
+            m.make_read_only().ok()?,
+        ))))
     }
 }
 
