@@ -2,7 +2,8 @@
 //! one memtable of `total` bytes made of shards of `shard` bytes (one
 //! skiplist when `shard >= total`).
 //!
-//! `cargo run --release -p strata --example memloop -- 67108864 8388608`
+//! `cargo run --release -p strata --example memloop -- 67108864 8388608 [VALUE_LEN]`
+//! (value length default 100; 0 is a tombstone's size)
 use std::time::Instant;
 use strata::memtable::{MemTable, MAX_SHARDS};
 use strata::types::ValueKind;
@@ -17,7 +18,8 @@ fn main() {
         MemTable::new(1, shard.max(total.div_ceil(MAX_SHARDS)), MAX_SHARDS)
     };
     let mut rng = 0x1234_5678_9abc_def0u64;
-    let value = [7u8; 100];
+    let value_len: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(100);
+    let value = vec![7u8; value_len];
     let mut key = [0u8; 16];
     let mut n = 0u64;
     let t = Instant::now();
