@@ -248,7 +248,9 @@ pub struct Options {
     /// Memtables (active + immutable) before writes stop (RocksDB
     /// `max_write_buffer_number`). Default 2.
     pub max_write_buffer_number: usize,
-    /// A memtable fills skiplists ("shards") of this many bytes one after
+    /// A memtable fills skiplists ("shards") of this many bytes (or of
+    /// this ÷ 128 entries, whichever comes first: small entries such as
+    /// tombstones get smaller shards) one after
     /// another and flushes them together as one table (at most 32 shards,
     /// each at least 1/32 of `write_buffer_size`; the last takes the
     /// rest). A shard this small stays in the CPU cache while it is

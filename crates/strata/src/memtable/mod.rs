@@ -45,6 +45,17 @@ use xxhash_rust::xxh3::xxh3_64;
 /// Shards per memtable at most; the last one takes every entry after that.
 pub const MAX_SHARDS: usize = 32;
 
+/// A shard is also sealed after `shard_bytes / SHARD_ENTRY_BYTES` entries.
+/// What makes an insert slow is the depth of the list it walks (its cache
+/// misses), which grows with the entries, not the bytes: with 16-byte keys
+/// and empty values (tombstones, ~40 arena bytes each) an 8 MiB shard held
+/// three times the nodes of one with 100-byte values, and a random insert
+/// took 772-845 ns against 565-575 (`examples/memloop`, 64 MiB). Entries
+/// of a 16-byte key and a 100-byte value take ~150 bytes, so those shards
+/// are still sealed by bytes; smaller entries get smaller shards (and
+/// their filter, sized by bytes, more bits per key).
+pub const SHARD_ENTRY_BYTES: usize = 128;
+
 /// Orders a stored internal key against the probe `(user_key, trailer)`.
 #[inline]
 fn cmp_probe(node: &[u8], user_key: &[u8], trailer: u64) -> Ordering {
@@ -64,6 +75,8 @@ pub struct MemTable {
     count: AtomicUsize,
     /// Arena bytes after which the shard being filled is sealed.
     shard_bytes: usize,
+    /// ...or entries ([`SHARD_ENTRY_BYTES`]).
+    shard_entries: usize,
     /// Shards at most (the last one takes the rest).
     max_shards: usize,
     /// Serialises inserts (and with them shard switches).
@@ -108,6 +121,7 @@ impl MemTable {
             shards,
             count: AtomicUsize::new(1),
             shard_bytes,
+            shard_entries: (shard_bytes / SHARD_ENTRY_BYTES).max(1),
             max_shards,
             inserter: Mutex::new(()),
             sealed: AtomicUsize::new(0),
@@ -185,7 +199,9 @@ impl MemTable {
             self.ordered.store(false, AtomicOrdering::Release);
         }
         self.max_seq.fetch_max(seq, AtomicOrdering::Relaxed);
-        if shard.list.memory() >= self.shard_bytes && n < self.max_shards {
+        let full =
+            shard.list.memory() >= self.shard_bytes || shard.list.len() >= self.shard_entries;
+        if full && n < self.max_shards {
             let next = Shard::in_pool(self.shard_bytes, self.pool.clone());
             let extra = next.filter_bytes();
             if self.shards[n].set(next).is_ok() {
@@ -343,6 +359,60 @@ mod tests {
             assert!(m.approximate_size() > 0);
             assert_eq!(m.shard_count(), if shard_bytes == 1 { 5 } else { 1 });
         }
+    }
+
+    /// Small entries seal shards by count before their bytes do, and
+    /// everything stays readable across the shards, in order.
+    #[test]
+    fn small_entries_get_smaller_shards() {
+        let shard_bytes = 64 << 10;
+        let per_shard = shard_bytes / SHARD_ENTRY_BYTES;
+        let m = Arc::new(MemTable::new(1, shard_bytes, MAX_SHARDS));
+        let n = per_shard * 4 + 10;
+        for i in 0..n {
+            m.add(
+                i as u64 + 1,
+                ValueKind::Delete,
+                format!("{i:08}").as_bytes(),
+                b"",
+            );
+        }
+        // Tombstones of 8-byte keys take well under SHARD_ENTRY_BYTES of
+        // arena each: the byte bound alone would have sealed fewer shards.
+        assert!(
+            m.approximate_size() < 4 * shard_bytes,
+            "{}",
+            m.approximate_size()
+        );
+        assert_eq!(m.shard_count(), 5);
+        for i in (0..n).step_by(97) {
+            let got = m.get(format!("{i:08}").as_bytes(), n as u64);
+            assert_eq!(
+                got.map(|e| (e.0, e.1)),
+                Some((i as u64 + 1, ValueKind::Delete))
+            );
+        }
+        let mut it = merged(&m);
+        it.seek_to_first();
+        let mut seen = 0;
+        while it.valid() {
+            assert_eq!(types::user_key(it.key()), format!("{seen:08}").as_bytes());
+            seen += 1;
+            it.next();
+        }
+        assert_eq!(seen, n);
+        // Values of ~100 bytes are sealed by bytes, as before.
+        let big = MemTable::new(1, shard_bytes, MAX_SHARDS);
+        for i in 0..per_shard {
+            big.add(
+                i as u64 + 1,
+                ValueKind::Value,
+                format!("{i:08}").as_bytes(),
+                &[7; 100],
+            );
+        }
+        assert!(big.shard_count() > 1);
+        assert!(big.shard_count() <= per_shard * 150 / shard_bytes + 1);
     }
 
     #[test]

@@ -292,7 +292,7 @@ impl SkipList {
         }
     }
 
-    #[cfg(test)]
+    /// Entries inserted.
     pub fn len(&self) -> usize {
         self.len.load(AO::Relaxed)
     }
