@@ -137,7 +137,16 @@ pub struct RunResult {
     /// Table bytes the engine read per get (strata only).
     pub engine_read_bytes_per_get: Option<f64>,
     pub cpu_secs: f64,
+    /// The part of `cpu_secs` spent in the kernel.
+    #[serde(default)]
+    pub sys_secs: f64,
     pub max_rss_mib: f64,
+    /// Page faults of the measured operations and the close: served from
+    /// the page cache (minor) and waiting for a read (major).
+    #[serde(default)]
+    pub minor_faults: u64,
+    #[serde(default)]
+    pub major_faults: u64,
     /// Time writers were stopped or slowed (strata only).
     pub stall_secs: Option<f64>,
     pub levels: Vec<Level>,
@@ -838,7 +847,10 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
             None
         },
         cpu_secs: cpu1.cpu_secs - cpu0.cpu_secs,
+        sys_secs: cpu1.sys_secs - cpu0.sys_secs,
         max_rss_mib: cpu1.max_rss_kib as f64 / 1024.0,
+        minor_faults: cpu1.minor_faults.saturating_sub(cpu0.minor_faults),
+        major_faults: cpu1.major_faults.saturating_sub(cpu0.major_faults),
         stall_secs: strata_engine.then_some(stall as f64 / 1e6),
         levels: level_shape(&stats_before_close),
         engine_stats: if strata_engine {

@@ -34,7 +34,13 @@ pub fn proc_io() -> ProcIo {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Usage {
     pub cpu_secs: f64,
+    /// The part of `cpu_secs` spent in the kernel.
+    pub sys_secs: f64,
     pub max_rss_kib: u64,
+    /// Page faults served without I/O (the page was in the cache).
+    pub minor_faults: u64,
+    /// Page faults that waited for a read.
+    pub major_faults: u64,
 }
 
 pub fn usage() -> Usage {
@@ -48,7 +54,10 @@ pub fn usage() -> Usage {
     let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
     Usage {
         cpu_secs: t(ru.ru_utime) + t(ru.ru_stime),
+        sys_secs: t(ru.ru_stime),
         max_rss_kib: u64::try_from(ru.ru_maxrss).unwrap_or(0),
+        minor_faults: u64::try_from(ru.ru_minflt).unwrap_or(0),
+        major_faults: u64::try_from(ru.ru_majflt).unwrap_or(0),
     }
 }
 

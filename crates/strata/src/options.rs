@@ -260,6 +260,14 @@ pub struct Options {
     /// or above `write_buffer_size`: one skiplist per memtable. Default
     /// 8 MiB.
     pub memtable_shard_size: usize,
+    /// Scans and seeks over a memtable of several shards ask for a sorted
+    /// index of its sealed shards (an array of entry pointers in key order,
+    /// built by a short-lived thread, 16 bytes per entry): the indexed
+    /// shards then take one merge child instead of one skiplist each, read
+    /// in order with the next entries prefetched, and a seek is one binary
+    /// search over mostly inline key prefixes. Writes and point lookups do
+    /// not use it. Default true.
+    pub memtable_index: bool,
     /// L0 tables that trigger an L0→L1 compaction. Default 4.
     pub level0_file_num_compaction_trigger: usize,
     /// L0 tables at which each write is delayed. Default 20.
@@ -479,6 +487,7 @@ impl Default for Options {
             write_buffer_size: 64 * MIB,
             max_write_buffer_number: 2,
             memtable_shard_size: 8 * MIB,
+            memtable_index: true,
             level0_file_num_compaction_trigger: 4,
             level0_slowdown_writes_trigger: 20,
             level0_stop_writes_trigger: 36,
@@ -560,6 +569,8 @@ setters! {
     max_write_buffer_number: usize,
     /// Sets `memtable_shard_size`.
     memtable_shard_size: usize,
+    /// Sets `memtable_index`.
+    memtable_index: bool,
     /// Sets `level0_file_num_compaction_trigger`.
     level0_file_num_compaction_trigger: usize,
     /// Sets `level0_slowdown_writes_trigger`.
@@ -774,6 +785,7 @@ impl Options {
             "error_if_exists" => self.error_if_exists = flag(name, value)?,
             "write_buffer_size" => self.write_buffer_size = num(name, value)?,
             "memtable_shard_size" => self.memtable_shard_size = num(name, value)?,
+            "memtable_index" => self.memtable_index = flag(name, value)?,
             "max_write_buffer_number" => self.max_write_buffer_number = num(name, value)?,
             "level0_file_num_compaction_trigger" => {
                 self.level0_file_num_compaction_trigger = num(name, value)?
@@ -933,7 +945,7 @@ impl fmt::Display for Options {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "write_buffer_size={},max_write_buffer_number={},memtable_shard_size={},level0_file_num_compaction_trigger={},\
+            "write_buffer_size={},max_write_buffer_number={},memtable_shard_size={},memtable_index={},level0_file_num_compaction_trigger={},\
              level0_slowdown_writes_trigger={},level0_stop_writes_trigger={},max_bytes_for_level_base={},\
              max_bytes_for_level_multiplier={},num_levels={},target_file_size={},block_size={},\
              block_restart_interval={},bloom_bits_per_key={},block_cache_size={},compression={},\
@@ -945,6 +957,7 @@ impl fmt::Display for Options {
             self.write_buffer_size,
             self.max_write_buffer_number,
             self.memtable_shard_size,
+            self.memtable_index,
             self.level0_file_num_compaction_trigger,
             self.level0_slowdown_writes_trigger,
             self.level0_stop_writes_trigger,

@@ -444,6 +444,8 @@ fn metamorphic_every_design_answers_alike() {
     let mut designs: Vec<String> = vec![
         String::new(),
         "memtable_shard_size=1M".to_string(),
+        // Scans over the shards one skiplist each, never through an index.
+        "memtable_index=false".to_string(),
         format!("{STALE},stale_threshold=0.05"),
         // The CPU budget: three background threads sharing one slot (a
         // flush takes it from a running compaction, which pauses), and

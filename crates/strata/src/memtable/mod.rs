@@ -25,14 +25,18 @@
 //! repeats flushed records), the memtable notes it and lookups then take
 //! the newest visible version over all shards.
 
+mod index;
 mod iter;
 mod shard;
 mod skiplist;
 
+pub use index::IndexIter;
 pub use iter::MemIter;
 
 use crate::iter::InternalIterator;
 use crate::types::{self, SeqNo, ValueKind};
+use arc_swap::ArcSwapOption;
+use index::SortedIndex;
 use parking_lot::Mutex;
 use shard::Shard;
 pub use skiplist::ChunkPool;
@@ -94,6 +98,15 @@ pub struct MemTable {
     log_number: u64,
     /// Where the shards' arena chunks come from, if a database shares them.
     pool: Option<Arc<ChunkPool>>,
+    /// Whether iterators ask for a [`SortedIndex`] of the sealed shards
+    /// (`Options::memtable_index`).
+    index_enabled: bool,
+    /// The newest index of the sealed shards, if one was built.
+    index: ArcSwapOption<SortedIndex>,
+    /// True while an index is being built.
+    indexing: AtomicBool,
+    /// Bytes of the published index.
+    index_bytes: AtomicUsize,
 }
 
 impl MemTable {
@@ -132,6 +145,10 @@ impl MemTable {
             ordered: AtomicBool::new(true),
             log_number,
             pool,
+            index_enabled: true,
+            index: ArcSwapOption::empty(),
+            indexing: AtomicBool::new(false),
+            index_bytes: AtomicUsize::new(0),
         }
     }
 
@@ -151,11 +168,14 @@ impl MemTable {
         pool: Option<Arc<ChunkPool>>,
     ) -> Self {
         let wbs = opts.write_buffer_size;
-        if opts.memtable_shard_size >= wbs {
-            return Self::in_pool(log_number, wbs, 1, pool);
-        }
-        let shard = opts.memtable_shard_size.max(wbs.div_ceil(MAX_SHARDS));
-        Self::in_pool(log_number, shard, MAX_SHARDS, pool)
+        let mut m = if opts.memtable_shard_size >= wbs {
+            Self::in_pool(log_number, wbs, 1, pool)
+        } else {
+            let shard = opts.memtable_shard_size.max(wbs.div_ceil(MAX_SHARDS));
+            Self::in_pool(log_number, shard, MAX_SHARDS, pool)
+        };
+        m.index_enabled = opts.memtable_index;
+        m
     }
 
     /// The WAL that holds this memtable's entries.
@@ -279,12 +299,60 @@ impl MemTable {
         }
     }
 
-    /// One iterator per shard published now, for a merging iterator (a
-    /// shard published later holds only newer sequence numbers).
+    /// Iterators over the shards published now, for a merging iterator (a
+    /// shard published later holds only newer sequence numbers): one over
+    /// the index of the sealed shards if there is one, and one per shard
+    /// it does not cover. Asks for a new index when at least
+    /// [`index::INDEX_AFTER`] sealed shards are not covered.
     pub fn add_iterators(this: &Arc<Self>, out: &mut Vec<Box<dyn InternalIterator>>) {
-        for i in 0..this.shard_count() {
+        let n = this.shard_count();
+        let index = this.index.load_full().filter(|ix| ix.shards() <= n);
+        let covered = index.as_ref().map_or(0, |ix| ix.shards());
+        if let Some(ix) = index {
+            out.push(Box::new(IndexIter::new(this.clone(), ix)));
+        }
+        for i in covered..n {
             out.push(Box::new(MemIter::new(this.clone(), i)));
         }
+        // Every published shard but the newest is sealed.
+        let sealed = n.saturating_sub(1);
+        if this.index_enabled && sealed >= covered + index::INDEX_AFTER {
+            Self::start_index(this, sealed);
+        }
+    }
+
+    /// Builds an index of shards `0..sealed` on a short-lived thread,
+    /// unless one is being built.
+    fn start_index(this: &Arc<Self>, sealed: usize) {
+        if this.indexing.swap(true, AtomicOrdering::AcqRel) {
+            return;
+        }
+        let mem = Arc::clone(this);
+        // A merge of several shards takes milliseconds: not on a reader's
+        // path. A failed spawn only leaves the shards unindexed.
+        let spawned = std::thread::Builder::new()
+            .name("strata-memindex".into())
+            .spawn(move || {
+                mem.build_index(sealed);
+                mem.indexing.store(false, AtomicOrdering::Release);
+            });
+        if spawned.is_err() {
+            this.indexing.store(false, AtomicOrdering::Release);
+        }
+    }
+
+    /// Builds and publishes the index of shards `0..sealed` (which must
+    /// be sealed: shards below the newest published one), unless the
+    /// current index covers as many.
+    pub(crate) fn build_index(&self, sealed: usize) {
+        let sealed = sealed.min(self.shard_count().saturating_sub(1));
+        let prev = self.index.load_full();
+        if prev.as_ref().is_some_and(|p| p.shards() >= sealed) || sealed == 0 {
+            return;
+        }
+        let ix = SortedIndex::build(self, sealed, prev.as_deref());
+        self.index_bytes.store(ix.bytes(), AtomicOrdering::Relaxed);
+        self.index.store(Some(Arc::new(ix)));
     }
 
     /// The skiplist of shard `i` (published), if any.
@@ -296,9 +364,9 @@ impl MemTable {
         }
     }
 
-    /// Approximate bytes used (arenas and filters).
+    /// Approximate bytes used (arenas, filters and the sorted index).
     pub fn approximate_size(&self) -> usize {
-        self.size.load(AtomicOrdering::Relaxed)
+        self.size.load(AtomicOrdering::Relaxed) + self.index_bytes.load(AtomicOrdering::Relaxed)
     }
 
     /// The share of the entries the running (or last) flush has walked,
@@ -578,5 +646,129 @@ mod tests {
                 Some(i + 1)
             );
         }
+    }
+
+    /// Scans and seeks read the same entries whether the sealed shards are
+    /// read one skiplist each or through an index of some or all of them;
+    /// keys share 8-byte prefixes, are shorter than 8 bytes, or end in
+    /// zero bytes, and keys have several versions across shards.
+    #[test]
+    fn the_sorted_index_reads_as_the_shards() {
+        use rand::rngs::SmallRng;
+        use rand::{Rng, SeedableRng};
+        let mut rng = SmallRng::seed_from_u64(11);
+        let mut m = MemTable::new(1, 4 << 10, MAX_SHARDS);
+        // Indexes are built here, in step, not by iterators' threads.
+        m.index_enabled = false;
+        let m = Arc::new(m);
+        let pick = |rng: &mut SmallRng| -> Vec<u8> {
+            match rng.gen_range(0..4) {
+                0 => format!("prefix00{:03}", rng.gen_range(0..200)).into_bytes(),
+                1 => vec![b'a'; rng.gen_range(0..10)],
+                2 => {
+                    let mut k = vec![b'p', b'r', b'e', b'f', b'i', b'x', b'0', b'0'];
+                    k.resize(8 + rng.gen_range(0..3), 0);
+                    k
+                }
+                _ => format!("{:x}", rng.gen_range(0..5000u32)).into_bytes(),
+            }
+        };
+        let mut all: Vec<Vec<u8>> = Vec::new();
+        let mut seq = 0;
+        let mut targets: Vec<Vec<u8>> = Vec::new();
+        for round in 0..6 {
+            for _ in 0..300 {
+                seq += 1;
+                let k = pick(&mut rng);
+                let kind = if rng.gen_bool(0.2) {
+                    ValueKind::Delete
+                } else {
+                    ValueKind::Value
+                };
+                m.add(seq, kind, &k, format!("v{seq}").as_bytes());
+                all.push(types::internal_key(&k, seq, kind as u8));
+            }
+            // Index a growing part of the sealed shards (none in round 0).
+            if round > 0 {
+                let sealed = m.shard_count() - 1;
+                m.build_index(sealed * round / 5);
+            }
+            let covered = m.index.load_full().map_or(0, |ix| ix.shards());
+            assert!(round < 2 || covered > 0, "round {round}: no index");
+            all.sort_by(|a, b| types::compare_internal(a, b));
+            targets.clear();
+            for _ in 0..200 {
+                let k = pick(&mut rng);
+                targets.push(types::seek_key(&k, rng.gen_range(0..=seq)));
+            }
+            let mut it = merged(&m);
+            // Forward and backward walks.
+            it.seek_to_first();
+            for want in &all {
+                assert!(it.valid());
+                assert_eq!(it.key(), want.as_slice());
+                it.next();
+            }
+            assert!(!it.valid());
+            it.seek_to_last();
+            for want in all.iter().rev() {
+                assert_eq!(it.key(), want.as_slice());
+                it.prev();
+            }
+            assert!(!it.valid());
+            // Seeks, each followed by a few steps both ways.
+            for t in &targets {
+                let at = all.partition_point(|k| types::compare_internal(k, t).is_lt());
+                it.seek(t);
+                assert_eq!(it.valid(), at < all.len());
+                for want in all.iter().skip(at).take(3) {
+                    assert_eq!(it.key(), want.as_slice());
+                    it.next();
+                }
+                let before = all.partition_point(|k| types::compare_internal(k, t).is_le());
+                it.seek_for_prev(t);
+                assert_eq!(it.valid(), before > 0);
+                for want in all[before.saturating_sub(3)..before].iter().rev() {
+                    assert_eq!(it.key(), want.as_slice());
+                    it.prev();
+                }
+            }
+        }
+        assert!(m.approximate_size() > m.size.load(AtomicOrdering::Relaxed));
+    }
+
+    /// An iterator that finds enough sealed shards unindexed starts a
+    /// build, and later iterators use the index.
+    #[test]
+    fn iterators_ask_for_an_index() {
+        let m = Arc::new(MemTable::new(1, 4 << 10, MAX_SHARDS));
+        for i in 0..2000u64 {
+            m.add(
+                i + 1,
+                ValueKind::Value,
+                format!("{:05}", i * 7919 % 2000).as_bytes(),
+                b"v",
+            );
+        }
+        assert!(m.shard_count() > index::INDEX_AFTER + 1);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let mut it = merged(&m);
+            it.seek_to_first();
+            let mut n = 0;
+            while it.valid() {
+                n += 1;
+                it.next();
+            }
+            assert_eq!(n, 2000);
+            if m.index.load_full().is_some() {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "no index built");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let mut out = Vec::new();
+        MemTable::add_iterators(&m, &mut out);
+        assert_eq!(out.len(), 2, "the index and the newest shard");
     }
 }
