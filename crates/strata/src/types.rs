@@ -113,10 +113,42 @@ pub fn parse_internal_key(ikey: &[u8]) -> Option<ParsedKey<'_>> {
     })
 }
 
+/// Keys up to this long are compared inline, 8 bytes at a time; longer
+/// ones through `memcmp`, whose vector loop wins on long keys.
+const INLINE_CMP_MAX: usize = 32;
+
+/// The lexicographic order of two byte strings (as `a.cmp(b)`), inline
+/// for short keys: most keys here are 16-24 bytes, and a `memcmp` call
+/// for them was about a tenth of a scan's or an insert's time.
+#[inline]
+pub fn compare_bytes(a: &[u8], b: &[u8]) -> Ordering {
+    let n = a.len().min(b.len());
+    if n > INLINE_CMP_MAX {
+        return a.cmp(b);
+    }
+    let (mut x, mut y) = (a, b);
+    while let (Some((xc, xr)), Some((yc, yr))) =
+        (x.split_first_chunk::<8>(), y.split_first_chunk::<8>())
+    {
+        let (p, q) = (u64::from_be_bytes(*xc), u64::from_be_bytes(*yc));
+        if p != q {
+            return p.cmp(&q);
+        }
+        x = xr;
+        y = yr;
+    }
+    for (p, q) in x.iter().zip(y) {
+        if p != q {
+            return p.cmp(q);
+        }
+    }
+    a.len().cmp(&b.len())
+}
+
 /// The total order of internal keys.
 #[inline]
 pub fn compare_internal(a: &[u8], b: &[u8]) -> Ordering {
-    match user_key(a).cmp(user_key(b)) {
+    match compare_bytes(user_key(a), user_key(b)) {
         Ordering::Equal => trailer(b).cmp(&trailer(a)),
         o => o,
     }
@@ -125,6 +157,24 @@ pub fn compare_internal(a: &[u8], b: &[u8]) -> Ordering {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn compare_bytes_is_slice_order() {
+        use rand::rngs::SmallRng;
+        use rand::{Rng, SeedableRng};
+        let mut rng = SmallRng::seed_from_u64(3);
+        let mut keys: Vec<Vec<u8>> = vec![vec![], vec![0], vec![0, 0], vec![255; 40]];
+        for _ in 0..400 {
+            let len = rng.gen_range(0..48);
+            // Few distinct bytes, so keys share long prefixes.
+            keys.push((0..len).map(|_| rng.gen_range(0..3u8) * 127).collect());
+        }
+        for a in &keys {
+            for b in &keys {
+                assert_eq!(compare_bytes(a, b), a.cmp(b), "{a:?} {b:?}");
+            }
+        }
+    }
 
     #[test]
     fn ordering_is_user_key_then_newest_first() {

@@ -63,7 +63,7 @@ pub const SHARD_ENTRY_BYTES: usize = 128;
 /// Orders a stored internal key against the probe `(user_key, trailer)`.
 #[inline]
 fn cmp_probe(node: &[u8], user_key: &[u8], trailer: u64) -> Ordering {
-    match types::user_key(node).cmp(user_key) {
+    match types::compare_bytes(types::user_key(node), user_key) {
         Ordering::Equal => trailer.cmp(&types::trailer(node)),
         o => o,
     }
