@@ -876,6 +876,11 @@ impl TableIter {
             Some(ra) => self.table.data_block_sequential(handle, ra),
             None => {
                 self.prefetch_before(handle);
+                if seeking {
+                    // A seek searches the block as a lookup does: its
+                    // lines' misses overlap instead of coming one by one.
+                    self.table.prefetch_mapped(handle);
+                }
                 self.table.data_block_at(handle, ordinal, seeking)
             }
         };
