@@ -35,7 +35,7 @@ pub(super) fn flush_one<'a>(
     let version = st.versions.current();
     let snapshots = inner.snapshot_list();
     let started = Instant::now();
-    st.pacer.flush_started(started);
+    inner.pacer.lock().flush_started(started);
     let written = MutexGuard::unlocked(&mut st, || write_l0(inner, &mem, &version, snapshots));
     // Given back under the state mutex (see `cpu.rs`); what follows is
     // mostly the manifest's I/O.
@@ -88,7 +88,7 @@ pub(super) fn flush_one<'a>(
     st.flushing = false;
     match result {
         Ok((bytes, edit, keys)) => {
-            st.pacer.flush_finished(
+            inner.pacer.lock().flush_finished(
                 Instant::now(),
                 mem.approximate_size() as u64,
                 started.elapsed(),
@@ -139,7 +139,7 @@ pub(super) fn flush_one<'a>(
             });
         }
         Err(e) => {
-            st.pacer.flush_finished(Instant::now(), 0, Duration::ZERO);
+            inner.pacer.lock().flush_finished(Instant::now(), 0, Duration::ZERO);
             inner.set_bg_error(&mut st, e);
             // As above: the starting version may hold replaced tables last.
             MutexGuard::unlocked(&mut st, || drop((mem, version)));

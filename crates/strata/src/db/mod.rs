@@ -30,7 +30,7 @@ use crate::table::{BlockCache, TableOptions};
 use crate::types::SeqNo;
 use crate::version::{Version, VersionSet};
 use crate::wal;
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use parking_lot::{Condvar, Mutex};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -59,8 +59,6 @@ pub(crate) struct State {
     pub shutting_down: bool,
     /// Bytes by which levels exceed their targets (write pacing).
     pub compaction_debt: u64,
-    /// Slows writers while a flush must finish before the next switch.
-    pub pacer: pacing::Pacer,
     /// The next WAL, made ahead of the switch that needs it.
     pub spare_log: spare_log::Spare,
 }
@@ -147,6 +145,19 @@ pub(crate) struct Inner {
     /// mutex; a write leader that reads it true and whose memtable has
     /// room goes ahead without taking the state mutex (see `make_room`).
     pub calm: AtomicBool,
+    /// The oldest immutable memtable while pacing is the only thing that
+    /// holds writes back (every memtable slot taken, nothing else of
+    /// `calm` missing); `None` otherwise. Set with `calm`: a write leader
+    /// whose memtable has room paces against it without the state mutex
+    /// (see `make_room`). On this machine's scheduler a leader that met
+    /// the state mutex held by a background thread (at a switch, or as a
+    /// flush started or ended) spun, yielded its CPU to that thread, and
+    /// got it back only at the next tick: 4 ms puts.
+    pub paced: ArcSwapOption<MemTable>,
+    /// Slows writers while a flush must finish before the next switch
+    /// (`pacing.rs`); taken last, for a few microseconds, by the write
+    /// leader and the flush.
+    pub pacer: Mutex<pacing::Pacer>,
     /// How many flushes and compactions run at once
     /// (`Options::background_cpus`, `cpu.rs`).
     pub cpu: cpu::CpuBudget,
@@ -249,6 +260,7 @@ impl Db {
                 Err(e) => {
                     inner.state.lock().shutting_down = true;
                     inner.calm.store(false, Ordering::Release);
+                    inner.paced.store(None);
                     inner.bg_cv.notify_all();
                     inner.chunks.stop();
                     for t in threads {
@@ -295,6 +307,7 @@ impl Db {
             let mut st = self.inner.state.lock();
             st.shutting_down = true;
             self.inner.calm.store(false, Ordering::Release);
+            self.inner.paced.store(None);
             self.inner.bg_cv.notify_all();
             self.inner.done_cv.notify_all();
             // A compaction may run in a caller's thread (`compact_range`):
@@ -414,13 +427,18 @@ impl Inner {
         let version = st.versions.current();
         st.compaction_debt = crate::compaction::picker::compaction_debt(&version, &self.opts);
         let l0 = self.l0.pressure(&version, &self.opts);
-        let calm = st.imm.len() + 1 < self.opts.max_write_buffer_number
-            && !l0.slow
+        let behind = st.imm.len() + 1 >= self.opts.max_write_buffer_number;
+        let unhindered = !l0.slow
             && !l0.stop
             && st.compaction_debt < self.opts.soft_pending_compaction_bytes_limit
             && st.bg_error.is_none()
             && !st.shutting_down;
-        self.calm.store(calm, Ordering::Release);
+        self.paced.store(if behind && unhindered {
+            st.imm.first().cloned()
+        } else {
+            None
+        });
+        self.calm.store(!behind && unhindered, Ordering::Release);
         self.super_version.swap(Arc::new(SuperVersion {
             mem: st.mem.clone(),
             imm,
@@ -489,6 +507,7 @@ impl Inner {
         if st.bg_error.is_none() {
             st.bg_error = Some(e);
             self.calm.store(false, Ordering::Release);
+            self.paced.store(None);
         }
         self.done_cv.notify_all();
     }

@@ -226,7 +226,6 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
             mem: mem.clone(),
             imm: Vec::new(),
             flushing: false,
-            pacer: super::pacing::Pacer::new(),
             in_flight: Default::default(),
             bg_error: None,
             shutting_down: false,
@@ -261,6 +260,8 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
         closed: AtomicBool::new(false),
         // Set by the first super-version, installed before any write.
         calm: AtomicBool::new(false),
+        paced: arc_swap::ArcSwapOption::empty(),
+        pacer: parking_lot::Mutex::new(super::pacing::Pacer::new()),
         cpu: super::cpu::CpuBudget::new(super::cpu::CpuBudget::slots_for(opts.background_cpus)),
         opts,
         _lock: lock,

@@ -219,13 +219,19 @@ impl Inner {
         mut force_switch: bool,
         bytes: usize,
     ) -> Result<()> {
-        // The common case without the state mutex: nothing holds writes
-        // back and the memtable has room (one mutex less per write group).
-        if !force_switch
-            && self.calm.load(Ordering::Acquire)
-            && log.mem.approximate_size() < self.opts.write_buffer_size
-        {
-            return Ok(());
+        // The common cases without the state mutex, when the memtable has
+        // room: nothing holds writes back (one mutex less per write
+        // group), or only pacing does (see `Inner::paced`).
+        if !force_switch && log.mem.approximate_size() < self.opts.write_buffer_size {
+            if self.calm.load(Ordering::Acquire) {
+                return Ok(());
+            }
+            if let Some(oldest) = self.paced.load_full() {
+                if let Some(wait) = self.pace(log, Some(&oldest), bytes) {
+                    self.pace_sleep(wait);
+                }
+                return Ok(());
+            }
         }
         let mut allow_delay = !force_switch;
         let mut allow_pace = !force_switch;
@@ -234,12 +240,11 @@ impl Inner {
             st.check_usable()?;
             if allow_pace {
                 allow_pace = false;
-                if let Some(wait) = self.pace(&mut st, log, bytes) {
+                let behind = st.imm.len() + 1 >= self.opts.max_write_buffer_number;
+                let oldest = st.imm.first().filter(|_| behind).cloned();
+                if let Some(wait) = self.pace(log, oldest.as_ref(), bytes) {
                     drop(st);
-                    let t = Instant::now();
-                    std::thread::sleep(wait);
-                    Stats::add(&self.stats.pace_count, 1);
-                    Stats::add(&self.stats.pace_micros, t.elapsed().as_micros() as u64);
+                    self.pace_sleep(wait);
                     st = self.state.lock();
                     continue;
                 }
@@ -290,13 +295,26 @@ impl Inner {
         }
     }
 
+    /// Sleeps a pacing delay, counted.
+    fn pace_sleep(&self, wait: Duration) {
+        let t = Instant::now();
+        std::thread::sleep(wait);
+        Stats::add(&self.stats.pace_count, 1);
+        Stats::add(&self.stats.pace_micros, t.elapsed().as_micros() as u64);
+    }
+
     /// The pacing delay of a group of `bytes`: only while every memtable
-    /// slot is taken, so that the next switch would wait for a flush.
-    fn pace(&self, st: &mut State, log: &super::LogState, bytes: usize) -> Option<Duration> {
+    /// slot is taken (`oldest`: the memtable being flushed, then), so that
+    /// the next switch would wait for a flush.
+    fn pace(
+        &self,
+        log: &super::LogState,
+        oldest: Option<&Arc<MemTable>>,
+        bytes: usize,
+    ) -> Option<Duration> {
         let now = Instant::now();
-        let behind = st.imm.len() + 1 >= self.opts.max_write_buffer_number;
-        let (Some(oldest), true) = (st.imm.first(), behind) else {
-            st.pacer.idle(now);
+        let Some(oldest) = oldest else {
+            self.pacer.lock().idle(now);
             return None;
         };
         let room = self
@@ -308,7 +326,8 @@ impl Inner {
             return None;
         }
         let flushing = oldest.approximate_size();
-        st.pacer
+        self.pacer
+            .lock()
             .delay(now, bytes, room, flushing, oldest.flush_progress())
     }
 
@@ -319,7 +338,7 @@ impl Inner {
         log: &mut super::LogState,
     ) -> Result<()> {
         // A fresh memtable: pacing (if still needed) starts from now.
-        st.pacer.idle(Instant::now());
+        self.pacer.lock().idle(Instant::now());
         // The log a background thread made ahead (`spare_log.rs`), or one
         // made here. Any failure here stops writes, as a failed WAL append
         // does: the database refuses writes until it is reopened (RocksDB
