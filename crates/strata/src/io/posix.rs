@@ -193,22 +193,7 @@ struct PosixLog {
     /// Appends left to write with `pwrite(2)` rather than through the map
     /// (see [`SYNCED_APPENDS`]).
     written_appends: u32,
-    /// File offset up to which the window's pages were made present and
-    /// writable ahead of the appends ([`POPULATE_STEP`]).
-    populated: u64,
 }
-
-/// Bytes of a log's map made present and writable at once ahead of the
-/// appends (`MADV_POPULATE_WRITE`, Linux 5.14; refused elsewhere, and then
-/// each page faults on its first copy as before). The log's blocks are
-/// reserved unwritten, so every page of a fresh log faults once either
-/// way; one call per 256 KiB instead of a trap per 4 KiB page made random
-/// puts ~10 % faster here (quick preset, own defaults, fillrandom
-/// 631-673k → 713-736k puts/s; fillseq 883-972k → 920-1052k), and costs
-/// one put in ~2,000 about 0.1 ms. Populated pages not yet written
-/// hold zeros, which the WAL reader takes as the end of the log, as it
-/// does the reserved blocks'.
-const POPULATE_STEP: u64 = 256 << 10;
 
 /// Appends written with `pwrite(2)` after each sync, which also unmaps the
 /// window being written. A synced write through the map paid for the map:
@@ -264,21 +249,6 @@ impl PosixLog {
     }
 
     /// Maps the next window, from the append position on.
-    /// Makes the pages of the window from `at` present and writable, up to
-    /// [`POPULATE_STEP`] ahead within the reserved blocks.
-    fn populate_ahead(&mut self, at: usize) {
-        let Some(map) = self.map.as_ref() else {
-            return;
-        };
-        let end = self.reserved.min(self.map_start + map.len() as u64);
-        let upto = (self.len + POPULATE_STEP).min(end);
-        self.populated = upto.max(self.len + 1);
-        let n = usize::try_from(upto.saturating_sub(self.len)).unwrap_or(0);
-        if n > 0 {
-            let _ = map.advise_range(memmap2::Advice::PopulateWrite, at, n);
-        }
-    }
-
     fn next_window(&mut self) -> std::io::Result<()> {
         let start = self.len;
         // SAFETY: the map covers `[start, start + LOG_WINDOW)` of a file
@@ -304,8 +274,6 @@ impl PosixLog {
             self.retired.push(full);
         }
         self.map_start = start;
-        // Pages populated in an earlier window are not in this one's.
-        self.populated = start;
         Ok(())
     }
 
@@ -332,9 +300,6 @@ impl PosixLog {
             if room == 0 {
                 self.next_window()?;
                 continue;
-            }
-            if self.len >= self.populated {
-                self.populate_ahead(at);
             }
             let reserved = usize::try_from(self.reserved - self.len).unwrap_or(usize::MAX);
             let n = room.min(reserved).min(data.len());
@@ -698,7 +663,6 @@ impl FileSystem for PosixFs {
             reserved: 0,
             failed: false,
             written_appends: 0,
-            populated: 0,
         }))
     }
 
