@@ -139,7 +139,10 @@ pub(super) fn flush_one<'a>(
             });
         }
         Err(e) => {
-            inner.pacer.lock().flush_finished(Instant::now(), 0, Duration::ZERO);
+            inner
+                .pacer
+                .lock()
+                .flush_finished(Instant::now(), 0, Duration::ZERO);
             inner.set_bg_error(&mut st, e);
             // As above: the starting version may hold replaced tables last.
             MutexGuard::unlocked(&mut st, || drop((mem, version)));

@@ -302,8 +302,8 @@ impl MemTable {
                 continue;
             }
             // Heads after the first that order before `next`.
-            let before = heads[1..]
-                .partition_point(|h| types::compare_internal(node_key(h.0), k).is_lt());
+            let before =
+                heads[1..].partition_point(|h| types::compare_internal(node_key(h.0), k).is_lt());
             heads[..=before].rotate_left(1);
         }
         self.walked.store(walked, AtomicOrdering::Relaxed);
