@@ -40,8 +40,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         rng.fill(&mut value[..]);
         db.put(key(i), &value)?;
     }
-    // NOFLUSH=1: leave the last writes in the memtable (as `strata bench`
-    // leaves them after its loads).
+    // NOFLUSH=1: leave the last writes in the memtable, to time scans and
+    // seeks over its shards (`strata bench` flushes after its loads).
     if std::env::var_os("NOFLUSH").is_none() {
         db.flush()?;
     }

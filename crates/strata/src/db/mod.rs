@@ -64,6 +64,12 @@ pub(crate) struct State {
 }
 
 impl State {
+    /// Every memtable slot is taken (`max_write_buffer_number`): the next
+    /// switch would wait for a flush.
+    pub fn slots_full(&self, opts: &Options) -> bool {
+        self.imm.len() + 1 >= opts.max_write_buffer_number
+    }
+
     /// `Err` once a background error poisoned the database (`Poisoned`) or
     /// it is closing (`Closed`): what writers and waiters check before going
     /// on (`flush` first returns `Ok` if nothing is left to flush).
@@ -427,7 +433,7 @@ impl Inner {
         let version = st.versions.current();
         st.compaction_debt = crate::compaction::picker::compaction_debt(&version, &self.opts);
         let l0 = self.l0.pressure(&version, &self.opts);
-        let behind = st.imm.len() + 1 >= self.opts.max_write_buffer_number;
+        let behind = st.slots_full(&self.opts);
         let unhindered = !l0.slow
             && !l0.stop
             && st.compaction_debt < self.opts.soft_pending_compaction_bytes_limit

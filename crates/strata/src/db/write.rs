@@ -240,9 +240,8 @@ impl Inner {
             st.check_usable()?;
             if allow_pace {
                 allow_pace = false;
-                let behind = st.imm.len() + 1 >= self.opts.max_write_buffer_number;
-                let oldest = st.imm.first().filter(|_| behind).cloned();
-                if let Some(wait) = self.pace(log, oldest.as_ref(), bytes) {
+                let oldest = st.imm.first().filter(|_| st.slots_full(&self.opts));
+                if let Some(wait) = self.pace(log, oldest, bytes) {
                     drop(st);
                     self.pace_sleep(wait);
                     st = self.state.lock();
@@ -273,7 +272,7 @@ impl Inner {
             if force_switch && log.mem.is_empty() {
                 return Ok(());
             }
-            let stalled = st.imm.len() + 1 >= self.opts.max_write_buffer_number
+            let stalled = st.slots_full(&self.opts)
                 || l0.stop
                 || st.compaction_debt >= self.opts.hard_pending_compaction_bytes_limit;
             if stalled && !force_switch {
@@ -284,7 +283,7 @@ impl Inner {
                 Stats::add(&self.stats.stall_micros, t.elapsed().as_micros() as u64);
                 continue;
             }
-            if stalled && st.imm.len() + 1 >= self.opts.max_write_buffer_number {
+            if stalled && st.slots_full(&self.opts) {
                 // A forced switch still must not pile up memtables.
                 self.bg_cv.notify_all();
                 self.done_cv.wait_for(&mut st, Duration::from_millis(100));
