@@ -9,7 +9,8 @@
 //! `cargo run --release -p strata --example putloop -- [N] [DIR]`
 //! with `VALUE=` (bytes), `SLOW_US=` (threshold, default 500), `OPTS=`
 //! (`name=value,...` on top of `Options::default()`), `PASSES=` (the
-//! second pass overwrites, as the bench's overwrite does).
+//! second pass overwrites, as the bench's overwrite does), `SEQ=1` (keys
+//! in ascending order, as the bench's fillseq).
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -21,6 +22,17 @@ fn key(i: u64) -> [u8; 16] {
     k[..8].copy_from_slice(&i.to_be_bytes());
     k[8..].copy_from_slice(&i.wrapping_mul(0x9e37_79b9_7f4a_7c15).to_be_bytes());
     k
+}
+
+/// CLOCK_MONOTONIC now, in seconds.
+fn mono_now() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable `timespec` the call fills.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
 fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -66,6 +78,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let value_size: usize = env("VALUE", 100);
     let slow = Duration::from_micros(env("SLOW_US", 500));
     let passes: u32 = env("PASSES", 1);
+    let seq = env("SEQ", 0u32) == 1;
     let _ = std::fs::remove_dir_all(&dir);
     let mut opts = Options::default();
     if let Ok(extra) = std::env::var("OPTS") {
@@ -93,8 +106,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let t0 = Instant::now();
     for pass in 0..passes {
         let t = Instant::now();
-        for _ in 0..n {
-            let i = rng.gen_range(0..n);
+        for j in 0..n {
+            let i = if seq { j } else { rng.gen_range(0..n) };
             rng.fill(&mut value[..]);
             let s = Instant::now();
             db.put(key(i), &value)?;
@@ -123,8 +136,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             (Some((_, a)), Some((_, b))) => causes(a, b),
             _ => "?".into(),
         };
+        // The put's start on CLOCK_MONOTONIC (what `perf record -k
+        // CLOCK_MONOTONIC` stamps its samples with), to find it in a trace.
+        let mono = mono_now() - (Instant::now() - at).as_secs_f64();
         println!(
-            "  at {:8.3} s  {:7} µs  {why}",
+            "  at {:8.3} s  {:7} µs  {why}  (monotonic {mono:.6})",
             (at - t0).as_secs_f64(),
             took.as_micros()
         );

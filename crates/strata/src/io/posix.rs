@@ -207,7 +207,9 @@ struct PosixLog {
 /// copy into it: ~67,000 in 2M puts of 130-byte records. Made in the
 /// writer's thread (one call per 256 KiB) this gained ~10 % on random puts
 /// but made one put in ~2,000 wait ~0.1 ms for the call; from a thread of
-/// its own the writer finds the pages present. Populated pages not yet
+/// its own the writer finds the pages present (quick preset, strata alone,
+/// two runs of three repeats per binary: fillseq +5-13 %, fillrandom
+/// +5-8 %, overwrite +4-10 %). Populated pages not yet
 /// written hold zeros, which the WAL reader takes as the end of the log,
 /// as it does the reserved blocks'.
 const FILL_STEP: u64 = 256 << 10;
@@ -931,7 +933,7 @@ mod page_filler {
             std::thread::Builder::new()
                 .name("strata-walfill".into())
                 .spawn(move || {
-                    idle_priority();
+                    lowest_priority();
                     for (map, at, n) in rx {
                         fill(&map, at, n);
                     }
@@ -970,24 +972,34 @@ mod page_filler {
         }
     }
 
-    /// Puts the filler under `SCHED_IDLE`: it runs only on a CPU nothing
-    /// else wants. At the normal policy (even niced) a woken filler was
-    /// placed on the writer's CPU whenever the other ran a flush, and at
-    /// the next tick took it for its 0.3-0.5 ms slice: in 2M puts a dozen
-    /// puts of 300-1,000 µs (`perf record -e sched:sched_switch`), where
-    /// the writer alone had 0-3. Starved, the filler falls behind and the
-    /// appends fault their pages as before.
+    /// Gives the filler the lowest priority of the normal policy (nice
+    /// 19). Measured with `examples/putloop` (1M puts, sequential and
+    /// random, three runs each, `perf record -e sched:sched_switch`):
+    /// - nice 0 or 7: a woken filler was placed on the writer's CPU
+    ///   whenever the other ran a flush, and at the next tick took it for
+    ///   0.3-0.5 ms (a dozen such puts in 2M);
+    /// - `SCHED_IDLE`: it runs only on an idle CPU, so when it was
+    ///   preempted inside a populate call, holding the `mmap_lock` for
+    ///   reading, it could wait milliseconds for a CPU; a thread that
+    ///   maps (the memtable chunk filler's `mprotect`) queued for the lock
+    ///   behind it and the writer's next page fault queued behind that
+    ///   (a 2.3 ms put, traced), 8 puts over 1 ms in six runs;
+    /// - nice 19: 1 put over 1 ms in six runs. It keeps a share of a CPU,
+    ///   so a preempted filler gets back to release the lock within the
+    ///   scheduler's latency.
     #[cfg(target_os = "linux")]
-    fn idle_priority() {
-        let param = libc::sched_param { sched_priority: 0 };
-        // SAFETY: `param` is a valid `sched_param` for the call, which
-        // changes only the calling thread's policy (pid 0); a refusal
-        // leaves it as it was.
-        let _ = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
+    fn lowest_priority() {
+        // SAFETY: `gettid` has no preconditions; `setpriority` with
+        // `PRIO_PROCESS` and this thread's id changes only this thread's
+        // nice value. A refusal leaves it as it was.
+        unsafe {
+            let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+            libc::setpriority(libc::PRIO_PROCESS, tid, 19);
+        }
     }
 
     #[cfg(not(target_os = "linux"))]
-    fn idle_priority() {}
+    fn lowest_priority() {}
 
     #[cfg(not(target_os = "linux"))]
     fn fill(_map: &memmap2::MmapRaw, _at: usize, _n: usize) {
