@@ -228,6 +228,22 @@ const FILL_AHEAD: u64 = 2 * FILL_STEP;
 const SYNCED_APPENDS: u32 = 64;
 
 impl PosixLog {
+    /// A log over `file`, just created (empty) at `path`.
+    fn new(path: &Path, file: File) -> Self {
+        PosixLog {
+            path: path.to_path_buf(),
+            file,
+            map: None,
+            retired: Vec::new(),
+            map_start: 0,
+            len: 0,
+            reserved: 0,
+            failed: false,
+            written_appends: 0,
+            filled: 0,
+        }
+    }
+
     fn failed_before(&self) -> Error {
         failed_before(&self.path)
     }
@@ -723,18 +739,7 @@ impl FileSystem for PosixFs {
         if !reserves_blocks(path) {
             return Ok(Box::new(PosixWritable::new(path, file)));
         }
-        Ok(Box::new(PosixLog {
-            path: path.to_path_buf(),
-            file,
-            map: None,
-            retired: Vec::new(),
-            map_start: 0,
-            len: 0,
-            reserved: 0,
-            failed: false,
-            written_appends: 0,
-            filled: 0,
-        }))
+        Ok(Box::new(PosixLog::new(path, file)))
     }
 
     fn open_random(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
@@ -1038,18 +1043,7 @@ mod page_filler {
                 .truncate(true)
                 .open(&path)
                 .expect("create");
-            let mut log = super::super::PosixLog {
-                path: path.clone(),
-                file: file.try_clone().expect("dup"),
-                map: None,
-                retired: Vec::new(),
-                map_start: 0,
-                len: 0,
-                reserved: 0,
-                failed: false,
-                written_appends: 0,
-                filled: 0,
-            };
+            let mut log = super::super::PosixLog::new(&path, file.try_clone().expect("dup"));
             log.reserve(2 << 20).expect("reserve");
             let map = memmap2::MmapOptions::new()
                 .len(2 << 20)
