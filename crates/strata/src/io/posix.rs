@@ -198,6 +198,8 @@ struct PosixLog {
     /// File offset up to which the window's pages were handed to the page
     /// filler ([`FILL_STEP`]).
     filled: u64,
+    /// The page filler (`None` without one: the pages then fault).
+    filler: Option<Arc<page_filler::Filler>>,
 }
 
 /// Pages of a log's window are made present and writable by the page
@@ -241,6 +243,7 @@ impl PosixLog {
             failed: false,
             written_appends: 0,
             filled: 0,
+            filler: page_filler::filler(),
         }
     }
 
@@ -346,7 +349,7 @@ impl PosixLog {
         ) else {
             return;
         };
-        if page_filler::request(map, at, n) {
+        if self.filler.as_ref().is_some_and(|f| f.request(map, at, n)) {
             self.filled = upto;
         }
     }
@@ -907,14 +910,18 @@ mod tests {
     }
 }
 
-/// The page filler: one thread per process that makes pages of mapped
-/// logs present and writable ahead of their appends (`PosixLog::fill_ahead`,
-/// [`FILL_STEP`]). Started with the first request; without it (no thread to
-/// be had, or a kernel before 5.14 that refuses `MADV_POPULATE_WRITE`) the
+/// The page filler: one thread per process, while mapped logs exist, that
+/// makes pages of those logs present and writable ahead of their appends
+/// (`PosixLog::fill_ahead`, [`FILL_STEP`]). Started by the first log made
+/// and joined when the last one is dropped; without it (no thread to be
+/// had, or a kernel before 5.14 that refuses `MADV_POPULATE_WRITE`) the
 /// pages fault as the appends reach them, as before.
 mod page_filler {
+    use parking_lot::Mutex;
     use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::{Arc, OnceLock};
+    use std::sync::mpsc::{sync_channel, SyncSender};
+    use std::sync::{Arc, Weak};
+    use std::thread::JoinHandle;
 
     /// A piece of a log's window: (map, offset in it, bytes).
     type Job = (Arc<memmap2::MmapRaw>, usize, usize);
@@ -922,33 +929,79 @@ mod page_filler {
     /// Requests waiting at most; more are refused (the pages then fault).
     const QUEUE: usize = 4;
 
-    static SENDER: OnceLock<Option<crossbeam_channel::Sender<Job>>> = OnceLock::new();
+    /// The filler thread, shared by every mapped log of the process while
+    /// one exists: each log holds an `Arc` of it, and the last log dropped
+    /// stops and joins the thread (no thread outlives the databases, and
+    /// a program that closes them leaves none running at exit).
+    pub(super) struct Filler {
+        tx: Option<SyncSender<Job>>,
+        thread: Option<JoinHandle<()>>,
+    }
+
+    /// The running filler, if any log holds it.
+    static CURRENT: Mutex<Weak<Filler>> = Mutex::new(Weak::new());
 
     /// Set once the kernel refused the advice: no more requests.
     static REFUSED: AtomicBool = AtomicBool::new(false);
 
-    /// Queues `[at, at + n)` of `map` for filling; false when the filler is
-    /// busy, missing or refused by the kernel.
-    pub(super) fn request(map: &Arc<memmap2::MmapRaw>, at: usize, n: usize) -> bool {
+    /// The filler for a new log: the running one, or a new thread; `None`
+    /// when the kernel refused the advice or no thread was to be had.
+    pub(super) fn filler() -> Option<Arc<Filler>> {
         if REFUSED.load(Ordering::Relaxed) {
-            return false;
+            return None;
         }
-        let sender = SENDER.get_or_init(|| {
-            let (tx, rx) = crossbeam_channel::bounded::<Job>(QUEUE);
-            std::thread::Builder::new()
-                .name("strata-walfill".into())
-                .spawn(move || {
-                    lowest_priority();
-                    for (map, at, n) in rx {
-                        fill(&map, at, n);
-                    }
-                })
-                .ok()
-                .map(|_| tx)
-        });
-        sender
-            .as_ref()
-            .is_some_and(|tx| tx.try_send((Arc::clone(map), at, n)).is_ok())
+        let mut current = CURRENT.lock();
+        if let Some(f) = current.upgrade() {
+            return Some(f);
+        }
+        let f = Arc::new(spawn()?);
+        *current = Arc::downgrade(&f);
+        Some(f)
+    }
+
+    /// Starts a filler thread.
+    fn spawn() -> Option<Filler> {
+        // `std`'s channel, not crossbeam's: a send from a thread the
+        // program did not start in Rust (a C caller's) must not make that
+        // thread a `std::thread::Thread` handle, which nothing would free
+        // (valgrind in the C examples' tests).
+        let (tx, rx) = sync_channel::<Job>(QUEUE);
+        let thread = std::thread::Builder::new()
+            .name("strata-walfill".into())
+            .spawn(move || {
+                lowest_priority();
+                for (map, at, n) in rx {
+                    fill(&map, at, n);
+                }
+            })
+            .ok()?;
+        Some(Filler {
+            tx: Some(tx),
+            thread: Some(thread),
+        })
+    }
+
+    impl Filler {
+        /// Queues `[at, at + n)` of `map` for filling; false when the
+        /// filler is busy or refused by the kernel.
+        pub(super) fn request(&self, map: &Arc<memmap2::MmapRaw>, at: usize, n: usize) -> bool {
+            !REFUSED.load(Ordering::Relaxed)
+                && self
+                    .tx
+                    .as_ref()
+                    .is_some_and(|tx| tx.try_send((Arc::clone(map), at, n)).is_ok())
+        }
+    }
+
+    impl Drop for Filler {
+        fn drop(&mut self) {
+            // Closing the channel ends the thread's loop once the pieces
+            // queued (at most `QUEUE`, each under a millisecond) are done.
+            drop(self.tx.take());
+            if let Some(t) = self.thread.take() {
+                let _ = t.join();
+            }
+        }
     }
 
     /// Bytes filled per call. The call holds the process's `mmap_lock`
@@ -1062,6 +1115,43 @@ mod page_filler {
             fill(&map, 0, 2 << 20);
             assert_eq!(file.metadata().expect("meta").len(), 4096);
             assert_eq!(REFUSED.load(Ordering::Relaxed), !supported);
+            drop(log);
+        }
+
+        /// A filler dropped with pieces queued fills them, then its thread
+        /// ends and is joined: after the drop the pages are resident.
+        #[test]
+        fn a_dropped_filler_fills_its_queue_and_joins() {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let path = dir.path().join("log");
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&path)
+                .expect("create");
+            let mut log = super::super::PosixLog::new(&path, file.try_clone().expect("dup"));
+            log.reserve(1 << 20).expect("reserve");
+            let map = Arc::new(
+                memmap2::MmapOptions::new()
+                    .len(1 << 20)
+                    .map_raw(&file)
+                    .expect("map"),
+            );
+            let supported = super::super::kernel_version().is_some_and(|v| v >= (5, 14));
+            let f = spawn().expect("a thread");
+            let queued = [
+                f.request(&map, 0, 512 << 10),
+                f.request(&map, 512 << 10, 512 << 10),
+            ];
+            drop(f);
+            if supported {
+                assert_eq!(queued, [true, true]);
+                assert_eq!(resident(&map, 1 << 20), 256);
+            }
+            // The thread dropped its copies of the map: this is the last.
+            assert_eq!(Arc::strong_count(&map), 1);
             drop(log);
         }
     }
