@@ -18,6 +18,32 @@ use std::fmt::Debug;
 use std::path::Path;
 use std::sync::Arc;
 
+/// Adds `nice` to this thread's nice value (`Options::background_nice`;
+/// the WAL's page filler, `posix.rs`).
+/// On Linux a thread's nice value is its own, and threads it starts
+/// (executors' workers) inherit it. A failure leaves the priority as it
+/// was: it is a hint, not a guarantee.
+pub(crate) fn lower_priority(nice: i32) {
+    #[cfg(target_os = "linux")]
+    if nice > 0 {
+        // SAFETY: `gettid` has no preconditions. `getpriority` and
+        // `setpriority` with `PRIO_PROCESS` and this thread's id read and
+        // change only this thread's nice value; errno is cleared first
+        // because -1 is also a valid nice value.
+        unsafe {
+            let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+            *libc::__errno_location() = 0;
+            let now = libc::getpriority(libc::PRIO_PROCESS, tid);
+            if now == -1 && *libc::__errno_location() != 0 {
+                return;
+            }
+            libc::setpriority(libc::PRIO_PROCESS, tid, (now + nice).min(19));
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = nice;
+}
+
 /// A file opened for appending.
 pub trait WritableFile: Send {
     /// Appends `data` (may stay in a user-space buffer until `flush`).

@@ -969,7 +969,25 @@ mod page_filler {
         let thread = std::thread::Builder::new()
             .name("strata-walfill".into())
             .spawn(move || {
-                lowest_priority();
+                // The lowest priority of the normal policy, nice 19.
+                // Measured with `examples/putloop` (1M puts, sequential
+                // and random, three runs each, `perf record -e
+                // sched:sched_switch`):
+                // - nice 0 or 7: a woken filler was placed on the
+                //   writer's CPU whenever the other ran a flush, and at
+                //   the next tick took it for 0.3-0.5 ms (a dozen such
+                //   puts in 2M);
+                // - `SCHED_IDLE`: it runs only on an idle CPU, so when it
+                //   was preempted inside a populate call, holding the
+                //   `mmap_lock` for reading, it could wait milliseconds
+                //   for a CPU; a thread that maps (the memtable chunk
+                //   filler's `mprotect`) queued for the lock behind it and
+                //   the writer's next page fault behind that (a 2.3 ms
+                //   put, traced), 8 puts over 1 ms in six runs;
+                // - nice 19: 1 put over 1 ms in six runs. It keeps a share
+                //   of a CPU, so a preempted filler gets back to release
+                //   the lock within the scheduler's latency.
+                crate::io::lower_priority(19);
                 for (map, at, n) in rx {
                     fill(&map, at, n);
                 }
@@ -1030,35 +1048,6 @@ mod page_filler {
         }
     }
 
-    /// Gives the filler the lowest priority of the normal policy (nice
-    /// 19). Measured with `examples/putloop` (1M puts, sequential and
-    /// random, three runs each, `perf record -e sched:sched_switch`):
-    /// - nice 0 or 7: a woken filler was placed on the writer's CPU
-    ///   whenever the other ran a flush, and at the next tick took it for
-    ///   0.3-0.5 ms (a dozen such puts in 2M);
-    /// - `SCHED_IDLE`: it runs only on an idle CPU, so when it was
-    ///   preempted inside a populate call, holding the `mmap_lock` for
-    ///   reading, it could wait milliseconds for a CPU; a thread that
-    ///   maps (the memtable chunk filler's `mprotect`) queued for the lock
-    ///   behind it and the writer's next page fault queued behind that
-    ///   (a 2.3 ms put, traced), 8 puts over 1 ms in six runs;
-    /// - nice 19: 1 put over 1 ms in six runs. It keeps a share of a CPU,
-    ///   so a preempted filler gets back to release the lock within the
-    ///   scheduler's latency.
-    #[cfg(target_os = "linux")]
-    fn lowest_priority() {
-        // SAFETY: `gettid` has no preconditions; `setpriority` with
-        // `PRIO_PROCESS` and this thread's id changes only this thread's
-        // nice value. A refusal leaves it as it was.
-        unsafe {
-            let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-            libc::setpriority(libc::PRIO_PROCESS, tid, 19);
-        }
-    }
-
-    #[cfg(not(target_os = "linux"))]
-    fn lowest_priority() {}
-
     #[cfg(not(target_os = "linux"))]
     fn fill(_map: &memmap2::MmapRaw, _at: usize, _n: usize) {
         REFUSED.store(true, Ordering::Relaxed);
@@ -1079,6 +1068,29 @@ mod page_filler {
             vec.iter().filter(|&&b| b & 1 == 1).count()
         }
 
+        /// A new log in `dir` with `len` bytes reserved (unwritten), its
+        /// file, and a map of those bytes.
+        fn reserved_log(
+            dir: &std::path::Path,
+            len: usize,
+        ) -> (std::fs::File, super::super::PosixLog, Arc<memmap2::MmapRaw>) {
+            let path = dir.join("log");
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&path)
+                .expect("create");
+            let mut log = super::super::PosixLog::new(&path, file.try_clone().expect("dup"));
+            log.reserve(len as u64).expect("reserve");
+            let map = memmap2::MmapOptions::new()
+                .len(len)
+                .map_raw(&file)
+                .expect("map");
+            (file, log, Arc::new(map))
+        }
+
         /// A filled range of a log's reserved, never written blocks is
         /// resident afterwards (what the appends then find without a
         /// fault). On a file cut back below the range meanwhile (a log
@@ -1088,20 +1100,7 @@ mod page_filler {
         #[test]
         fn filled_pages_are_resident_and_a_cut_file_stops_the_fill() {
             let dir = tempfile::tempdir().expect("temp dir");
-            let path = dir.path().join("log");
-            let file = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(&path)
-                .expect("create");
-            let mut log = super::super::PosixLog::new(&path, file.try_clone().expect("dup"));
-            log.reserve(2 << 20).expect("reserve");
-            let map = memmap2::MmapOptions::new()
-                .len(2 << 20)
-                .map_raw(&file)
-                .expect("map");
+            let (file, log, map) = reserved_log(dir.path(), 2 << 20);
             assert_eq!(resident(&map, 1 << 20), 0);
             fill(&map, 0, 1 << 20);
             let supported = super::super::kernel_version().is_some_and(|v| v >= (5, 14));
@@ -1123,22 +1122,7 @@ mod page_filler {
         #[test]
         fn a_dropped_filler_fills_its_queue_and_joins() {
             let dir = tempfile::tempdir().expect("temp dir");
-            let path = dir.path().join("log");
-            let file = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(&path)
-                .expect("create");
-            let mut log = super::super::PosixLog::new(&path, file.try_clone().expect("dup"));
-            log.reserve(1 << 20).expect("reserve");
-            let map = Arc::new(
-                memmap2::MmapOptions::new()
-                    .len(1 << 20)
-                    .map_raw(&file)
-                    .expect("map"),
-            );
+            let (_file, log, map) = reserved_log(dir.path(), 1 << 20);
             let supported = super::super::kernel_version().is_some_and(|v| v >= (5, 14));
             let f = spawn().expect("a thread");
             let queued = [
