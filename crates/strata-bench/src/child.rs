@@ -118,10 +118,19 @@ pub struct RunResult {
     pub device_write_bytes: u64,
     pub device_read_bytes: u64,
     pub cancelled_write_bytes: u64,
-    /// Device bytes written from the start of the run until the engine is
-    /// idle again and closed (with `settle`; else until closed) ÷ user bytes
-    /// written.
+    /// Bytes the block device under the run's directory wrote from the
+    /// start of the run until the engine was idle again and closed, its
+    /// dirty pages written back ([`sys::disk_written`]); `None` without a
+    /// block device.
+    #[serde(default)]
+    pub disk_write_bytes: Option<u64>,
+    /// `disk_write_bytes` (else `device_write_bytes`, the process's count
+    /// of pages it dirtied) ÷ user bytes written.
     pub wa_device: Option<f64>,
+    /// `device_write_bytes` ÷ user bytes written: pages counted when
+    /// dirtied, including those deleted before they reached the device.
+    #[serde(default)]
+    pub wa_proc: Option<f64>,
     /// Device bytes written during the measured operations only ÷ user bytes.
     #[serde(default)]
     pub wa_window: Option<f64>,
@@ -643,6 +652,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
     let load_secs = load_start.elapsed().as_secs_f64();
 
     let stats0 = store.stats();
+    let disk0 = sys::disk_written(&spec.dir);
     let io0 = sys::proc_io();
     let cpu0 = sys::usage();
     let timed = w.timed();
@@ -737,6 +747,10 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
     drop(opened);
     let io1 = sys::proc_io();
     let cpu1 = sys::usage();
+    let disk_w = match (disk0, sys::disk_written(&spec.dir)) {
+        (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+        _ => None,
+    };
     // Every tier: the run's directory, and its tmpfs part.
     let dir_bytes = sys::dir_size(&spec.dir) + sys::dir_size(&shm.0);
 
@@ -815,7 +829,13 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
         cancelled_write_bytes: io1
             .cancelled_write_bytes
             .saturating_sub(io0.cancelled_write_bytes),
-        wa_device: if written > 0 && dev_w > 0 {
+        disk_write_bytes: disk_w,
+        wa_device: match disk_w {
+            Some(d) if written > 0 => ratio(d, written),
+            _ if written > 0 && dev_w > 0 => ratio(dev_w, written),
+            _ => None,
+        },
+        wa_proc: if written > 0 && dev_w > 0 {
             ratio(dev_w, written)
         } else {
             None

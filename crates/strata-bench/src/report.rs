@@ -831,10 +831,13 @@ pub fn markdown(r: &Report, charts: &[String]) -> String {
     let _ = writeln!(s, "\n## Per workload\n");
     let _ = writeln!(
         s,
-        "ratio: ops/s ÷ {}'s. spread: half the min–max range of the repeats. WA: bytes the process wrote \
-         to files (`/proc/self/io` write_bytes) from the start of the run until the engine was idle again \
-         (its due flushes and compactions done) and closed, ÷ user bytes written; no engine flushes its \
-         memtable at close with the WAL on. WA win: the same over the measured operations only. \
+        "ratio: ops/s ÷ {}'s. spread: half the min–max range of the repeats. WA: bytes the block device \
+         under the run's directory wrote (its sectors-written counter, dirty pages written back by `syncfs` \
+         at both ends) from the start of the run until the engine was idle again (its due flushes and \
+         compactions done) and closed, ÷ user bytes written; pages written and deleted before they were \
+         written back (a log removed after its flush) are not device writes; no engine flushes its \
+         memtable at close with the WAL on. Without a block device, the pages the process dirtied \
+         (`/proc/self/io` write_bytes). WA win: the pages dirtied over the measured operations only. \
          WA eng: strata's own count over the same span as WA. space: directory size after close ÷ live user bytes. \
          stall: time writes were stopped or slowed (strata only).\n",
         r.baseline

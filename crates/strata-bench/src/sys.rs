@@ -30,6 +30,27 @@ pub fn proc_io() -> ProcIo {
     io
 }
 
+/// Bytes the block device holding `dir` has written, as the device
+/// counts them (`/sys/dev/block/MAJ:MIN/stat`: sectors written × 512),
+/// after writing back the file system's dirty pages (`syncfs(2)`), so
+/// that a difference of two readings holds what a span wrote, and only
+/// what reached the device: pages written and then deleted before they
+/// were written back (a log removed after its flush) never do. `None`
+/// where no block device backs `dir` (tmpfs, an overlay) or sysfs is
+/// missing. The count is the whole device's: the bench runs alone.
+pub fn disk_written(dir: &Path) -> Option<u64> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::MetadataExt;
+    let f = std::fs::File::open(dir).ok()?;
+    // SAFETY: a valid open descriptor; no memory passed.
+    unsafe { libc::syncfs(f.as_raw_fd()) };
+    let dev = f.metadata().ok()?.dev();
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
+    let stat = std::fs::read_to_string(format!("/sys/dev/block/{major}:{minor}/stat")).ok()?;
+    let sectors: u64 = stat.split_whitespace().nth(6)?.parse().ok()?;
+    Some(sectors * 512)
+}
+
 /// CPU seconds (user + system) and peak RSS (KiB) of this process.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Usage {
@@ -209,5 +230,31 @@ mod tests {
         assert!(now_utc().ends_with("UTC"));
         let m = machine(Path::new("."));
         assert!(m.cores >= 1 && m.memory_bytes > 0);
+    }
+
+    /// Where the directory's device has a sysfs counter, a written file is
+    /// counted once written back; where it has none, there is no figure.
+    #[test]
+    fn the_disk_counter_counts_written_back_bytes() {
+        use std::os::unix::fs::MetadataExt;
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dev = std::fs::metadata(tmp.path()).expect("stat").dev();
+        let counted = Path::new(&format!(
+            "/sys/dev/block/{}:{}/stat",
+            libc::major(dev),
+            libc::minor(dev)
+        ))
+        .exists();
+        let before = disk_written(tmp.path());
+        std::fs::write(tmp.path().join("f"), vec![7u8; 1 << 20]).expect("write");
+        let after = disk_written(tmp.path());
+        match (before, after) {
+            (Some(a), Some(b)) => {
+                assert!(counted);
+                assert!(b >= a + (1 << 20), "{a} -> {b}");
+            }
+            (None, None) => assert!(!counted, "a device counter exists but was not read"),
+            other => panic!("one reading of two: {other:?}"),
+        }
     }
 }

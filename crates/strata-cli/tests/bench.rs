@@ -102,8 +102,8 @@ fn tiny_preset_end_to_end() {
         let w = res["workload"].as_str().expect("workload");
         if writes.contains(&w) {
             assert!(num(res, &["user_bytes_written"]) > 0.0, "{name}");
-            // Device bytes come from /proc/self/io; absent on filesystems
-            // that do not count them (tmpfs).
+            // Device bytes come from the block device's counter (else
+            // /proc/self/io); absent where neither counts them (tmpfs).
             if let Some(wa) = res["wa_device"].as_f64() {
                 assert!(wa >= 1.0, "{name}: device WA {wa}");
             }

@@ -101,7 +101,7 @@ impl Db {
             return Ok(None);
         }
         let hit = match version.table_by_id(entry.table) {
-            Some(f) => f.table()?.get(&types::seek_key(key, seq), key)?,
+            Some(f) => f.with_table(|t| t.get(&types::seek_key(key, seq), key))??,
             None => None,
         };
         match hit {

@@ -47,6 +47,8 @@ pub(crate) mod probes {
 pub struct FileMeta {
     pub desc: FileDesc,
     tables: Arc<TableCache>,
+    /// The open table while the cache holds it (reads skip the cache).
+    pin: Arc<table_cache::Pin>,
     /// Bytes read from the file, over every time the cache opened it.
     bytes_read: Arc<Striped>,
     obsolete: AtomicBool,
@@ -105,17 +107,17 @@ impl<'a> ReadCharge<'a> {
         user_key: &[u8],
         likely: bool,
     ) -> Result<Option<(SeqNo, ValueKind, Vec<u8>)>> {
-        let t = f.table()?;
-        let hit = if likely {
-            match t.get_likely(seek, user_key)? {
-                Some(hit) => hit,
-                None => return Ok(None),
+        let searched = f.with_table(|t| {
+            if likely {
+                t.get_likely(seek, user_key)
+            } else if !t.may_contain(user_key) {
+                Ok(None)
+            } else {
+                t.get_past_filter(seek, user_key).map(Some)
             }
-        } else {
-            if !t.may_contain(user_key) {
-                return Ok(None);
-            }
-            t.get_past_filter(seek, user_key)?
+        })??;
+        let Some(hit) = searched else {
+            return Ok(None);
         };
         if let Some(prev) = self.pending.take() {
             self.exhausted |= prev.charge_miss();
@@ -132,6 +134,7 @@ impl FileMeta {
     pub fn new(desc: FileDesc, tables: Arc<TableCache>) -> Self {
         FileMeta {
             tables,
+            pin: Arc::default(),
             bytes_read: Arc::new(Striped::default()),
             obsolete: AtomicBool::new(false),
             read_allowance: AtomicI64::new(
@@ -167,8 +170,31 @@ impl FileMeta {
     /// may fail: `Io` such as `EMFILE`, or `Corruption`). The `Arc` keeps
     /// it open even if the cache evicts it meanwhile.
     pub fn table(&self) -> Result<Arc<Table>> {
+        if let Some(t) = self.pin.get() {
+            self.tables.hit();
+            return Ok(t);
+        }
         self.tables
-            .get(self.desc.id, self.desc.size, &self.bytes_read)
+            .get(self.desc.id, self.desc.size, &self.bytes_read, &self.pin)
+    }
+
+    /// Runs `f` on the open table: the one pinned here when the cache
+    /// holds it (no lock, no reference count written), else the cache's
+    /// (opened now on a miss, as [`table`](Self::table)). For reads that
+    /// do not keep the table: point lookups.
+    #[inline]
+    pub fn with_table<R>(&self, f: impl FnOnce(&Table) -> R) -> Result<R> {
+        let pinned = self.pin.load();
+        if let Some(t) = pinned.as_deref() {
+            self.pin.touch();
+            self.tables.hit();
+            return Ok(f(t));
+        }
+        drop(pinned);
+        let t = self
+            .tables
+            .get(self.desc.id, self.desc.size, &self.bytes_read, &self.pin)?;
+        Ok(f(&t))
     }
 
     /// Bytes read from the table file so far.
