@@ -736,6 +736,50 @@ mod tests {
     }
 
     #[test]
+    fn readers_racing_evictions_read_right_and_stay_within_capacity() {
+        let (fs, dir) = mem_dir();
+        let tc = cache(fs.clone(), dir, Some(2));
+        let metas: Vec<FileMeta> = (1..=6)
+            .map(|id| FileMeta::new(write_table(&*fs, dir, id), Arc::clone(&tc)))
+            .collect();
+        std::thread::scope(|s| {
+            for t in 0..4u64 {
+                let metas = &metas;
+                s.spawn(move || {
+                    let mut x = t + 1;
+                    for n in 0..3000u64 {
+                        // A different walk per thread: some tables read
+                        // often (kept by their second chance), some rarely.
+                        x = x
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
+                        let i = if n % 3 == 0 {
+                            (x >> 33) % 6
+                        } else {
+                            (x >> 33) % 2
+                        };
+                        let m = metas.get(i as usize).expect("meta");
+                        let got = if n % 2 == 0 {
+                            m.with_table(|t| value_of(t, i + 1)).expect("read")
+                        } else {
+                            value_of(&m.table().expect("open"), i + 1)
+                        };
+                        assert_eq!(got, Some(format!("value{}", i + 1).into_bytes()));
+                    }
+                });
+            }
+        });
+        let s = tc.stats();
+        assert!(s.open_tables <= 2, "{s:?}");
+        assert_eq!(s.hits + s.misses, 12_000, "{s:?}");
+        let mut held = tc.ids();
+        held.sort_unstable();
+        assert_eq!(held, pinned(&metas));
+        drop(metas);
+        assert_eq!(tc.stats().open_tables, 0);
+    }
+
+    #[test]
     fn unlimited_keeps_every_table_open() {
         let (fs, dir) = mem_dir();
         let tc = cache(fs.clone(), dir, None);
