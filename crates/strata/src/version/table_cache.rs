@@ -626,6 +626,13 @@ mod tests {
         (fs, dir)
     }
 
+    /// Tables 1..=`n` written in `dir`, each named by a `FileMeta` of `tc`.
+    fn metas(fs: &Arc<dyn FileSystem>, dir: &Path, tc: &Arc<TableCache>, n: u64) -> Vec<FileMeta> {
+        (1..=n)
+            .map(|id| FileMeta::new(write_table(&**fs, dir, id), Arc::clone(tc)))
+            .collect()
+    }
+
     fn cache(fs: Arc<dyn FileSystem>, dir: &Path, capacity: Option<usize>) -> Arc<TableCache> {
         let opts = Options::default().fs(fs);
         Arc::new(TableCache::with_capacity(
@@ -647,9 +654,7 @@ mod tests {
     fn evicts_the_least_recently_used_table() {
         let (fs, dir) = mem_dir();
         let tc = cache(fs.clone(), dir, Some(3));
-        let metas: Vec<FileMeta> = (1..=5)
-            .map(|id| FileMeta::new(write_table(&*fs, dir, id), Arc::clone(&tc)))
-            .collect();
+        let metas = metas(&fs, dir, &tc, 5);
         let open = |i: usize| metas.get(i).expect("meta").table().expect("open");
         open(0);
         open(1);
@@ -691,9 +696,7 @@ mod tests {
     fn pins_hold_exactly_the_held_tables_and_reads_give_a_second_chance() {
         let (fs, dir) = mem_dir();
         let tc = cache(fs.clone(), dir, Some(2));
-        let metas: Vec<FileMeta> = (1..=4)
-            .map(|id| FileMeta::new(write_table(&*fs, dir, id), Arc::clone(&tc)))
-            .collect();
+        let metas = metas(&fs, dir, &tc, 4);
         let meta = |i: usize| metas.get(i).expect("meta");
         let read = |i: usize| {
             meta(i)
@@ -739,9 +742,7 @@ mod tests {
     fn readers_racing_evictions_read_right_and_stay_within_capacity() {
         let (fs, dir) = mem_dir();
         let tc = cache(fs.clone(), dir, Some(2));
-        let metas: Vec<FileMeta> = (1..=6)
-            .map(|id| FileMeta::new(write_table(&*fs, dir, id), Arc::clone(&tc)))
-            .collect();
+        let metas = metas(&fs, dir, &tc, 6);
         std::thread::scope(|s| {
             for t in 0..4u64 {
                 let metas = &metas;
@@ -783,9 +784,7 @@ mod tests {
     fn unlimited_keeps_every_table_open() {
         let (fs, dir) = mem_dir();
         let tc = cache(fs.clone(), dir, None);
-        let metas: Vec<FileMeta> = (1..=50)
-            .map(|id| FileMeta::new(write_table(&*fs, dir, id), Arc::clone(&tc)))
-            .collect();
+        let metas = metas(&fs, dir, &tc, 50);
         for m in &metas {
             m.table().expect("open");
         }
