@@ -787,6 +787,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
     }
     let written = meter.written + writer_ops.map_or(0, |n| n * (p.key_size + p.value_size) as u64);
     let dev_w = io1.write_bytes.saturating_sub(io0.write_bytes);
+    let wa_proc = (dev_w > 0).then(|| ratio(dev_w, written)).flatten();
     let dev_r = io1.read_bytes.saturating_sub(io0.read_bytes);
     let live_bytes = live_count * (p.key_size + p.value_size) as u64;
     let strata_engine = !kind.is_comparator();
@@ -830,16 +831,8 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
             .cancelled_write_bytes
             .saturating_sub(io0.cancelled_write_bytes),
         disk_write_bytes: disk_w,
-        wa_device: match disk_w {
-            Some(d) if written > 0 => ratio(d, written),
-            _ if written > 0 && dev_w > 0 => ratio(dev_w, written),
-            _ => None,
-        },
-        wa_proc: if written > 0 && dev_w > 0 {
-            ratio(dev_w, written)
-        } else {
-            None
-        },
+        wa_device: disk_w.and_then(|d| ratio(d, written)).or(wa_proc),
+        wa_proc,
         wa_window: if written > 0 {
             ratio(
                 io_window.write_bytes.saturating_sub(io0.write_bytes),

@@ -191,10 +191,8 @@ impl FileMeta {
             return Ok(f(t));
         }
         drop(pinned);
-        let t = self
-            .tables
-            .get(self.desc.id, self.desc.size, &self.bytes_read, &self.pin)?;
-        Ok(f(&t))
+        let table = self.table()?;
+        Ok(f(&table))
     }
 
     /// Bytes read from the table file so far.

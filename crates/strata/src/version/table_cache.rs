@@ -86,8 +86,8 @@ pub struct TableCacheStats {
 }
 
 /// A `FileMeta`'s hold on its open table: set by the cache when it opens
-/// the table (or finds it held), cleared when it closes it. Reads load it
-/// without taking the cache's lock.
+/// the table for that `FileMeta`, cleared when it closes it. Reads load
+/// it without taking the cache's lock.
 #[derive(Default)]
 pub struct Pin {
     table: ArcSwapOption<Table>,
