@@ -137,6 +137,11 @@ pub struct RunResult {
     /// Seconds the engine needed after the run to become idle.
     #[serde(default)]
     pub settle_secs: Option<f64>,
+    /// When the slowest operation started, in seconds of `CLOCK_MONOTONIC`
+    /// (the clock of `perf record -k CLOCK_MONOTONIC`), to find it in a
+    /// trace of the run.
+    #[serde(default)]
+    pub slowest_op_at: Option<f64>,
     /// The engine's own count of bytes written ÷ user bytes (strata only).
     pub wa_engine: Option<f64>,
     /// Directory size after close ÷ live user bytes.
@@ -222,6 +227,8 @@ struct Meter {
     ops: u64,
     /// The run's budget stopped this worker before its quota.
     cut: bool,
+    /// The slowest operation: its nanoseconds and when it started.
+    slowest: Option<(u64, Instant)>,
 }
 
 impl Meter {
@@ -240,11 +247,15 @@ impl Meter {
             found: 0,
             ops: 0,
             cut: false,
+            slowest: None,
         }
     }
     fn record(&mut self, start: Instant, t0: Instant, t1: Instant, n: u64) {
         let ns = (t1 - t0).as_nanos().min(u128::from(u64::MAX)) as u64;
         let _ = self.hist.record(ns.max(1));
+        if self.slowest.is_none_or(|(s, _)| ns > s) {
+            self.slowest = Some((ns, t0));
+        }
         let sec = (t1 - start).as_secs() as usize;
         if self.buckets.len() <= sec {
             self.buckets.resize(sec + 1, 0);
@@ -285,6 +296,11 @@ impl Meter {
         self.found += o.found;
         self.ops += o.ops;
         self.cut |= o.cut;
+        if let Some((ns, at)) = o.slowest {
+            if self.slowest.is_none_or(|(s, _)| ns > s) {
+                self.slowest = Some((ns, at));
+            }
+        }
     }
 }
 
@@ -842,6 +858,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
             None
         },
         settle_secs,
+        slowest_op_at: meter.slowest.map(|(_, at)| crate::sys::monotonic_secs(at)),
         wa_engine: if strata_engine {
             ratio(eng_w, user_w)
         } else {

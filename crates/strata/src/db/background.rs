@@ -24,6 +24,7 @@ pub(crate) fn fill_chunks(pool: &crate::memtable::ChunkPool, nice: i32) {
 /// The loop of one background thread.
 pub(crate) fn run(inner: &Inner) {
     lower_priority(inner.opts.background_nice);
+    crate::io::enter_background(inner.yielding.clone());
     let mut st = inner.state.lock();
     loop {
         if st.shutting_down {

@@ -151,6 +151,11 @@ pub(crate) struct Inner {
     /// mutex; a write leader that reads it true and whose memtable has
     /// room goes ahead without taking the state mutex (see `make_room`).
     pub calm: AtomicBool,
+    /// True while the background threads may offer their core to other
+    /// threads (`io::yield_point`): no L0 slowdown or stop, compaction
+    /// debt under the soft limit, no background error, not closing. Set
+    /// with every super-version.
+    pub yielding: Arc<AtomicBool>,
     /// The oldest immutable memtable while pacing is the only thing that
     /// holds writes back (every memtable slot taken, nothing else of
     /// `calm` missing); `None` otherwise. Set with `calm`: a write leader
@@ -445,6 +450,7 @@ impl Inner {
             None
         });
         self.calm.store(!behind && unhindered, Ordering::Release);
+        self.yielding.store(unhindered, Ordering::Relaxed);
         self.super_version.swap(Arc::new(SuperVersion {
             mem: st.mem.clone(),
             imm,

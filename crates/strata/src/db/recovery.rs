@@ -260,6 +260,7 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
         closed: AtomicBool::new(false),
         // Set by the first super-version, installed before any write.
         calm: AtomicBool::new(false),
+        yielding: Arc::new(AtomicBool::new(false)),
         paced: arc_swap::ArcSwapOption::empty(),
         pacer: parking_lot::Mutex::new(super::pacing::Pacer::new()),
         cpu: super::cpu::CpuBudget::new(super::cpu::CpuBudget::slots_for(opts.background_cpus)),

@@ -102,7 +102,10 @@ impl BloomBuilder {
         put_u32(&mut out, lines as u32);
         out.resize(HEADER_LEN + lines * LINE, 0);
         let map = out.get_mut(HEADER_LEN..).unwrap_or_default();
-        for &h in &self.hashes {
+        for (i, &h) in self.hashes.iter().enumerate() {
+            if i % 4096 == 4095 {
+                crate::io::yield_point();
+            }
             let base = line_of(h, lines) * LINE;
             for b in local_bits(h, k) {
                 if let Some(byte) = map.get_mut(base + b / 8) {

@@ -283,7 +283,13 @@ impl TableCache {
             let fs = Arc::clone(&self.fs);
             let spawned = std::thread::Builder::new()
                 .name("strata-purge".into())
-                .spawn(move || rx.into_iter().for_each(|job| run(fs.as_ref(), job)));
+                .spawn(move || {
+                    // Its removals offer the core between pieces
+                    // (`io::yield_point`), whatever the database's state:
+                    // nothing waits for them.
+                    crate::io::enter_background(Arc::new(AtomicBool::new(true)));
+                    rx.into_iter().for_each(|job| run(fs.as_ref(), job))
+                });
             if let Ok(thread) = spawned {
                 *purger = Some(Purger { jobs, thread });
             }

@@ -105,6 +105,7 @@ impl<'a> GiveWay<'a> {
         if self.left == 0 {
             self.left = GIVE_WAY_EVERY;
             (self.give_way)();
+            crate::io::yield_point();
         }
     }
 }
@@ -276,7 +277,18 @@ pub fn run_all(
 ) -> Result<Vec<Piece>> {
     let results: Vec<Result<Piece>> = std::thread::scope(|s| {
         let one = &one;
-        let handles: Vec<_> = (1..n).map(|i| s.spawn(move || one(i))).collect();
+        let gate = crate::io::background_gate();
+        let handles: Vec<_> = (1..n)
+            .map(|i| {
+                let gate = gate.clone();
+                s.spawn(move || {
+                    if let Some(g) = gate {
+                        crate::io::enter_background(g);
+                    }
+                    one(i)
+                })
+            })
+            .collect();
         let first = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| one(0)));
         let mut results = vec![first.unwrap_or_else(|_| {
             Err(Error::io(

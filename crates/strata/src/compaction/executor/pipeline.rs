@@ -97,9 +97,15 @@ pub fn run_pipelined(
     let (run_tx, run_rx): (Vec<Sender<Msg>>, Vec<Receiver<Msg>>) =
         (0..n).map(|_| bounded(RUN_DEPTH)).unzip();
     let (out_tx, out_rx) = bounded::<Msg>(WRITE_DEPTH);
+    let gate = crate::io::background_gate();
     std::thread::scope(|s| {
         let reader = s.spawn(move || read_stage(&mut runs, run_tx, range));
-        let writer = s.spawn(move || write_stage(job, env, range, numbers, out_rx));
+        let writer = s.spawn(move || {
+            if let Some(g) = gate {
+                crate::io::enter_background(g);
+            }
+            write_stage(job, env, range, numbers, out_rx)
+        });
         let merged = merge_stage(job, env, run_rx, out_tx);
         let read = reader.join();
         let written = writer.join().unwrap_or(Err(Fail::Abort));
