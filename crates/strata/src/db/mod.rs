@@ -125,6 +125,10 @@ pub(crate) struct Inner {
     pub synced_logs: Mutex<Vec<wal::Writer>>,
     pub writers: Mutex<write::Queue>,
     pub writers_cv: Condvar,
+    /// Groups committed so far: writers waiting for a leader watch it
+    /// change for a few microseconds before they sleep on `writers_cv`
+    /// (`write::spin_while`).
+    pub writers_epoch: AtomicU64,
     pub snapshots: Mutex<BTreeMap<SeqNo, usize>>,
     /// Held for a whole version edit (`Inner::log_and_apply`): one edit at a
     /// time goes to the manifest, while the state mutex is free for writers.

@@ -249,6 +249,7 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
         synced_logs: Mutex::new(Vec::new()),
         writers: Mutex::new(Default::default()),
         writers_cv: Condvar::new(),
+        writers_epoch: AtomicU64::new(0),
         snapshots: Mutex::new(BTreeMap::new()),
         apply: Mutex::new(()),
         tables,

@@ -26,6 +26,37 @@ const MAX_GROUP_BYTES: usize = 1 << 20;
 /// synced group to queue up again (see `submit`).
 const SYNC_GROUP_WINDOW: Duration = Duration::from_micros(100);
 
+/// How long a writer waiting for a leader watches for its group to end
+/// before it sleeps (see `submit`).
+const SPIN_LIMIT: Duration = Duration::from_micros(20);
+/// Checks of a spin made with a pause instruction before the rest yield
+/// the core (to a leader that may share it).
+const SPIN_PAUSES: u32 = 64;
+
+/// Spins while `cond()` holds, for at most [`SPIN_LIMIT`]: pause
+/// instructions first, then `sched_yield(2)`. Returns whether `cond()`
+/// stopped holding. With two writer threads on two cores, a follower that
+/// slept on the condition variable for every put made a wake-up (a system
+/// call and a context switch) part of each put (BENCHMARKS.md,
+/// twenty-fifth session); RocksDB's write thread spins and yields alike
+/// before it blocks.
+fn spin_while(cond: impl Fn() -> bool) -> bool {
+    let start = Instant::now();
+    let mut i = 0u32;
+    while cond() {
+        if i < SPIN_PAUSES {
+            std::hint::spin_loop();
+            i += 1;
+        } else {
+            if start.elapsed() >= SPIN_LIMIT {
+                return false;
+            }
+            std::thread::yield_now();
+        }
+    }
+    true
+}
+
 struct Pending {
     ticket: u64,
     batch: WriteBatch,
@@ -82,6 +113,7 @@ impl Inner {
             sync,
             force_switch,
         });
+        let mut spun = false;
         loop {
             if let Some(r) = q.results.remove(&ticket) {
                 return r;
@@ -89,7 +121,20 @@ impl Inner {
             if !q.leader_active && q.pending.front().is_some_and(|p| p.ticket == ticket) {
                 break;
             }
+            if !spun {
+                // The leader is usually a microsecond or two from done:
+                // watch for its group to end before sleeping (a sleep and
+                // a wake-up cost more than a whole put). Then look again
+                // under the lock.
+                spun = true;
+                let seen = self.writers_epoch.load(Ordering::Acquire);
+                parking_lot::MutexGuard::unlocked(&mut q, || {
+                    spin_while(|| self.writers_epoch.load(Ordering::Acquire) == seen)
+                });
+                continue;
+            }
             self.writers_cv.wait(&mut q);
+            spun = false;
         }
         // Leader: take a group.
         q.leader_active = true;
@@ -133,6 +178,7 @@ impl Inner {
             q.last_sync_group = group.len();
         }
         q.leader_active = false;
+        self.writers_epoch.fetch_add(1, Ordering::Release);
         drop(q);
         self.writers_cv.notify_all();
         result
@@ -409,5 +455,32 @@ impl Inner {
             self.synced_logs.lock().push(logs.remove(0));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+
+    /// A spin ends as soon as its condition stops holding, and gives up
+    /// after its limit when it never does.
+    #[test]
+    fn spin_while_ends_on_change_or_after_its_limit() {
+        let flag = Arc::new(AtomicBool::new(true));
+        let f = flag.clone();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_micros(5));
+            f.store(false, Ordering::Release);
+        });
+        let mut changed = false;
+        while !changed {
+            changed = spin_while(|| flag.load(Ordering::Acquire));
+        }
+        t.join().expect("join");
+        let start = Instant::now();
+        assert!(!spin_while(|| true));
+        assert!(start.elapsed() >= SPIN_LIMIT);
+        assert!(spin_while(|| false));
     }
 }
