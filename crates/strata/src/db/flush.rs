@@ -265,7 +265,9 @@ pub(crate) fn delete_obsolete_wals(inner: &Inner, keep_from: u64) {
         for name in names {
             if let Some((FileKind::Wal, n)) = filename::parse(&name) {
                 if n < keep_from {
-                    let _ = inner.opts.fs.remove_file(&inner.dir.join(name));
+                    // Its writer was dropped (and its map unmapped) by
+                    // the flush that made it obsolete.
+                    let _ = inner.opts.fs.remove_unused_file(&inner.dir.join(name));
                 }
             }
         }

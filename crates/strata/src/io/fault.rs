@@ -376,6 +376,11 @@ impl FileSystem for FaultFs {
         self.inner.remove_file(path)
     }
 
+    fn remove_unused_file(&self, path: &Path) -> Result<()> {
+        self.handle.check(Op::Remove, path)?;
+        self.inner.remove_unused_file(path)
+    }
+
     fn list_dir(&self, path: &Path) -> Result<Vec<String>> {
         self.handle.check(Op::List, path)?;
         self.inner.list_dir(path)

@@ -300,6 +300,14 @@ pub trait FileSystem: Send + Sync + Debug {
     fn rename(&self, from: &Path, to: &Path) -> Result<()>;
     /// Removes a file.
     fn remove_file(&self, path: &Path) -> Result<()>;
+    /// Removes a file that this process no longer maps or reads (an
+    /// obsolete log or table whose last handle is closed), and may first
+    /// give its cached pages back a piece at a time (`PosixFs` shrinks
+    /// it from its end, see `posix.rs`). Only for such files: a map of a
+    /// shrunk file faults (SIGBUS) past its new end.
+    fn remove_unused_file(&self, path: &Path) -> Result<()> {
+        self.remove_file(path)
+    }
     /// Names of the entries of a directory.
     fn list_dir(&self, path: &Path) -> Result<Vec<String>>;
     /// True when `path` exists.

@@ -599,12 +599,13 @@ const SHRINK_PIECE: u64 = 8 << 20;
 /// or log here (20 ms of wall time once its blocks were written, the
 /// rest waiting for the discards), during which a writer the scheduler
 /// had queued on that core waited (BENCHMARKS.md, twenty-fifth session).
-/// A piece costs at most 0.5 ms. Only a plain file with one link is
-/// shrunk (a hard link made elsewhere, say by a backup, keeps its data);
-/// every caller removes a file nothing reads any more, and a crash
-/// between the pieces leaves a shorter obsolete file that the next open
-/// removes, as it would the whole one. Errors leave the rest to the
-/// removal.
+/// A piece costs at most 0.5 ms (RocksDB's `DeleteScheduler` also
+/// truncates files in chunks before it deletes them). Only a plain file
+/// with one link is shrunk (a hard link made elsewhere, say by a backup,
+/// keeps its data); callers ([`FileSystem::remove_unused_file`]) remove a
+/// file this process no longer maps, and a crash between the pieces
+/// leaves a shorter obsolete file that the next open removes, as it would
+/// the whole one. Errors leave the rest to the removal.
 fn shrink_in_pieces(path: &Path) {
     use std::os::unix::fs::MetadataExt;
     let Ok(file) = OpenOptions::new().write(true).open(path) else {
@@ -831,8 +832,12 @@ impl FileSystem for PosixFs {
     }
 
     fn remove_file(&self, path: &Path) -> Result<()> {
-        shrink_in_pieces(path);
         std::fs::remove_file(path).map_err(|e| Error::io(path, e))
+    }
+
+    fn remove_unused_file(&self, path: &Path) -> Result<()> {
+        shrink_in_pieces(path);
+        self.remove_file(path)
     }
 
     fn list_dir(&self, path: &Path) -> Result<Vec<String>> {
@@ -891,19 +896,19 @@ mod tests {
         let data: Vec<u8> = (0..(SHRINK_PIECE * 2 + 12_345)).map(|i| i as u8).collect();
         std::fs::write(&big, &data).expect("write");
         crate::io::enter_background(Arc::new(std::sync::atomic::AtomicBool::new(true)));
-        PosixFs.remove_file(&big).expect("remove");
+        PosixFs.remove_unused_file(&big).expect("remove");
         assert!(!big.exists());
 
         let linked = dir.path().join("linked");
         let other = dir.path().join("other");
         std::fs::write(&linked, &data).expect("write");
         std::fs::hard_link(&linked, &other).expect("link");
-        PosixFs.remove_file(&linked).expect("remove");
+        PosixFs.remove_unused_file(&linked).expect("remove");
         assert!(!linked.exists());
         assert!(std::fs::read(&other).expect("read") == data);
 
         let missing = dir.path().join("missing");
-        assert!(PosixFs.remove_file(&missing).is_err());
+        assert!(PosixFs.remove_unused_file(&missing).is_err());
     }
 
     /// Appends of every size around the buffer, with flushes between some:

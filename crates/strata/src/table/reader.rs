@@ -206,6 +206,14 @@ impl Table {
             + self.filter.as_ref().map_or(0, Bloom::size)
     }
 
+    /// True when something besides this table holds its file's map (a
+    /// block read in place, still referenced).
+    pub fn map_shared(&self) -> bool {
+        self.file
+            .mapping()
+            .is_some_and(|m| Arc::strong_count(m) > 1)
+    }
+
     /// Bytes of the file mapped into memory (0 when it is read with pread).
     pub fn mapped_bytes(&self) -> u64 {
         self.file.mapping().map_or(0, |m| m.len() as u64)

@@ -586,9 +586,19 @@ fn run(fs: &dyn FileSystem, job: PurgeJob) {
             // Unmapped first (if this was the last reference), then
             // removed; a failed removal leaves an orphan that the next
             // open removes.
-            drop(table);
+            // The last reference, its map held by nothing else: unmapped
+            // here, so the file may be shrunk before it goes
+            // (`remove_unused_file`). Otherwise something may still read
+            // the map and the file is only unlinked. A path without a
+            // table (closed earlier by the cache) is only unlinked too: the
+            // cache cannot tell who else opened it.
+            let unused = table.is_some_and(|t| Arc::into_inner(t).is_some_and(|t| !t.map_shared()));
             if let Some(path) = path {
-                let _ = fs.remove_file(&path);
+                let _ = if unused {
+                    fs.remove_unused_file(&path)
+                } else {
+                    fs.remove_file(&path)
+                };
             }
         }
         PurgeJob::Barrier(done) => {
@@ -815,6 +825,63 @@ mod tests {
         it.next();
         assert!(!it.valid());
         it.status().expect("no error");
+    }
+
+    /// A table over the removal's piece size (8 MiB) that a reader still
+    /// holds when its file goes is unlinked whole, not shrunk: the reader
+    /// reads every entry through its map (a shrunk file would fault). One
+    /// that nothing holds is removed all the same.
+    #[test]
+    fn a_large_obsolete_table_still_read_is_unlinked_whole() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let fs: Arc<dyn FileSystem> = Arc::new(PosixFs);
+        let dir = tmp.path();
+        let tc = cache(fs.clone(), dir, None);
+        let value = vec![b'v'; 1024];
+        let n = 10_000u64;
+        let key = |i: u64| internal_key(format!("k{i:08}").as_bytes(), 1, ValueKind::Value as u8);
+        let big = |id: u64| {
+            let path = table_path(dir, id);
+            let mut b =
+                TableBuilder::new(fs.create(&path).expect("create"), TableOptions::default());
+            for i in 0..n {
+                b.add(&key(i), &value).expect("add");
+            }
+            let props = b.finish().expect("finish");
+            assert!(props.file_size > 8 << 20, "{}", props.file_size);
+            let desc = FileDesc {
+                id,
+                size: props.file_size,
+                smallest: key(0),
+                largest: key(n - 1),
+                entries: n,
+                deletions: 0,
+                max_seq: 1,
+            };
+            (path, FileMeta::new(desc, Arc::clone(&tc)))
+        };
+        let (path, meta) = big(7);
+        let mut it = TableIter::new(meta.table().expect("open"));
+        it.seek_to_first();
+        meta.mark_obsolete();
+        drop(meta);
+        tc.purged();
+        assert!(!fs.exists(&path));
+        let mut count = 0;
+        while it.valid() {
+            assert_eq!(it.value(), &value[..]);
+            count += 1;
+            it.next();
+        }
+        it.status().expect("no error");
+        assert_eq!(count, n);
+
+        let (path, meta) = big(8);
+        meta.table().expect("open");
+        meta.mark_obsolete();
+        drop(meta);
+        tc.purged();
+        assert!(!fs.exists(&path));
     }
 
     #[test]
