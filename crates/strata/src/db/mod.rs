@@ -275,6 +275,7 @@ impl Db {
                 Err(e) => {
                     inner.state.lock().shutting_down = true;
                     inner.calm.store(false, Ordering::Release);
+                    inner.yielding.store(false, Ordering::Relaxed);
                     inner.paced.store(None);
                     inner.bg_cv.notify_all();
                     inner.chunks.stop();
@@ -322,6 +323,7 @@ impl Db {
             let mut st = self.inner.state.lock();
             st.shutting_down = true;
             self.inner.calm.store(false, Ordering::Release);
+            self.inner.yielding.store(false, Ordering::Relaxed);
             self.inner.paced.store(None);
             self.inner.bg_cv.notify_all();
             self.inner.done_cv.notify_all();
@@ -523,6 +525,7 @@ impl Inner {
         if st.bg_error.is_none() {
             st.bg_error = Some(e);
             self.calm.store(false, Ordering::Release);
+            self.yielding.store(false, Ordering::Relaxed);
             self.paced.store(None);
         }
         self.done_cv.notify_all();

@@ -74,6 +74,9 @@ pub(crate) struct Queue {
     next_ticket: u64,
     /// Writers in the last group that synced.
     last_sync_group: usize,
+    /// The active leader's group syncs: waiting for it takes an
+    /// `fdatasync`, too long to spin for.
+    leader_syncs: bool,
 }
 
 impl Db {
@@ -121,7 +124,7 @@ impl Inner {
             if !q.leader_active && q.pending.front().is_some_and(|p| p.ticket == ticket) {
                 break;
             }
-            if !spun {
+            if !spun && !q.leader_syncs {
                 // The leader is usually a microsecond or two from done:
                 // watch for its group to end before sleeping (a sleep and
                 // a wake-up cost more than a whole put). Then look again
@@ -166,6 +169,7 @@ impl Inner {
                 break;
             }
         }
+        q.leader_syncs = group.iter().any(|p| p.sync);
         drop(q);
 
         let result = self.commit_group(&mut group);
@@ -178,6 +182,7 @@ impl Inner {
             q.last_sync_group = group.len();
         }
         q.leader_active = false;
+        q.leader_syncs = false;
         self.writers_epoch.fetch_add(1, Ordering::Release);
         drop(q);
         self.writers_cv.notify_all();

@@ -40,7 +40,7 @@ thread_local! {
 /// Makes this thread a background thread whose [`yield_point`]s offer its
 /// core to other threads while `gate` is true.
 pub(crate) fn enter_background(gate: Arc<AtomicBool>) {
-    YIELDING.with(|y| {
+    let _ = YIELDING.try_with(|y| {
         *y.borrow_mut() = Some(Yielding {
             last: Instant::now(),
             gate,
@@ -50,7 +50,10 @@ pub(crate) fn enter_background(gate: Arc<AtomicBool>) {
 
 /// This thread's gate, for the threads it starts (executors' workers).
 pub(crate) fn background_gate() -> Option<Arc<AtomicBool>> {
-    YIELDING.with(|y| y.borrow().as_ref().map(|y| y.gate.clone()))
+    YIELDING
+        .try_with(|y| y.borrow().as_ref().map(|y| y.gate.clone()))
+        .ok()
+        .flatten()
 }
 
 /// Called by flushes and compactions as they compute (every data block
@@ -71,9 +74,13 @@ pub(crate) fn background_gate() -> Option<Arc<AtomicBool>> {
 /// gate while the background work holds writers back (L0's slowdown or
 /// stop, compaction debt over the soft limit): then the work is what the
 /// writers wait for and keeps its core.
+///
+/// `try_with`: a map dropped by another thread-local's destructor at
+/// thread exit (a `Db` kept in a user's `thread_local!`) may get here
+/// after this one is gone; it then does nothing.
 #[inline]
 pub(crate) fn yield_point() {
-    YIELDING.with(|y| {
+    let _ = YIELDING.try_with(|y| {
         let mut y = y.borrow_mut();
         let Some(y) = y.as_mut() else { return };
         let now = Instant::now();

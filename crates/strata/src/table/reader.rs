@@ -206,12 +206,15 @@ impl Table {
             + self.filter.as_ref().map_or(0, Bloom::size)
     }
 
-    /// True when something besides this table holds its file's map (a
-    /// block read in place, still referenced).
+    /// True when something besides this table holds its file or its
+    /// file's map (a block read in place, still referenced; the warming
+    /// thread's handle).
     pub fn map_shared(&self) -> bool {
-        self.file
-            .mapping()
-            .is_some_and(|m| Arc::strong_count(m) > 1)
+        Arc::strong_count(&self.file) > 1
+            || self
+                .file
+                .mapping()
+                .is_some_and(|m| Arc::strong_count(m) > 1)
     }
 
     /// Bytes of the file mapped into memory (0 when it is read with pread).

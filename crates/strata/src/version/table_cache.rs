@@ -141,6 +141,11 @@ pub struct TableCache {
     /// The thread closing released tables and removing obsolete files,
     /// started by the first release.
     purger: Mutex<Option<Purger>>,
+    /// Whether a removed table's file may be shrunk first
+    /// (`remove_unused_file`): not with the `offload` executor, whose
+    /// worker process may still map the inputs of a sub-task it was too
+    /// slow to finish (the host ran it itself and went on).
+    shrink: bool,
 }
 
 /// A released table to close, and its file to remove if obsolete.
@@ -188,6 +193,7 @@ impl TableCache {
             misses: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
             purger: Mutex::new(None),
+            shrink: !matches!(opts.executor, crate::options::ExecutorKind::Offload(_)),
         }
     }
 
@@ -281,6 +287,7 @@ impl TableCache {
         if purger.is_none() {
             let (jobs, rx) = std::sync::mpsc::channel();
             let fs = Arc::clone(&self.fs);
+            let shrink = self.shrink;
             let spawned = std::thread::Builder::new()
                 .name("strata-purge".into())
                 .spawn(move || {
@@ -288,7 +295,7 @@ impl TableCache {
                     // (`io::yield_point`), whatever the database's state:
                     // nothing waits for them.
                     crate::io::enter_background(Arc::new(AtomicBool::new(true)));
-                    rx.into_iter().for_each(|job| run(fs.as_ref(), job))
+                    rx.into_iter().for_each(|job| run(fs.as_ref(), job, shrink))
                 });
             if let Ok(thread) = spawned {
                 *purger = Some(Purger { jobs, thread });
@@ -304,7 +311,7 @@ impl TableCache {
             None => job,
         };
         drop(purger);
-        run(self.fs.as_ref(), job);
+        run(self.fs.as_ref(), job, self.shrink);
     }
 
     /// Current figures.
@@ -580,7 +587,7 @@ impl Drop for TableCache {
     }
 }
 
-fn run(fs: &dyn FileSystem, job: PurgeJob) {
+fn run(fs: &dyn FileSystem, job: PurgeJob, shrink: bool) {
     match job {
         PurgeJob::Release((table, path)) => {
             // Unmapped first (if this was the last reference), then
@@ -592,7 +599,8 @@ fn run(fs: &dyn FileSystem, job: PurgeJob) {
             // the map and the file is only unlinked. A path without a
             // table (closed earlier by the cache) is only unlinked too: the
             // cache cannot tell who else opened it.
-            let unused = table.is_some_and(|t| Arc::into_inner(t).is_some_and(|t| !t.map_shared()));
+            let unused = shrink
+                && table.is_some_and(|t| Arc::into_inner(t).is_some_and(|t| !t.map_shared()));
             if let Some(path) = path {
                 let _ = if unused {
                     fs.remove_unused_file(&path)
