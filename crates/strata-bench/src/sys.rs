@@ -221,15 +221,19 @@ pub fn now_utc() -> String {
 /// `at` in seconds of `CLOCK_MONOTONIC`, the clock `Instant` reads on
 /// Linux (and `perf record -k CLOCK_MONOTONIC` stamps events with).
 pub fn monotonic_secs(at: std::time::Instant) -> f64 {
+    let now = std::time::Instant::now();
+    monotonic_now() - now.saturating_duration_since(at).as_secs_f64()
+}
+
+/// `CLOCK_MONOTONIC` now, in seconds.
+fn monotonic_now() -> f64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    let now = std::time::Instant::now();
     // SAFETY: `ts` is a valid timespec for the call to fill.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    let mono_now = ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9;
-    mono_now - now.saturating_duration_since(at).as_secs_f64()
+    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
 }
 
 #[cfg(test)]
@@ -279,13 +283,7 @@ mod tests {
         let after = std::time::Instant::now();
         let (a, b) = (monotonic_secs(before), monotonic_secs(after));
         assert!((0.019..0.5).contains(&(b - a)), "{a} {b}");
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: `ts` is a valid timespec for the call to fill.
-        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-        let now = ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9;
+        let now = monotonic_now();
         assert!((now - b).abs() < 0.5, "{now} {b}");
     }
 }

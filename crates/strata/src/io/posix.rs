@@ -593,7 +593,7 @@ impl Drop for PosixLog {
 const SHRINK_PIECE: u64 = 8 << 20;
 
 /// Before a file larger than [`SHRINK_PIECE`] is removed, takes it down
-/// to nothing a piece at a time from its end, offering the core
+/// to its first piece a piece at a time from its end, offering the core
 /// ([`super::yield_point`]) between pieces. Removing a file frees its
 /// cached pages inside one `unlink(2)`: 3 ms of CPU for a 64 MiB table
 /// or log here (20 ms of wall time once its blocks were written, the

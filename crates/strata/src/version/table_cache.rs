@@ -599,8 +599,8 @@ fn run(fs: &dyn FileSystem, job: PurgeJob, shrink: bool) {
             // the map and the file is only unlinked. A path without a
             // table (closed earlier by the cache) is only unlinked too: the
             // cache cannot tell who else opened it.
-            let unused = shrink
-                && table.is_some_and(|t| Arc::into_inner(t).is_some_and(|t| !t.map_shared()));
+            let unused = table
+                .is_some_and(|t| shrink && Arc::into_inner(t).is_some_and(|t| !t.map_shared()));
             if let Some(path) = path {
                 let _ = if unused {
                     fs.remove_unused_file(&path)
