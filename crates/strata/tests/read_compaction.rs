@@ -137,3 +137,82 @@ fn iterator_seeks_are_sampled() {
         .expect("scan items");
     assert_eq!(all.len(), KEYS);
 }
+
+/// While other threads want every core, a read-triggered compaction stands
+/// aside (it only makes later lookups cheaper); a caller waiting for
+/// compactions ends that, and the merge completes.
+#[test]
+fn a_read_compaction_standing_aside_ends_when_someone_waits_for_it() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::{Duration, Instant};
+    const N: usize = 300_000;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let opts = Options::default()
+        .write_buffer_size(32 << 20)
+        .level0_file_num_compaction_trigger(4)
+        .bloom_bits_per_key(0);
+    let db = Db::open(dir.path(), opts).expect("open");
+    for part in 0..3 {
+        for i in (part..N).step_by(3) {
+            db.put(key(i), value(i)).expect("put");
+        }
+        db.flush().expect("flush");
+    }
+    db.wait_for_compactions().expect("settle");
+    assert_eq!(db.stats().levels[0].files, 3);
+    let stop = AtomicBool::new(false);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    std::thread::scope(|s| {
+        // Spinners that want every core, and one more.
+        for _ in 0..=cores {
+            s.spawn(|| {
+                let mut x = 1u64;
+                while !stop.load(Ordering::Relaxed) {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                    std::hint::black_box(x);
+                }
+            });
+        }
+        // Lookups of the oldest table's keys charge the newest table until
+        // its allowance runs out and the picker merges level 0.
+        for i in (0..N).step_by(3).take(2_000) {
+            assert_eq!(
+                db.get(key(i)).expect("get").as_deref(),
+                Some(value(i).as_bytes())
+            );
+        }
+        let started = Instant::now();
+        while db.stats().read_compaction_pauses == 0 && started.elapsed() < Duration::from_secs(30)
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let paused = db.stats().read_compaction_pauses;
+        let waited = s.spawn(|| db.wait_for_compactions());
+        let started = Instant::now();
+        while !waited.is_finished() && started.elapsed() < Duration::from_secs(60) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let finished = waited.is_finished();
+        stop.store(true, Ordering::Relaxed);
+        assert!(
+            paused > 0,
+            "the compaction never stood aside while the cores were busy: {}",
+            db.stats()
+        );
+        assert!(
+            finished,
+            "wait_for_compactions did not return within 60 s while the cores were busy"
+        );
+        waited.join().expect("waiter").expect("settle");
+    });
+    let s = db.stats();
+    assert_eq!(s.levels[0].files, 0, "L0 merged down: {s}");
+    assert!(s.read_compactions >= 1, "{s}");
+    for i in (0..N).step_by(7) {
+        assert_eq!(
+            db.get(key(i)).expect("get").as_deref(),
+            Some(value(i).as_bytes()),
+            "key {i}"
+        );
+    }
+}

@@ -173,6 +173,95 @@ impl Drop for Slot<'_> {
     }
 }
 
+/// Whether the machine has a core to spare for optional background work
+/// (a read-triggered compaction): sampled from the number of threads
+/// running or waiting for a CPU (`/proc/loadavg`'s running count, which
+/// counts the sampling thread itself), one sample per call at most every
+/// [`SPARE_SAMPLE_EVERY`], judged over the last eight samples.
+///
+/// Why: a read-triggered compaction only makes later lookups cheaper. On
+/// two cores with one reader thread it runs on the idle core for free; with
+/// two reader threads it takes CPU from them (their throughput fell by a
+/// fifth while it ran, `--threads 2` readrandom, BENCHMARKS.md
+/// twenty-sixth session), and a short run pays it back only after seconds.
+pub(crate) struct SpareCpu {
+    cores: usize,
+    probe: fn() -> Option<usize>,
+    state: Mutex<SpareState>,
+}
+
+struct SpareState {
+    /// When the last sample was taken.
+    last: Option<std::time::Instant>,
+    /// One bit per sample, newest lowest: set when every core was wanted
+    /// by other threads.
+    busy: u8,
+    samples: u32,
+}
+
+/// The least time between two samples of [`SpareCpu`] (a sample reads a
+/// small file: a few microseconds).
+pub(crate) const SPARE_SAMPLE_EVERY: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// How long an optional compaction stands aside before it looks again.
+pub(crate) const STAND_ASIDE: std::time::Duration = std::time::Duration::from_millis(10);
+
+impl SpareCpu {
+    /// A sampler for a machine of `cores` CPUs reading `/proc/loadavg`.
+    pub fn new(cores: usize) -> Self {
+        Self::with_probe(cores, running_threads)
+    }
+
+    /// A sampler asking `probe` for the number of running threads
+    /// (including the caller); `None` means unknown (never short of CPU).
+    pub fn with_probe(cores: usize, probe: fn() -> Option<usize>) -> Self {
+        SpareCpu {
+            cores: cores.max(1),
+            probe,
+            state: Mutex::new(SpareState {
+                last: None,
+                busy: 0,
+                samples: 0,
+            }),
+        }
+    }
+
+    /// True when other threads wanted every core in at least six of the
+    /// last eight samples. Takes a new sample when the last is older than
+    /// [`SPARE_SAMPLE_EVERY`].
+    pub fn short(&self) -> bool {
+        let mut s = self.state.lock();
+        let now = std::time::Instant::now();
+        if s.last
+            .is_none_or(|t| now.duration_since(t) >= SPARE_SAMPLE_EVERY)
+        {
+            s.last = Some(now);
+            let busy = (self.probe)().is_some_and(|n| n.saturating_sub(1) >= self.cores);
+            s.busy = (s.busy << 1) | u8::from(busy);
+            s.samples = s.samples.saturating_add(1);
+        }
+        s.samples >= 8 && s.busy.count_ones() >= 6
+    }
+}
+
+/// Threads running or waiting for a CPU on the whole machine, the caller
+/// included (the numerator of `/proc/loadavg`'s fourth field); `None`
+/// where the file is missing or unreadable.
+fn running_threads() -> Option<usize> {
+    parse_running(&std::fs::read_to_string("/proc/loadavg").ok()?)
+}
+
+/// The running count of a `/proc/loadavg` line ("0.52 0.31 0.20 3/412 9876").
+fn parse_running(loadavg: &str) -> Option<usize> {
+    loadavg
+        .split_whitespace()
+        .nth(3)?
+        .split('/')
+        .next()?
+        .parse()
+        .ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -304,5 +393,59 @@ mod tests {
         assert_eq!(budget.free(), 2);
         assert_eq!(CpuBudget::slots_for(3), 3);
         assert!(CpuBudget::slots_for(0) >= 1);
+    }
+
+    #[test]
+    fn loadavg_lines_give_their_running_count() {
+        assert_eq!(parse_running("0.52 0.31 0.20 3/412 9876\n"), Some(3));
+        assert_eq!(parse_running("0.00 0.00 0.00 12/80 1"), Some(12));
+        assert_eq!(parse_running("0.52 0.31 0.20"), None);
+        assert_eq!(parse_running("0.52 0.31 0.20 x/412 9876"), None);
+        assert_eq!(parse_running(""), None);
+    }
+
+    #[test]
+    fn spare_cpu_is_short_only_after_most_of_eight_busy_samples() {
+        // Three running threads (the caller and two others) on two cores.
+        let busy = SpareCpu::with_probe(2, || Some(3));
+        let mut answers = Vec::new();
+        for _ in 0..8 {
+            // Each call after the sampling interval takes one sample.
+            busy.state.lock().last = None;
+            answers.push(busy.short());
+        }
+        assert_eq!(
+            answers,
+            [false, false, false, false, false, false, false, true]
+        );
+        // The caller and one other thread: a core is free.
+        let free = SpareCpu::with_probe(2, || Some(2));
+        for _ in 0..16 {
+            free.state.lock().last = None;
+            assert!(!free.short());
+        }
+        // Unknown: never short.
+        let unknown = SpareCpu::with_probe(2, || None);
+        for _ in 0..16 {
+            unknown.state.lock().last = None;
+            assert!(!unknown.short());
+        }
+    }
+
+    #[test]
+    fn spare_cpu_samples_at_most_every_interval() {
+        static CALLS: AtomicUsize = AtomicUsize::new(0);
+        let s = SpareCpu::with_probe(1, || {
+            CALLS.fetch_add(1, Ordering::Relaxed);
+            Some(1)
+        });
+        for _ in 0..100 {
+            s.short();
+        }
+        assert_eq!(
+            CALLS.load(Ordering::Relaxed),
+            1,
+            "one sample within the interval"
+        );
     }
 }
