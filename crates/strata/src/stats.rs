@@ -104,9 +104,6 @@ pub struct Stats {
     pub compactions_running_max: AtomicU64,
     /// Times a running compaction paused to give its CPU slot to a flush.
     pub compaction_give_ways: AtomicU64,
-    /// Pauses (10 ms each) of read-triggered compactions standing aside
-    /// while other threads wanted every core.
-    pub read_compaction_pauses: AtomicU64,
     /// Column compactions of the matrix container and the row bytes they read.
     pub matrix_column_compactions: AtomicU64,
     pub matrix_column_bytes: AtomicU64,
@@ -183,9 +180,6 @@ pub struct StatsSnapshot {
     /// Times a running compaction paused to give its CPU slot to a flush
     /// (`Options::background_cpus`).
     pub compaction_give_ways: u64,
-    /// Pauses (10 ms each) of read-triggered compactions standing aside
-    /// while other threads wanted every core.
-    pub read_compaction_pauses: u64,
     /// The matrix container (`l0=matrix`; zeros otherwise).
     pub matrix: MatrixStats,
     /// Entries and bytes of the update table (0 without stale tracking).
@@ -265,7 +259,6 @@ impl StatsSnapshot {
             compaction_offload_fallbacks: g(&s.compaction_offload_fallbacks),
             compactions_running_max: g(&s.compactions_running_max),
             compaction_give_ways: g(&s.compaction_give_ways),
-            read_compaction_pauses: g(&s.read_compaction_pauses),
             matrix: MatrixStats {
                 column_compactions: g(&s.matrix_column_compactions),
                 column_bytes: g(&s.matrix_column_bytes),
@@ -318,7 +311,7 @@ impl StatsSnapshot {
              \"compaction_micros\":{},\"compaction_bytes_read\":{},\"compaction_bytes_written\":{},\"trivial_moves\":{},\
              \"stall_count\":{},\"stall_micros\":{},\"slowdown_count\":{},\"slowdown_micros\":{},\"pace_count\":{},\"pace_micros\":{},\"wal_spares_used\":{},\"wal_spare_failures\":{},\"arena_chunks_made_ahead\":{},\"arena_chunk_misses\":{},\
              \"shortcut_hits\":{},\"shortcut_misses\":{},\"stale_compactions\":{},\"stale_dropped\":{},\"read_compactions\":{},\
-             \"compaction_cpu_micros\":{},\"compaction_read_busy_micros\":{},\"compaction_merge_busy_micros\":{},\"compaction_write_busy_micros\":{},\"compaction_subtasks\":{},\"compaction_pipelined_subtasks\":{},\"compaction_offloaded_subtasks\":{},\"compaction_offload_fallbacks\":{},\"compactions_running_max\":{},\"compaction_give_ways\":{},\"read_compaction_pauses\":{},\
+             \"compaction_cpu_micros\":{},\"compaction_read_busy_micros\":{},\"compaction_merge_busy_micros\":{},\"compaction_write_busy_micros\":{},\"compaction_subtasks\":{},\"compaction_pipelined_subtasks\":{},\"compaction_offloaded_subtasks\":{},\"compaction_offload_fallbacks\":{},\"compactions_running_max\":{},\"compaction_give_ways\":{},\
              \"update_table_entries\":{},\"update_table_bytes\":{},\"manifest_bytes\":{},\
              \"table_bytes_read\":{},\"block_cache_hits\":{},\"block_cache_misses\":{},\"block_cache_usage\":{},\
              \"open_tables\":{},\"mapped_table_bytes\":{},\"pinned_index_filter_bytes\":{},\"table_cache_hits\":{},\
@@ -363,7 +356,6 @@ impl StatsSnapshot {
             self.compaction_offload_fallbacks,
             self.compactions_running_max,
             self.compaction_give_ways,
-            self.read_compaction_pauses,
             self.update_table_entries,
             self.update_table_bytes,
             self.manifest_bytes,
@@ -482,14 +474,13 @@ impl fmt::Display for StatsSnapshot {
         )?;
         writeln!(
             f,
-            "compactions:        {} ({:.2} MiB read, {:.2} MiB written, {:.3} s, {} trivial moves, {} read-triggered, {} pauses)",
+            "compactions:        {} ({:.2} MiB read, {:.2} MiB written, {:.3} s, {} trivial moves, {} read-triggered)",
             self.compaction_count,
             mib(self.compaction_bytes_read),
             mib(self.compaction_bytes_written),
             self.compaction_micros as f64 / 1e6,
             self.trivial_moves,
-            self.read_compactions,
-            self.read_compaction_pauses
+            self.read_compactions
         )?;
         writeln!(f, "write amplification: {:.3}", self.write_amplification())?;
         if self.update_table_entries > 0 || self.stale_compactions > 0 {

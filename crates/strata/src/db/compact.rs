@@ -80,33 +80,9 @@ pub(super) fn compact<'a>(
         }
     }
     let started = Instant::now();
-    let offer_slot = || {
+    let give_way = || {
         if slot.as_ref().is_some_and(Slot::give_way) {
             Stats::add(&inner.stats.compaction_give_ways, 1);
-        }
-    };
-    // A read-triggered compaction only makes later lookups cheaper: it
-    // runs on a spare core, and stands aside while other threads want
-    // every core, unless writes came since it started, writers are held
-    // back, the database closes or someone waits for compactions.
-    let optional = plan.trigger == Trigger::Read;
-    let seq_at_start = inner.last_seq.load(Ordering::Acquire);
-    let give_way = || {
-        offer_slot();
-        if optional {
-            stand_aside(
-                &inner.spare_cpu,
-                || {
-                    inner.yielding.load(Ordering::Relaxed)
-                        && inner.compaction_waiters.load(Ordering::Acquire) == 0
-                        && inner.last_seq.load(Ordering::Acquire) == seq_at_start
-                },
-                || {
-                    Stats::add(&inner.stats.read_compaction_pauses, 1);
-                    std::thread::sleep(super::cpu::STAND_ASIDE);
-                    offer_slot();
-                },
-            );
         }
     };
     let result = MutexGuard::unlocked(&mut st, || {
@@ -275,32 +251,6 @@ fn execute(
     })
 }
 
-/// A caller waiting for compactions (`wait_for_compactions`,
-/// `compact_range`): while one waits, no read-triggered compaction stands
-/// aside.
-struct Waiting<'a>(&'a std::sync::atomic::AtomicUsize);
-
-impl<'a> Waiting<'a> {
-    fn new(inner: &'a Inner) -> Self {
-        inner.compaction_waiters.fetch_add(1, Ordering::AcqRel);
-        Waiting(&inner.compaction_waiters)
-    }
-}
-
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// Pauses an optional compaction (one [`super::cpu::STAND_ASIDE`] per
-/// `pause`) while `may` holds and `spare` finds no core free.
-fn stand_aside(spare: &super::cpu::SpareCpu, may: impl Fn() -> bool, pause: impl Fn()) {
-    while may() && spare.short() {
-        pause();
-    }
-}
-
 impl Db {
     /// Waits until background work is done: no immutable memtable waits for
     /// its flush, no compaction runs and the picker finds nothing to do
@@ -310,7 +260,6 @@ impl Db {
     pub fn wait_for_compactions(&self) -> Result<()> {
         self.check_open()?;
         let inner = &self.inner;
-        let _waiting = Waiting::new(inner);
         let none = InFlight::default();
         let mut st = inner.state.lock();
         loop {
@@ -336,7 +285,6 @@ impl Db {
         &self,
         range: R,
     ) -> Result<()> {
-        let _waiting = Waiting::new(&self.inner);
         self.flush()?;
         let inner = &self.inner;
         let bound = |b: Bound<&K>| match b {
@@ -382,45 +330,5 @@ impl Db {
             }
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::super::cpu::{SpareCpu, SPARE_SAMPLE_EVERY};
-    use super::stand_aside;
-    use std::cell::Cell;
-
-    #[test]
-    fn an_optional_compaction_pauses_while_cores_are_short_until_it_may_not() {
-        // Three threads running (the caller and two others) on two cores.
-        let short = SpareCpu::with_probe(2, || Some(3));
-        // Eight samples make the judgement (one per sampling interval).
-        for _ in 0..8 {
-            std::thread::sleep(SPARE_SAMPLE_EVERY);
-            let _ = short.short();
-        }
-        let pauses = Cell::new(0);
-        stand_aside(
-            &short,
-            || pauses.get() < 20,
-            || pauses.set(pauses.get() + 1),
-        );
-        // It pauses until `may` turns false.
-        assert_eq!(pauses.get(), 20);
-
-        // A free core: no pause.
-        let spare = SpareCpu::with_probe(2, || Some(2));
-        for _ in 0..8 {
-            std::thread::sleep(SPARE_SAMPLE_EVERY);
-            let _ = spare.short();
-        }
-        let pauses = Cell::new(0);
-        stand_aside(
-            &spare,
-            || pauses.get() < 20,
-            || pauses.set(pauses.get() + 1),
-        );
-        assert_eq!(pauses.get(), 0);
     }
 }

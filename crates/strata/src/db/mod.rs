@@ -173,13 +173,6 @@ pub(crate) struct Inner {
     /// (`pacing.rs`); taken last, for a few microseconds, by the write
     /// leader and the flush.
     pub pacer: Mutex<pacing::Pacer>,
-    /// Whether a core is free for optional work: a read-triggered
-    /// compaction stands aside while other threads want every core
-    /// (`compact.rs`, `stand_aside`).
-    pub spare_cpu: cpu::SpareCpu,
-    /// Callers inside `wait_for_compactions`: while one waits, no
-    /// compaction stands aside.
-    pub compaction_waiters: std::sync::atomic::AtomicUsize,
     /// How many flushes and compactions run at once
     /// (`Options::background_cpus`, `cpu.rs`).
     pub cpu: cpu::CpuBudget,

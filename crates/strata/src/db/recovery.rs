@@ -265,10 +265,6 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
         paced: arc_swap::ArcSwapOption::empty(),
         pacer: parking_lot::Mutex::new(super::pacing::Pacer::new()),
         cpu: super::cpu::CpuBudget::new(super::cpu::CpuBudget::slots_for(opts.background_cpus)),
-        spare_cpu: super::cpu::SpareCpu::new(
-            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
-        ),
-        compaction_waiters: std::sync::atomic::AtomicUsize::new(0),
         opts,
         _lock: lock,
         _fast_lock: fast_lock,

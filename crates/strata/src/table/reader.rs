@@ -194,15 +194,6 @@ impl Table {
         self.compression
     }
 
-    /// Asks the CPU to fetch the filter line `user_key` maps to, so that
-    /// several tables' filters (level 0's) are fetched at once rather
-    /// than one after the other.
-    pub fn prefetch_filter(&self, user_key: &[u8]) {
-        if let Some(f) = &self.filter {
-            f.prefetch(user_key);
-        }
-    }
-
     /// Bloom check on a user key; true when the table has no filter.
     pub fn may_contain(&self, user_key: &[u8]) -> bool {
         self.filter.as_ref().is_none_or(|f| f.may_contain(user_key))

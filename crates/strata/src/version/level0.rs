@@ -33,9 +33,6 @@ pub trait Level0: Send + Sync {
     fn bytes(&self) -> u64;
 }
 
-/// Level 0 tables whose filter lines a lookup fetches ahead.
-const PREFETCH_TABLES: usize = 8;
-
 /// Level 0 as overlapping tables, newest first.
 impl Level0 for Vec<Arc<FileMeta>> {
     fn lookup<'a>(
@@ -44,17 +41,6 @@ impl Level0 for Vec<Arc<FileMeta>> {
         seek: &[u8],
         charge: &mut ReadCharge<'a>,
     ) -> Result<Option<(SeqNo, ValueKind, Vec<u8>)>> {
-        if self.len() > 1 {
-            // Every overlapping table's filter line is fetched at once: the
-            // loop below then tests lines already on their way instead of
-            // waiting for each in turn (only open tables; a closed one is
-            // opened by its search).
-            for f in self.iter().take(PREFETCH_TABLES) {
-                if f.overlaps(Some(user_key), Some(user_key)) {
-                    f.if_open(|t| t.prefetch_filter(user_key));
-                }
-            }
-        }
         for f in self {
             if f.overlaps(Some(user_key), Some(user_key)) {
                 if let Some(hit) = charge.search(f, seek, user_key)? {

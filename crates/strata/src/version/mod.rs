@@ -195,15 +195,6 @@ impl FileMeta {
         Ok(f(&table))
     }
 
-    /// Runs `f` on the table if it is open (pinned here); does nothing
-    /// otherwise. Counts no use: for hints such as prefetches.
-    #[inline]
-    pub fn if_open(&self, f: impl FnOnce(&Table)) {
-        if let Some(t) = self.pin.load().as_deref() {
-            f(t);
-        }
-    }
-
     /// Bytes read from the table file so far.
     pub fn bytes_read(&self) -> u64 {
         self.bytes_read.get()
