@@ -274,9 +274,7 @@ impl Db {
                 Ok(t) => threads.push(t),
                 Err(e) => {
                     inner.state.lock().shutting_down = true;
-                    inner.calm.store(false, Ordering::Release);
-                    inner.yielding.store(false, Ordering::Relaxed);
-                    inner.paced.store(None);
+                    inner.end_fast_paths();
                     inner.bg_cv.notify_all();
                     inner.chunks.stop();
                     for t in threads {
@@ -322,9 +320,7 @@ impl Db {
         {
             let mut st = self.inner.state.lock();
             st.shutting_down = true;
-            self.inner.calm.store(false, Ordering::Release);
-            self.inner.yielding.store(false, Ordering::Relaxed);
-            self.inner.paced.store(None);
+            self.inner.end_fast_paths();
             self.inner.bg_cv.notify_all();
             self.inner.done_cv.notify_all();
             // A compaction may run in a caller's thread (`compact_range`):
@@ -520,13 +516,20 @@ impl Inner {
         self.snapshots.lock().keys().copied().collect()
     }
 
+    /// Closes the paths that skip the state mutex (a background error, or
+    /// closing): writers see `calm` false and take the mutex, none paces
+    /// against a memtable, and background threads keep their core.
+    fn end_fast_paths(&self) {
+        self.calm.store(false, Ordering::Release);
+        self.yielding.store(false, Ordering::Relaxed);
+        self.paced.store(None);
+    }
+
     /// Records a background failure: writes stop until reopen.
     pub(crate) fn set_bg_error(&self, st: &mut State, e: Error) {
         if st.bg_error.is_none() {
             st.bg_error = Some(e);
-            self.calm.store(false, Ordering::Release);
-            self.yielding.store(false, Ordering::Relaxed);
-            self.paced.store(None);
+            self.end_fast_paths();
         }
         self.done_cv.notify_all();
     }
