@@ -218,6 +218,8 @@ struct Gate {
     released: Mutex<bool>,
     cv: Condvar,
     entered: AtomicBool,
+    /// The held sync fails once released.
+    fail: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -248,6 +250,12 @@ impl WritableFile for GatedWal {
             released = self.gate.cv.wait(released).expect("gate");
         }
         drop(released);
+        if self.gate.fail.load(Ordering::Acquire) {
+            return Err(strata::Error::Io {
+                path: "gated.wal".into(),
+                source: Arc::new(std::io::Error::other("injected sync failure")),
+            });
+        }
         self.inner.sync()
     }
     fn len(&self) -> u64 {
@@ -344,6 +352,63 @@ fn concurrent_sync_puts_are_all_readable() {
     drop(db);
     let db = open(dir.path(), tiny_options());
     check(&db);
+}
+
+/// A leader's WAL sync fails while seven writers wait behind it: its own
+/// write, and every write queued or made after it, gets an error (the
+/// database refuses writes once a sync failed), no writer is left
+/// waiting, and nothing written before the failure is lost.
+#[test]
+fn a_failed_group_sync_reaches_every_waiting_writer() {
+    const THREADS: usize = 8;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let gate = Arc::new(Gate::default());
+    let fs = Arc::new(GatedFs {
+        inner: Arc::new(strata::io::PosixFs),
+        gate: gate.clone(),
+    });
+    let db = Arc::new(open(dir.path(), tiny_options().fs(fs)));
+    db.write(
+        {
+            let mut b = WriteBatch::new();
+            b.put("before", "1");
+            b
+        },
+        &WriteOptions { sync: true },
+    )
+    .expect("a synced put before the failure");
+    gate.armed.store(true, Ordering::Release);
+    gate.fail.store(true, Ordering::Release);
+    let writer = |t: usize| {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            let mut b = WriteBatch::new();
+            b.put(format!("t{t}"), "v");
+            db.write(b, &WriteOptions { sync: true })
+        })
+    };
+    let mut threads = vec![writer(0)];
+    while !gate.entered.load(Ordering::Acquire) {
+        std::thread::yield_now();
+    }
+    threads.extend((1..THREADS).map(writer));
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    *gate.released.lock().expect("gate") = true;
+    gate.cv.notify_all();
+    for (t, h) in threads.into_iter().enumerate() {
+        let r = h.join().expect("writer thread");
+        assert!(
+            r.is_err(),
+            "writer {t} was acknowledged after a failed sync"
+        );
+    }
+    let mut b = WriteBatch::new();
+    b.put("after", "1");
+    assert!(db.write(b, &WriteOptions::default()).is_err());
+    let db = Arc::into_inner(db).expect("sole owner");
+    drop(db);
+    let db = open(dir.path(), tiny_options());
+    assert_eq!(db.get("before").expect("get"), Some(b"1".to_vec()));
 }
 
 /// With four background threads (and a CPU budget of four, whatever the

@@ -124,10 +124,8 @@ pub(crate) struct Inner {
     /// unmaps up to 64 MiB, which a synced write should not wait for).
     pub synced_logs: Mutex<Vec<wal::Writer>>,
     pub writers: Mutex<write::Queue>,
-    pub writers_cv: Condvar,
     /// Groups committed so far: writers waiting for a leader watch it
-    /// change for a few microseconds before they sleep on `writers_cv`
-    /// (`write::spin_while`).
+    /// change for a few microseconds before they park (`write::spin_while`).
     pub writers_epoch: AtomicU64,
     pub snapshots: Mutex<BTreeMap<SeqNo, usize>>,
     /// Held for a whole version edit (`Inner::log_and_apply`): one edit at a

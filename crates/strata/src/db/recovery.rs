@@ -248,7 +248,6 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
         unsynced_logs: Mutex::new(Vec::new()),
         synced_logs: Mutex::new(Vec::new()),
         writers: Mutex::new(Default::default()),
-        writers_cv: Condvar::new(),
         writers_epoch: AtomicU64::new(0),
         snapshots: Mutex::new(BTreeMap::new()),
         apply: Mutex::new(()),
