@@ -277,6 +277,16 @@ impl FileSystem for GatedFs {
     }
 }
 
+/// A database in `dir` whose WAL syncs pass through a [`Gate`].
+fn gated_db(dir: &Path) -> (Arc<Db>, Arc<Gate>) {
+    let gate = Arc::new(Gate::default());
+    let fs = Arc::new(GatedFs {
+        inner: Arc::new(strata::io::PosixFs),
+        gate: gate.clone(),
+    });
+    (Arc::new(open(dir, tiny_options().fs(fs))), gate)
+}
+
 #[test]
 fn concurrent_sync_puts_are_all_readable() {
     const THREADS: usize = 8;
@@ -286,12 +296,7 @@ fn concurrent_sync_puts_are_all_readable() {
     // that one write) while the other threads queue their first writes
     // behind it: once released, the next leader must commit the queued
     // writes as one group. Group commit merging nothing fails the test.
-    let gate = Arc::new(Gate::default());
-    let fs = Arc::new(GatedFs {
-        inner: Arc::new(strata::io::PosixFs),
-        gate: gate.clone(),
-    });
-    let db = Arc::new(open(dir.path(), tiny_options().fs(fs)));
+    let (db, gate) = gated_db(dir.path());
     gate.armed.store(true, Ordering::Release);
     let started = Arc::new(AtomicUsize::new(0));
     let writer = |t: usize| {
@@ -362,12 +367,7 @@ fn concurrent_sync_puts_are_all_readable() {
 fn a_failed_group_sync_reaches_every_waiting_writer() {
     const THREADS: usize = 8;
     let dir = tempfile::tempdir().expect("tempdir");
-    let gate = Arc::new(Gate::default());
-    let fs = Arc::new(GatedFs {
-        inner: Arc::new(strata::io::PosixFs),
-        gate: gate.clone(),
-    });
-    let db = Arc::new(open(dir.path(), tiny_options().fs(fs)));
+    let (db, gate) = gated_db(dir.path());
     db.write(
         {
             let mut b = WriteBatch::new();
