@@ -125,7 +125,7 @@ pub(crate) struct Inner {
     pub synced_logs: Mutex<Vec<wal::Writer>>,
     pub writers: Mutex<write::Queue>,
     /// Groups committed so far: writers waiting for a leader watch it
-    /// change for a few microseconds before they park (`write::spin_while`).
+    /// change for a few microseconds before they sleep (`write::spin_while`).
     pub writers_epoch: AtomicU64,
     pub snapshots: Mutex<BTreeMap<SeqNo, usize>>,
     /// Held for a whole version edit (`Inner::log_and_apply`): one edit at a

@@ -15,7 +15,7 @@ use crate::memtable::MemTable;
 use crate::options::WriteOptions;
 use crate::stats::Stats;
 use crate::wal;
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering;
@@ -68,18 +68,22 @@ struct Pending {
     slot: Arc<Slot>,
 }
 
-/// A queued writer's result, and the thread to wake when it is there. A
-/// leader hands each member of its group the result directly: woken
-/// together, the members return without taking the queue's mutex (woken
-/// through one condition variable they took it in turn, a chain of
-/// wake-ups that cost a group of eight synced writers about as long as
-/// its `fdatasync`). One per thread ([`SLOT`]), reused by each of its
-/// writes: a thread waits in one write at a time, and `done` is set only
-/// after `result` is written.
+/// A queued writer's result, and where it sleeps until a leader hands it
+/// the result or the lead. A leader hands each member of its group the
+/// result directly: woken together, the members return without taking the
+/// queue's mutex (woken through one condition variable they took it in
+/// turn, a chain of wake-ups that cost a group of eight synced writers
+/// about as long as its `fdatasync`). One per thread ([`SLOT`]), reused by
+/// each of its writes: a thread waits in one write at a time, and `done`
+/// is set only after `result` is written. (No `std::thread::Thread` is
+/// kept: in a C program's main thread that handle is never freed.)
 struct Slot {
     done: AtomicBool,
     result: Mutex<Result<()>>,
-    thread: std::thread::Thread,
+    /// A wake-up not yet taken: a `wake` before the `sleep` makes the
+    /// sleep return at once.
+    token: Mutex<bool>,
+    cv: Condvar,
 }
 
 impl Slot {
@@ -95,16 +99,35 @@ impl Slot {
     fn finish(&self, result: Result<()>) {
         *self.result.lock() = result;
         self.done.store(true, Ordering::Release);
-        self.thread.unpark();
+        self.wake();
+    }
+
+    fn wake(&self) {
+        *self.token.lock() = true;
+        self.cv.notify_one();
+    }
+
+    /// Sleeps until woken (at once if a wake-up is pending).
+    fn sleep(&self) {
+        let mut token = self.token.lock();
+        while !*token {
+            self.cv.wait(&mut token);
+        }
+        *token = false;
     }
 }
 
-thread_local! {
-    static SLOT: Arc<Slot> = Arc::new(Slot {
+fn new_slot() -> Arc<Slot> {
+    Arc::new(Slot {
         done: AtomicBool::new(false),
         result: Mutex::new(Ok(())),
-        thread: std::thread::current(),
-    });
+        token: Mutex::new(false),
+        cv: Condvar::new(),
+    })
+}
+
+thread_local! {
+    static SLOT: Arc<Slot> = new_slot();
 }
 
 /// Writers waiting for, or being served by, a leader.
@@ -147,7 +170,9 @@ impl Db {
 
 impl Inner {
     pub(crate) fn submit(&self, batch: WriteBatch, sync: bool, force_switch: bool) -> Result<()> {
-        let slot = SLOT.with(Arc::clone);
+        // A write from a thread-local destructor, after `SLOT` is gone,
+        // gets a slot of its own.
+        let slot = SLOT.try_with(Arc::clone).unwrap_or_else(|_| new_slot());
         slot.done.store(false, Ordering::Relaxed);
         let mut q = self.writers.lock();
         q.pending.push_back(Pending {
@@ -183,10 +208,10 @@ impl Inner {
                 continue;
             }
             // Woken by the leader that ends this writer's group (with the
-            // result) or that leaves it at the front of the queue. An
-            // unpark before the park makes the park return at once, and a
-            // spurious return only loops.
-            parking_lot::MutexGuard::unlocked(&mut q, std::thread::park);
+            // result) or that leaves it at the front of the queue. A
+            // wake-up before the sleep makes it return at once, and a stale
+            // one only loops.
+            parking_lot::MutexGuard::unlocked(&mut q, || slot.sleep());
             spun = false;
         }
         // Leader: take a group.
@@ -233,11 +258,11 @@ impl Inner {
         }
         q.leader_active = false;
         q.leader_syncs = false;
-        let next = q.pending.front().map(|p| p.slot.thread.clone());
+        let next = q.pending.front().map(|p| Arc::clone(&p.slot));
         self.writers_epoch.fetch_add(1, Ordering::Release);
         drop(q);
-        if let Some(t) = next {
-            t.unpark();
+        if let Some(slot) = next {
+            slot.wake();
         }
         result
     }
