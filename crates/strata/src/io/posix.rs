@@ -577,12 +577,7 @@ impl WritableFile for PosixLog {
         // failed reservation or write here leaves the log usable: the
         // append that needs the room reports it.
         PosixLog::reserve(self, upto).map_err(|e| Error::io(&self.path, e))?;
-        let from = self.zeroed.max(self.len);
-        if from < upto {
-            write_zeros(&self.file, from, upto).map_err(|e| Error::io(&self.path, e))?;
-            self.zeroed = upto;
-        }
-        Ok(())
+        zero_ahead(&self.file, &self.path, &mut self.zeroed, self.len, upto)
     }
 
     fn reserve(&mut self, upto: u64) -> Result<()> {
