@@ -1162,6 +1162,17 @@ mod page_filler {
     /// for reading; a thread that maps or unmaps (a table, a memtable
     /// chunk) waits for it, and page faults that need the lock then queue
     /// behind that thread.
+    ///
+    /// Between two calls the filler offers its core (`sched_yield(2)`,
+    /// which returns at once when no other thread waits for it). Woken
+    /// onto the core of a writer that never sleeps (the other core busy
+    /// with a flush, or with another process), the filler, at nice 19,
+    /// waited there until a scheduler tick (4 ms at HZ=250) gave it the
+    /// core, then kept it for its whole [`FILL_STEP`]: 0.26-0.5 ms, the
+    /// slowest put of every random overwrite run (`perf sched timehist`
+    /// with the bench's slowest-put time, BENCHMARKS.md, twenty-eighth
+    /// session). Yielding per piece, the writer waits for one piece
+    /// (maxima 67-140 µs against 279-1265 µs, 10 runs each).
     #[cfg(target_os = "linux")]
     const PIECE: usize = 32 << 10;
 
@@ -1181,6 +1192,9 @@ mod page_filler {
                 return;
             }
             from += piece;
+            if from < end {
+                std::thread::yield_now();
+            }
         }
     }
 

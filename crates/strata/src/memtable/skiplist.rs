@@ -99,6 +99,16 @@ pub struct ChunkPool {
     misses: AtomicU64,
 }
 
+/// Words of a chunk the filler writes between two offers of its core
+/// (`sched_yield(2)`, which returns at once when no other thread waits for
+/// the core): 64 KiB, 16 page faults. The WAL's page filler does the same
+/// (`io/posix.rs`): a filler woken onto a busy writer's core waits there
+/// (it runs at a lower priority) until the scheduler's next tick hands it
+/// the core, and then kept it for its whole piece of work: 0.3-0.8 ms, the
+/// slowest put of a random overwrite run (traced, BENCHMARKS.md,
+/// twenty-eighth session).
+const FILL_PIECE_WORDS: usize = (64 << 10) / 8;
+
 /// Bytes of chunks a filler keeps ready at most: about 70 ms of 100-byte
 /// puts at full speed.
 const READY_BYTES: usize = 8 << 20;
@@ -174,9 +184,22 @@ impl ChunkPool {
             }
             let chunk = parking_lot::MutexGuard::unlocked(&mut free, || {
                 let chunk = Chunk::new(CHUNK_WORDS);
-                // SAFETY: `base` points to the chunk's `len()` words,
-                // owned by `chunk` and not yet reached by anything else.
-                unsafe { ptr::write_bytes(chunk.base(), 0, chunk.len()) };
+                // Written in pieces, offering the core between them: a
+                // whole chunk's 256 page faults take a few hundred
+                // microseconds, and this thread may share a core with a
+                // writer (see `FILL_PIECE_WORDS`).
+                let mut at = 0;
+                while at < chunk.len() {
+                    let n = FILL_PIECE_WORDS.min(chunk.len() - at);
+                    // SAFETY: `at + n <= len()`, so the words written are
+                    // the chunk's own, owned by `chunk` and not yet reached
+                    // by anything else.
+                    unsafe { ptr::write_bytes(chunk.base().add(at), 0, n) };
+                    at += n;
+                    if at < chunk.len() {
+                        std::thread::yield_now();
+                    }
+                }
                 chunk
             });
             free.push(chunk);
