@@ -1163,16 +1163,17 @@ mod page_filler {
     /// chunk) waits for it, and page faults that need the lock then queue
     /// behind that thread.
     ///
-    /// Between two calls the filler offers its core (`sched_yield(2)`,
+    /// After each call the filler offers its core (`sched_yield(2)`,
     /// which returns at once when no other thread waits for it). Woken
     /// onto the core of a writer that never sleeps (the other core busy
     /// with a flush, or with another process), the filler, at nice 19,
     /// waited there until a scheduler tick (4 ms at HZ=250) gave it the
-    /// core, then kept it for its whole [`FILL_STEP`]: 0.26-0.5 ms, the
-    /// slowest put of every random overwrite run (`perf sched timehist`
-    /// with the bench's slowest-put time, BENCHMARKS.md, twenty-eighth
-    /// session). Yielding per piece, the writer waits for one piece
-    /// (maxima 67-140 µs against 279-1265 µs, 10 runs each).
+    /// core, then kept it for its whole [`super::FILL_STEP`]: 0.28-0.52 ms,
+    /// the slowest put of each of three traced random overwrite runs (`perf
+    /// sched timehist` with the bench's slowest-put time, BENCHMARKS.md,
+    /// twenty-eighth session). Yielding per piece, a writer waits for about
+    /// one piece: overwrite maxima 67-140 µs in 10 runs, against 279-1,265
+    /// µs before.
     #[cfg(target_os = "linux")]
     const PIECE: usize = 32 << 10;
 
@@ -1192,9 +1193,7 @@ mod page_filler {
                 return;
             }
             from += piece;
-            if from < end {
-                std::thread::yield_now();
-            }
+            std::thread::yield_now();
         }
     }
 

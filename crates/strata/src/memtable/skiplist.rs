@@ -104,9 +104,12 @@ pub struct ChunkPool {
 /// the core): 64 KiB, 16 page faults. The WAL's page filler does the same
 /// (`io/posix.rs`): a filler woken onto a busy writer's core waits there
 /// (it runs at a lower priority) until the scheduler's next tick hands it
-/// the core, and then kept it for its whole piece of work: 0.3-0.8 ms, the
-/// slowest put of a random overwrite run (traced, BENCHMARKS.md,
-/// twenty-eighth session).
+/// the core, and then kept it for its whole piece of work: the WAL's
+/// filler for 0.28-0.52 ms, the slowest put of random overwrite runs
+/// (traced, BENCHMARKS.md, twenty-eighth session). A filler that has
+/// fallen behind (under half its ready chunks left) makes no offers: with
+/// offers throughout, 4 KiB puts found the pool empty 5-29 times per run
+/// (once without), and each such put maps a chunk itself.
 const FILL_PIECE_WORDS: usize = (64 << 10) / 8;
 
 /// Bytes of chunks a filler keeps ready at most: about 70 ms of 100-byte
@@ -182,21 +185,25 @@ impl ChunkPool {
                 self.wake.wait(&mut free);
                 continue;
             }
+            // Behind (under half the ready chunks left): no offers, so the
+            // writers do not run out and map chunks themselves.
+            let yielding = free.len() * 2 >= self.ready;
             let chunk = parking_lot::MutexGuard::unlocked(&mut free, || {
                 let chunk = Chunk::new(CHUNK_WORDS);
-                // Written in pieces, offering the core between them: a
-                // whole chunk's 256 page faults take a few hundred
-                // microseconds, and this thread may share a core with a
-                // writer (see `FILL_PIECE_WORDS`).
+                // Written in pieces, offering the core after each: a whole
+                // chunk's 256 page faults take a few hundred microseconds,
+                // and this thread may share a core with a writer (see
+                // `FILL_PIECE_WORDS`).
                 let mut at = 0;
                 while at < chunk.len() {
                     let n = FILL_PIECE_WORDS.min(chunk.len() - at);
-                    // SAFETY: `at + n <= len()`, so the words written are
-                    // the chunk's own, owned by `chunk` and not yet reached
-                    // by anything else.
+                    // SAFETY: `at < len()` and `at + n <= len()` (in words:
+                    // `base` is a `*mut u64` and `write_bytes` counts
+                    // `u64`s), so the words written are the chunk's own,
+                    // owned by `chunk` and not yet reached by anything else.
                     unsafe { ptr::write_bytes(chunk.base().add(at), 0, n) };
                     at += n;
-                    if at < chunk.len() {
+                    if yielding {
                         std::thread::yield_now();
                     }
                 }
