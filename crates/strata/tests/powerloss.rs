@@ -619,7 +619,9 @@ fn scattered_unsynced_log_pages_open_at_the_first_gap() {
 }
 
 /// Replays one case: `STRATA_PL_CASE=<seed>,<crash_at>,<partial seed or 0>`
-/// (`,1` after the seed: the seed is a `PowerLossScattered` one).
+/// (`,1` after the seed: the seed is a `PowerLossScattered` one), with the
+/// options of `STRATA_POWERLOSS_OPTS` (e.g. `executor=pipelined`) over the
+/// tiny ones.
 #[test]
 #[ignore = "replays one case from a failure message"]
 fn power_loss_replay_case() {
@@ -636,9 +638,12 @@ fn power_loss_replay_case() {
         (Some(s), Some(1)) => CrashKind::PowerLossScattered(*s),
         (Some(s), _) => CrashKind::PowerLossPartial(*s),
     };
+    let spec = std::env::var("STRATA_POWERLOSS_OPTS").unwrap_or_default();
     let ops = history(v[0], 700, 300, 0.3);
     for _ in 0..50 {
-        check_case(
+        check_case_on(
+            &MemFs::new(),
+            common::tiny_with(&spec),
             &ops,
             &Case {
                 seed: v[0],
