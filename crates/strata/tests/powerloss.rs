@@ -399,8 +399,7 @@ fn power_loss_many() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(2000);
-    let spec = std::env::var("STRATA_POWERLOSS_OPTS").unwrap_or_default();
-    run_cases(n, &common::tiny_with(&spec));
+    run_cases(n, &env_options());
 }
 
 /// The work a crash point hit.
@@ -618,6 +617,12 @@ fn scattered_unsynced_log_pages_open_at_the_first_gap() {
     }
 }
 
+/// The tiny options with `STRATA_POWERLOSS_OPTS` (e.g.
+/// `executor=pipelined`) over them.
+fn env_options() -> Options {
+    common::tiny_with(&std::env::var("STRATA_POWERLOSS_OPTS").unwrap_or_default())
+}
+
 /// Replays one case: `STRATA_PL_CASE=<seed>,<crash_at>,<partial seed or 0>`
 /// (`,1` after the seed: the seed is a `PowerLossScattered` one), with the
 /// options of `STRATA_POWERLOSS_OPTS` (e.g. `executor=pipelined`) over the
@@ -638,12 +643,11 @@ fn power_loss_replay_case() {
         (Some(s), Some(1)) => CrashKind::PowerLossScattered(*s),
         (Some(s), _) => CrashKind::PowerLossPartial(*s),
     };
-    let spec = std::env::var("STRATA_POWERLOSS_OPTS").unwrap_or_default();
     let ops = history(v[0], 700, 300, 0.3);
     for _ in 0..50 {
         check_case_on(
             &MemFs::new(),
-            common::tiny_with(&spec),
+            env_options(),
             &ops,
             &Case {
                 seed: v[0],

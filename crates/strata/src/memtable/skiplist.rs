@@ -108,7 +108,7 @@ pub struct ChunkPool {
 /// filler for 0.28-0.52 ms, the slowest put of random overwrite runs
 /// (traced, BENCHMARKS.md, twenty-eighth session). A filler that has
 /// fallen behind (under half its ready chunks left) makes no offers: with
-/// offers throughout, 4 KiB puts found the pool empty 5-29 times per run
+/// offers throughout, 4 KiB puts found the pool empty 5-41 times per run
 /// (once without), and each such put maps a chunk itself.
 const FILL_PIECE_WORDS: usize = (64 << 10) / 8;
 
