@@ -142,6 +142,12 @@ pub struct RunResult {
     /// trace of the run.
     #[serde(default)]
     pub slowest_op_at: Option<f64>,
+    /// CPU seconds the host took from this machine's virtual CPUs during
+    /// the measured operations (`steal` in `/proc/stat`, summed over the
+    /// CPUs): time in which no thread here ran, which shows up in latency
+    /// maxima of every engine alike.
+    #[serde(default)]
+    pub steal_secs: Option<f64>,
     /// The engine's own count of bytes written ÷ user bytes (strata only).
     pub wa_engine: Option<f64>,
     /// Directory size after close ÷ live user bytes.
@@ -671,6 +677,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
     let disk0 = sys::disk_written(&spec.dir);
     let io0 = sys::proc_io();
     let cpu0 = sys::usage();
+    let steal0 = sys::steal_secs();
     let timed = w.timed();
     let total = if timed {
         (p.duration_secs * 1000.0) as u64
@@ -741,6 +748,10 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
     // The window's own writes; then the compaction they left due and the
     // close are charged to the run too.
     let io_window = sys::proc_io();
+    let steal_secs = match (steal0, sys::steal_secs()) {
+        (Some(a), Some(b)) => Some((b - a).max(0.0)),
+        _ => None,
+    };
     let wrote = meter.written > 0 || writer_ops.is_some_and(|n| n > 0);
     let settle_secs = if spec.settle && wrote {
         let t = Instant::now();
@@ -859,6 +870,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
         },
         settle_secs,
         slowest_op_at: meter.slowest.map(|(_, at)| crate::sys::monotonic_secs(at)),
+        steal_secs,
         wa_engine: if strata_engine {
             ratio(eng_w, user_w)
         } else {

@@ -241,6 +241,28 @@ fn cut_note(r: &Report, w: &str) -> Option<String> {
     })
 }
 
+/// Host steal at or above which a median run is footnoted (CPU seconds).
+const STEAL_NOTE_SECS: f64 = 0.05;
+
+/// The footnote of a workload whose median runs lost CPU time to the host
+/// (`RunResult::steal_secs`): their latency maxima may be the host's.
+fn steal_note(r: &Report, w: &str) -> Option<String> {
+    let lost: Vec<String> = r
+        .engines
+        .iter()
+        .filter_map(|e| {
+            let s = r.cell(&e.name, w)?.median.steal_secs?;
+            (s >= STEAL_NOTE_SECS).then(|| format!("{} {s:.2}", e.name))
+        })
+        .collect();
+    (!lost.is_empty()).then(|| {
+        format!(
+            "Host steal during the median runs (CPU s the hypervisor took; no thread here ran): {}.",
+            lost.join(", ")
+        )
+    })
+}
+
 /// Rows of the read/write split of a mix workload (YCSB, U1…U9): header +
 /// one row per engine; `None` when the workload has no split.
 fn mix_rows(r: &Report, w: &str) -> Option<Vec<Vec<String>>> {
@@ -669,7 +691,7 @@ pub fn summary(r: &Report) -> String {
             .map(|x| x.description.clone());
         let _ = writeln!(s, "\n{w}: {}", desc.unwrap_or_default());
         s.push_str(&text_table(&workload_rows(r, &w)));
-        if let Some(note) = cut_note(r, &w) {
+        for note in [cut_note(r, &w), steal_note(r, &w)].into_iter().flatten() {
             let _ = writeln!(s, "  {note}");
         }
         if let Some(rows) = mix_rows(r, &w) {
@@ -850,7 +872,7 @@ pub fn markdown(r: &Report, charts: &[String]) -> String {
             .map(|x| x.description.clone());
         let _ = writeln!(s, "### {w}\n\n{}\n", desc.unwrap_or_default());
         s.push_str(&md_table(&workload_rows(r, &w)));
-        if let Some(note) = cut_note(r, &w) {
+        for note in [cut_note(r, &w), steal_note(r, &w)].into_iter().flatten() {
             let _ = writeln!(s, "\n{note}");
         }
         if let Some(rows) = mix_rows(r, &w) {
@@ -988,5 +1010,28 @@ mod tests {
         assert!(md.contains("Every engine: WAL on"), "{md}");
         assert!(!md.contains("Each engine's own defaults"), "{md}");
         Ok(())
+    }
+
+    #[test]
+    fn runs_the_host_took_time_from_are_footnoted() -> Result<(), BenchError> {
+        let mut r = report(false)?;
+        assert!(!summary(&r).contains("Host steal"));
+        for (res, steal) in r.results.iter_mut().zip([0.31, 0.01]) {
+            res.steal_secs = Some(steal);
+        }
+        let text = summary(&r);
+        assert!(text.contains("Host steal during the median runs"), "{text}");
+        assert!(text.contains("strata 0.31"), "{text}");
+        assert!(!text.contains("rocksdb 0.01"), "{text}");
+        assert!(markdown(&r, &[]).contains("strata 0.31"));
+        Ok(())
+    }
+
+    /// Linux reports steal (zero on bare metal) in `/proc/stat`.
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn steal_is_read_from_proc_stat() {
+        let s = crate::sys::steal_secs().expect("steal in /proc/stat");
+        assert!(s >= 0.0 && s.is_finite(), "{s}");
     }
 }

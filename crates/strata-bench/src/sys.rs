@@ -82,6 +82,19 @@ pub fn usage() -> Usage {
     }
 }
 
+/// CPU time the host took from this machine's virtual CPUs (`steal` in
+/// `/proc/stat`), in seconds summed over the CPUs; `None` where it is not
+/// reported.
+pub fn steal_secs() -> Option<f64> {
+    let text = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = text.lines().find(|l| l.starts_with("cpu "))?;
+    // cpu user nice system idle iowait irq softirq steal ...
+    let ticks: u64 = line.split_whitespace().nth(8)?.parse().ok()?;
+    // SAFETY: sysconf reads a configuration value; it touches no memory of ours.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (hz > 0).then(|| ticks as f64 / hz as f64)
+}
+
 /// Total size of the regular files under `dir`.
 pub fn dir_size(dir: &Path) -> u64 {
     let Ok(rd) = std::fs::read_dir(dir) else {

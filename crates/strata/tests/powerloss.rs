@@ -626,7 +626,8 @@ fn env_options() -> Options {
 /// Replays one case: `STRATA_PL_CASE=<seed>,<crash_at>,<partial seed or 0>`
 /// (`,1` after the seed: the seed is a `PowerLossScattered` one), with the
 /// options of `STRATA_POWERLOSS_OPTS` (e.g. `executor=pipelined`) over the
-/// tiny ones.
+/// tiny ones; `STRATA_PL_THREADS` threads (1) replay it `STRATA_PL_REPS`
+/// times (50) each.
 #[test]
 #[ignore = "replays one case from a failure message"]
 fn power_loss_replay_case() {
@@ -644,18 +645,33 @@ fn power_loss_replay_case() {
         (Some(s), _) => CrashKind::PowerLossPartial(*s),
     };
     let ops = history(v[0], 700, 300, 0.3);
-    for _ in 0..50 {
-        check_case_on(
-            &MemFs::new(),
-            env_options(),
-            &ops,
-            &Case {
-                seed: v[0],
-                crash_at: v[1],
-                kind,
-            },
-        );
-    }
+    let num = |name: &str, default: usize| {
+        std::env::var(name)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(default)
+    };
+    // Replays on several threads at once vary the timing of the engines'
+    // background work (a failure that needs one interleaving).
+    let (threads, reps) = (num("STRATA_PL_THREADS", 1), num("STRATA_PL_REPS", 50));
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                for _ in 0..reps {
+                    check_case_on(
+                        &MemFs::new(),
+                        env_options(),
+                        &ops,
+                        &Case {
+                            seed: v[0],
+                            crash_at: v[1],
+                            kind,
+                        },
+                    );
+                }
+            });
+        }
+    });
 }
 
 /// Regression (found by the power-loss tests, reproduced without a crash):

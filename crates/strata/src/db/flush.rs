@@ -15,7 +15,6 @@ use crate::stats::Stats;
 use crate::types::SeqNo;
 use crate::version::{Edit, FileDesc, Version};
 use parking_lot::MutexGuard;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -57,7 +56,14 @@ pub(super) fn flush_one<'a>(
             // the next one while the edit is written.)
             let next_log = st.imm.get(1).unwrap_or(&st.mem).log_number();
             edit.log_number = Some(next_log);
-            edit.last_sequence = Some(inner.last_seq.load(Ordering::Acquire));
+            // The newest sequence the tables hold, not the newest handed
+            // out: recovery checks that the logs it replays continue the
+            // history from here without a hole. Writes after this memtable
+            // live in newer logs, whose unsynced tails a power loss may cut
+            // while a still newer log survives; a last sequence covering
+            // them would hide that hole (a later write recovered, an
+            // earlier one lost).
+            edit.last_sequence = Some(mem.max_seq());
             let (relocked, applied) = inner.log_and_apply(st, &mut edit);
             st = relocked;
             // The new tables are in the version now, and busy until the

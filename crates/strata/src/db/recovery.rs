@@ -125,9 +125,11 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
         Ok(())
     };
     // The history has no holes: each record starts at or before the
-    // sequence after the newest one seen (a log's first records may repeat
-    // flushed ones). A later start means the tail of an older log was lost
-    // (cut at a record boundary, so its reader saw a clean end).
+    // sequence after the newest one seen, first the manifest's (the newest
+    // its tables hold, see `flush.rs`), then each record's (a log's first
+    // records may repeat flushed ones). A later start means the tail of an
+    // older log was lost (cut at a record boundary, so its reader saw a
+    // clean end).
     let mut next_seq = versions.last_sequence.saturating_add(1);
     'logs: for n in wals {
         let path = wal_path(dir, n);
