@@ -523,8 +523,11 @@ fn a_lost_log_tail_stops_recovery_even_after_a_flush_of_an_older_log() {
             break;
         }
     }
-    // The oldest of the three logs is flushed and made obsolete; its edit
-    // is written while the two newer logs hold writes.
+    // The oldest memtable written since the first hold is flushed, its log
+    // made obsolete; its edit is written while newer logs hold writes.
+    // (`newest_log` names the spare made before the first flush for the
+    // writes that went to the log before it, so `logs[0]` stands for both;
+    // `logs[1]` and `logs[2]` are exact.)
     drop(release_first);
     second.wait_entered();
     let crashed = mem.crash_clone(CrashKind::Process);

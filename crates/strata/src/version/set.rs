@@ -35,7 +35,9 @@ pub struct VersionSet {
     manifest: Option<wal::Writer>,
     manifest_number: u64,
     next_file_number: u64,
-    /// Last sequence number made durable in the manifest (the WAL has newer ones).
+    /// Where the flushed history ends: at least every sequence a table
+    /// holds; the logs from `log_number` on continue from the next one
+    /// (see `db/flush.rs`, and recovery's continuity check).
     pub last_sequence: SeqNo,
     /// WALs numbered below this are fully flushed.
     pub log_number: u64,
