@@ -368,27 +368,33 @@ fn record_ends(fs: &MemFs, path: &Path) -> Vec<u64> {
     ends
 }
 
-#[test]
-fn point_in_time_recovery_stops_at_damage_in_one_of_several_logs() {
-    // The background thread is held after the first flush, so the writes
-    // after it fill several logs that nothing flushes: a process crash then
-    // leaves four logs to replay, one record (one put) each write.
-    let mem = MemFs::new();
-    let gate = HoldFlush::new(1);
-    let opts = Options::default()
+/// Small memtables, room for eight, one background thread: with it held,
+/// writes fill log after log that nothing flushes.
+fn held_logs_options() -> Options {
+    Options::default()
         .write_buffer_size(8 * 1024)
         .max_write_buffer_number(8)
-        .background_threads(1);
-    let db = open(
-        Path::new("/db"),
-        opts.clone()
-            .fs(Arc::new(mem.clone()))
-            .listener(gate.clone()),
-    );
-    let release = ReleaseOnDrop(gate.clone());
-    let key = |i: usize| format!("key{i:05}");
+        .background_threads(1)
+}
+
+/// The key of write `i` in the tests that fill several logs.
+fn log_key(i: usize) -> String {
+    format!("key{i:05}")
+}
+
+/// Puts keys 0..20, flushes, waits until `gate` holds the background
+/// thread in that flush's event, then puts 200-byte values from key 20 on
+/// (nothing flushes them) until `count` logs hold writes, the newest five.
+/// Returns (log, key index) of every write after the flush, the log being
+/// the newest `.wal` file when the put returned, and the logs in order.
+fn fill_held_logs(
+    db: &strata::Db,
+    mem: &MemFs,
+    gate: &HoldFlush,
+    count: usize,
+) -> (Vec<(u64, usize)>, Vec<u64>) {
     for i in 0..20 {
-        db.put(key(i), "flushed").expect("put");
+        db.put(log_key(i), "flushed").expect("put");
     }
     db.flush().expect("flush");
     gate.wait_entered();
@@ -400,28 +406,45 @@ fn point_in_time_recovery_stops_at_damage_in_one_of_several_logs() {
             .max()
             .expect("a log")
     };
-    // (log, key index) of every write after the flush.
     let mut written: Vec<(u64, usize)> = Vec::new();
-    // Until the fourth log holds five writes.
     for i in 20.. {
-        db.put(key(i), [b'v'; 200]).expect("put");
+        db.put(log_key(i), [b'v'; 200]).expect("put");
         let log = newest_log();
         written.push((log, i));
         let logs: BTreeSet<u64> = written.iter().map(|w| w.0).collect();
-        if logs.len() == 4 && written.iter().filter(|w| w.0 == log).count() == 5 {
+        if logs.len() == count && written.iter().filter(|w| w.0 == log).count() == 5 {
             break;
         }
     }
-    let crashed = mem.crash_clone(CrashKind::Process);
-    drop(release);
-    drop(db);
     let logs: Vec<u64> = written
         .iter()
         .map(|w| w.0)
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
-    assert_eq!(logs.len(), 4, "{logs:?}");
+    assert_eq!(logs.len(), count, "{logs:?}");
+    (written, logs)
+}
+
+#[test]
+fn point_in_time_recovery_stops_at_damage_in_one_of_several_logs() {
+    // The background thread is held after the first flush, so the writes
+    // after it fill several logs that nothing flushes: a process crash then
+    // leaves four logs to replay, one record (one put) each write.
+    let mem = MemFs::new();
+    let gate = HoldFlush::new(1);
+    let opts = held_logs_options();
+    let db = open(
+        Path::new("/db"),
+        opts.clone()
+            .fs(Arc::new(mem.clone()))
+            .listener(gate.clone()),
+    );
+    let release = ReleaseOnDrop(gate.clone());
+    let (written, logs) = fill_held_logs(&db, &mem, &gate, 4);
+    let crashed = mem.crash_clone(CrashKind::Process);
+    drop(release);
+    drop(db);
     let damaged = logs[1];
     let in_log = |l: u64| written.iter().filter(move |w| w.0 == l).map(|w| w.1);
     let damaged_keys: Vec<usize> = in_log(damaged).collect();
@@ -439,12 +462,12 @@ fn point_in_time_recovery_stops_at_damage_in_one_of_several_logs() {
         let pit = opts.clone().wal_recovery(WalRecovery::PointInTime);
         let db = open(Path::new("/db"), pit.fs(Arc::new(fs.clone())));
         let got: BTreeSet<Vec<u8>> = all(&db).into_iter().map(|(k, _)| k).collect();
-        let mut want: BTreeSet<Vec<u8>> = (0..20).map(|i| key(i).into_bytes()).collect();
-        want.extend(in_log(logs[0]).map(|i| key(i).into_bytes()));
+        let mut want: BTreeSet<Vec<u8>> = (0..20).map(|i| log_key(i).into_bytes()).collect();
+        want.extend(in_log(logs[0]).map(|i| log_key(i).into_bytes()));
         want.extend(
             damaged_keys[..record - 1]
                 .iter()
-                .map(|&i| key(i).into_bytes()),
+                .map(|&i| log_key(i).into_bytes()),
         );
         assert_eq!(
             got.len(),
@@ -486,10 +509,7 @@ fn a_lost_log_tail_stops_recovery_even_after_a_flush_of_an_older_log() {
     // The first hold fills several logs that nothing flushes; the second
     // holds the flush of the oldest of them, its edit written.
     let (first, second) = (HoldFlush::new(1), HoldFlush::new(2));
-    let opts = Options::default()
-        .write_buffer_size(8 * 1024)
-        .max_write_buffer_number(8)
-        .background_threads(1);
+    let opts = held_logs_options();
     let db = open(
         Path::new("/db"),
         opts.clone()
@@ -499,30 +519,7 @@ fn a_lost_log_tail_stops_recovery_even_after_a_flush_of_an_older_log() {
     );
     let release_second = ReleaseOnDrop(second.clone());
     let release_first = ReleaseOnDrop(first.clone());
-    let key = |i: usize| format!("key{i:05}");
-    for i in 0..20 {
-        db.put(key(i), "flushed").expect("put");
-    }
-    db.flush().expect("flush");
-    first.wait_entered();
-    let newest_log = || {
-        mem.list_dir(Path::new("/db"))
-            .expect("list")
-            .iter()
-            .filter_map(|n| n.strip_suffix(".wal")?.parse::<u64>().ok())
-            .max()
-            .expect("a log")
-    };
-    let mut written: Vec<(u64, usize)> = Vec::new();
-    for i in 20.. {
-        db.put(key(i), [b'v'; 200]).expect("put");
-        let log = newest_log();
-        written.push((log, i));
-        let logs: BTreeSet<u64> = written.iter().map(|w| w.0).collect();
-        if logs.len() == 3 && written.iter().filter(|w| w.0 == log).count() == 5 {
-            break;
-        }
-    }
+    let (written, logs) = fill_held_logs(&db, &mem, &first, 3);
     // The oldest memtable written since the first hold is flushed, its log
     // made obsolete; its edit is written while newer logs hold writes.
     // (`newest_log` names the spare made before the first flush for the
@@ -533,13 +530,6 @@ fn a_lost_log_tail_stops_recovery_even_after_a_flush_of_an_older_log() {
     let crashed = mem.crash_clone(CrashKind::Process);
     drop(release_second);
     drop(db);
-    let logs: Vec<u64> = written
-        .iter()
-        .map(|w| w.0)
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    assert_eq!(logs.len(), 3, "{logs:?}");
     let in_log = |l: u64| written.iter().filter(move |w| w.0 == l).map(|w| w.1);
     let cut: Vec<usize> = in_log(logs[1]).collect();
     assert!(cut.len() > 2);
@@ -554,9 +544,13 @@ fn a_lost_log_tail_stops_recovery_even_after_a_flush_of_an_older_log() {
     }
     let db = open(Path::new("/db"), opts.fs(Arc::new(crashed)));
     let got: BTreeSet<Vec<u8>> = all(&db).into_iter().map(|(k, _)| k).collect();
-    let mut want: BTreeSet<Vec<u8>> = (0..20).map(|i| key(i).into_bytes()).collect();
-    want.extend(in_log(logs[0]).map(|i| key(i).into_bytes()));
-    want.extend(cut[..cut.len() - 1].iter().map(|&i| key(i).into_bytes()));
+    let mut want: BTreeSet<Vec<u8>> = (0..20).map(|i| log_key(i).into_bytes()).collect();
+    want.extend(in_log(logs[0]).map(|i| log_key(i).into_bytes()));
+    want.extend(
+        cut[..cut.len() - 1]
+            .iter()
+            .map(|&i| log_key(i).into_bytes()),
+    );
     let extra: Vec<String> = got
         .difference(&want)
         .map(|k| String::from_utf8_lossy(k).into_owned())
