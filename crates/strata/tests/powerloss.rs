@@ -395,11 +395,7 @@ fn power_loss_at_every_operation_with_the_matrix_container() {
 #[test]
 #[ignore = "long; set STRATA_POWERLOSS_CASES"]
 fn power_loss_many() {
-    let n = std::env::var("STRATA_POWERLOSS_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(2000);
-    run_cases(n, &env_options());
+    run_cases(env_num("STRATA_POWERLOSS_CASES", 2000), &env_options());
 }
 
 /// The work a crash point hit.
@@ -623,6 +619,14 @@ fn env_options() -> Options {
     common::tiny_with(&std::env::var("STRATA_POWERLOSS_OPTS").unwrap_or_default())
 }
 
+/// The number in environment variable `name`, or `default`.
+fn env_num(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
 /// Replays one case: `STRATA_PL_CASE=<seed>,<crash_at>,<partial seed or 0>`
 /// (`,1` after the seed: the seed is a `PowerLossScattered` one), with the
 /// options of `STRATA_POWERLOSS_OPTS` (e.g. `executor=pipelined`) over the
@@ -645,22 +649,20 @@ fn power_loss_replay_case() {
         (Some(s), _) => CrashKind::PowerLossPartial(*s),
     };
     let ops = history(v[0], 700, 300, 0.3);
-    let num = |name: &str, default: usize| {
-        std::env::var(name)
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(default)
-    };
     // Replays on several threads at once vary the timing of the engines'
     // background work (a failure that needs one interleaving).
-    let (threads, reps) = (num("STRATA_PL_THREADS", 1), num("STRATA_PL_REPS", 50));
+    let (threads, reps) = (
+        env_num("STRATA_PL_THREADS", 1),
+        env_num("STRATA_PL_REPS", 50),
+    );
+    let base = env_options();
     std::thread::scope(|s| {
         for _ in 0..threads {
             s.spawn(|| {
                 for _ in 0..reps {
                     check_case_on(
                         &MemFs::new(),
-                        env_options(),
+                        base.clone(),
                         &ops,
                         &Case {
                             seed: v[0],
