@@ -24,7 +24,6 @@ fn register_font() {
 fn color(i: usize, name: &str) -> RGBColor {
     match name {
         "rocksdb" => RGBColor(214, 69, 65),
-        "rocksdb-current" => RGBColor(150, 30, 40),
         "leveldb" => RGBColor(90, 160, 70),
         "fjall" => RGBColor(200, 120, 30),
         "strata" => RGBColor(40, 110, 200),

@@ -38,6 +38,14 @@ pub struct RunSpec {
     /// Leave the database directory (engine logs, tables) after the run.
     #[serde(default)]
     pub keep_data: bool,
+    /// `dir` already holds this engine's loaded and settled database (the
+    /// parent copied it from an image): the run skips its load.
+    #[serde(default)]
+    pub preloaded: bool,
+    /// Where to keep a copy of the database once loaded and settled (an
+    /// image later runs of this engine start from); `None`: keep none.
+    #[serde(default)]
+    pub save_image: Option<PathBuf>,
 }
 
 fn yes() -> bool {
@@ -412,6 +420,15 @@ fn preload(ctx: &Ctx<'_>, kind: Preload) -> Result<(), BenchError> {
     Ok(())
 }
 
+/// Records that keys `0..num` are loaded (a database copied from an image).
+fn mark_loaded(ctx: &Ctx<'_>) {
+    for n in 0..ctx.p.num {
+        ctx.live.set(n);
+    }
+    ctx.records.store(ctx.p.num, Relaxed);
+    ctx.next_insert.store(ctx.p.num, Relaxed);
+}
+
 /// The run phase of thread `t`: returns its meter.
 fn worker(
     ctx: &Ctx<'_>,
@@ -432,7 +449,7 @@ fn worker(
         Workload::FillSeq | Workload::FillRandom | Workload::YcsbLoad => {
             p.num / threads + u64::from((t as u64) < p.num % threads)
         }
-        Workload::ReadSeq => p.ops.min(p.num),
+        Workload::ReadSeq | Workload::ScanResume => p.ops.min(p.num),
         _ => p.ops / threads + u64::from((t as u64) < p.ops % threads),
     };
     let first = (p.num / threads) * t as u64 + (t as u64).min(p.num % threads);
@@ -442,6 +459,7 @@ fn worker(
     let mut rounds = 0u64;
     let mut last_key: Option<Vec<u8>> = None;
     let mut seen: Vec<u8> = Vec::new();
+    let mut cursor: Option<Box<dyn strata::Cursor>> = None;
     loop {
         if !timed && i >= quota {
             break;
@@ -482,6 +500,32 @@ fn worker(
                 m.count("seek");
             }
             Workload::ReadSeq => {
+                // One iterator for the whole run, as db_bench's readseq;
+                // the entries are read where the engine keeps them.
+                let c = match cursor.as_mut() {
+                    Some(c) => c,
+                    None => {
+                        let mut c = ctx.store.cursor(None)?;
+                        c.seek_to_first();
+                        cursor.insert(c)
+                    }
+                };
+                let want = (quota - i).min(100);
+                let (mut got, mut bytes) = (0u64, 0u64);
+                while got < want && c.valid() {
+                    bytes += (c.key().len() + c.value().len()) as u64;
+                    c.next();
+                    got += 1;
+                }
+                c.status()?;
+                if got == 0 {
+                    break;
+                }
+                n_ops = got;
+                m.bytes += bytes;
+                m.count("next-100");
+            }
+            Workload::ScanResume => {
                 let lo = match &last_key {
                     Some(k) => Bound::Excluded(k.as_slice()),
                     None => Bound::Unbounded,
@@ -611,7 +655,7 @@ impl Drop for Shm {
 /// Where run `spec` keeps its files: the engine with `@shm` resolved to
 /// the run's tmpfs directory, the database directory (`db_dir=` or the
 /// run's directory) and the tmpfs directory.
-fn placement(spec: &RunSpec) -> Result<(EngineKind, PathBuf, Shm), BenchError> {
+fn placement(spec: &RunSpec) -> Result<(EngineKind, PathBuf, Shm, bool), BenchError> {
     let run = spec
         .dir
         .file_name()
@@ -626,22 +670,37 @@ fn placement(spec: &RunSpec) -> Result<(EngineKind, PathBuf, Shm), BenchError> {
         EngineKind::Strata(opts) => engine::split_placement(opts).0.map(PathBuf::from),
         _ => None,
     };
-    Ok((kind, db_dir.unwrap_or_else(|| spec.dir.clone()), Shm(shm)))
+    let own = engine::split_view(&spec.engine).1;
+    Ok((
+        kind,
+        db_dir.unwrap_or_else(|| spec.dir.clone()),
+        Shm(shm),
+        own,
+    ))
 }
 
 /// Runs `spec` in this process and returns its result.
 pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
-    let (kind, dir, shm) = placement(spec)?;
+    let (kind, dir, shm, own_view) = placement(spec)?;
+    // `engine@own` runs with its own defaults whatever the run's view.
+    let settings = EngineSettings {
+        own_defaults: spec.settings.own_defaults || own_view,
+        ..spec.settings.clone()
+    };
     let w = Workload::parse(&spec.workload)?;
+    let cold = spec.cold || crate::workload::split_cold(&spec.workload).1;
     let p = &spec.params;
     p.validate()?;
     for d in [&spec.dir, &dir, &shm.0] {
+        if spec.preloaded && d == &dir {
+            continue;
+        }
         if d.exists() {
             std::fs::remove_dir_all(d).map_err(|e| BenchError::Io(d.clone(), e))?;
         }
     }
     std::fs::create_dir_all(&dir).map_err(|e| BenchError::Io(dir.clone(), e))?;
-    let opened = engine::open(&kind, &spec.settings, &dir)?;
+    let opened = engine::open(&kind, &settings, &dir)?;
     let store: &dyn KvStore = opened.store.as_ref();
     let inserts = w
         .mix(p)
@@ -661,12 +720,19 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
     let load_start = Instant::now();
     match w.preload() {
         Preload::Nothing => {}
+        _ if spec.preloaded => {
+            // The parent copied in a loaded database: the same records.
+            mark_loaded(&ctx);
+        }
         kind => {
             preload(&ctx, kind)?;
             if spec.settle {
                 store.wait_for_compactions()?;
             }
-            if spec.cold {
+            if let Some(image) = &spec.save_image {
+                sys::save_image(&dir, image)?;
+            }
+            if cold {
                 sys::drop_cache(&dir);
             }
         }
@@ -755,8 +821,11 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
     let wrote = meter.written > 0 || writer_ops.is_some_and(|n| n > 0);
     let settle_secs = if spec.settle && wrote {
         let t = Instant::now();
+        sys::take_settle_overshoot();
         store.wait_for_compactions()?;
-        Some(t.elapsed().as_secs_f64())
+        // A polled engine's confirming looks are the harness's, not its own.
+        let waited = t.elapsed().saturating_sub(sys::take_settle_overshoot());
+        Some(waited.as_secs_f64())
     } else {
         None
     };
@@ -828,7 +897,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
     let stall = stalled(&stats1).saturating_sub(stalled(&stats0));
     Ok(RunResult {
         engine: spec.engine.clone(),
-        workload: w.name(),
+        workload: spec.workload.trim().to_string(),
         description: w.describe(p),
         version,
         engine_settings: settings,
@@ -1055,7 +1124,7 @@ mod tests {
             "max_subcompactions=1",
             "block_size=4096",
             "filter_policy=nullptr",
-            "internal lru(8388608)",
+            "internal lru(33554432)",
             "sync=false",
         ] {
             assert!(rocks.settings.contains(want), "{want}: {}", rocks.settings);
@@ -1130,6 +1199,8 @@ mod tests {
                 cold: true,
                 settle: true,
                 keep_data: false,
+                preloaded: false,
+                save_image: None,
             };
             let r = run(&spec)?;
             assert!(r.ops > 0 && r.ops_per_sec > 0.0, "{w}");
@@ -1167,6 +1238,8 @@ mod tests {
             cold: false,
             settle: false,
             keep_data: false,
+            preloaded: false,
+            save_image: None,
         };
         let r = run(&spec("cut", 0.2))?;
         assert!(r.cut_short);
@@ -1205,6 +1278,8 @@ mod tests {
             cold: false,
             settle: false,
             keep_data: false,
+            preloaded: false,
+            save_image: None,
         };
         let r = run(&spec)?;
         let syncs = r

@@ -85,7 +85,7 @@ impl EngineSettings {
             );
         }
         format!(
-            "WAL on, sync={}, compression={}, write_buffer={} MiB, block_cache={} MiB, bloom={} bits/key, block={} KiB, target_file={} MiB, L1 target={} MiB, background_threads={}, RocksDB max_subcompactions={}",
+            "WAL on, sync={}, compression={}, write_buffer={} MiB, block_cache={} MiB, bloom={} bits/key, block={} KiB, target_file={} MiB, L1 target={} MiB, background_threads={} at nice 0, RocksDB max_subcompactions={}",
             self.sync,
             self.compression,
             self.write_buffer_size >> 20,
@@ -106,18 +106,30 @@ pub enum EngineKind {
     /// strata with extra options (`name=value,...`) applied on top of the settings.
     Strata(String),
     RocksDb,
-    /// Today's RocksDB (librocksdb-sys, built from source), run by the
-    /// child binary of `tools/rocksdb-current` (feature `rocksdb-current`).
-    RocksDbCurrent,
     LevelDb,
     /// fjall 3 (pure Rust, crates.io), with the `comparators` feature.
     Fjall,
 }
 
+/// The suffix of an engine spec that runs it with its own library defaults
+/// (`rocksdb@own`) in a run whose other engines share the settings.
+pub const OWN_VIEW: &str = "@own";
+
+/// Splits an engine spec into the engine and whether it runs with its own
+/// defaults (`rocksdb@own` → `("rocksdb", true)`).
+pub fn split_view(spec: &str) -> (&str, bool) {
+    match spec.trim().strip_suffix(OWN_VIEW) {
+        Some(base) => (base, true),
+        None => (spec.trim(), false),
+    }
+}
+
 impl EngineKind {
-    /// Parses `strata`, `strata:opt=v,opt=v`, `kvell[:opts]`, `rocksdb`, `leveldb` or `fjall`.
+    /// Parses `strata`, `strata:opt=v,opt=v`, `kvell[:opts]`, `rocksdb`,
+    /// `leveldb` or `fjall`, each optionally followed by `@own` (the view,
+    /// which [`split_view`] reads).
     pub fn parse(spec: &str) -> Result<Self, BenchError> {
-        let spec = spec.trim();
+        let spec = split_view(spec).0;
         if spec == "strata" {
             return Ok(EngineKind::Strata(String::new()));
         }
@@ -138,11 +150,10 @@ impl EngineKind {
         }
         match spec {
             "rocksdb" => Ok(EngineKind::RocksDb),
-            ROCKSDB_CURRENT => Ok(EngineKind::RocksDbCurrent),
             "leveldb" => Ok(EngineKind::LevelDb),
             "fjall" => Ok(EngineKind::Fjall),
             _ => Err(BenchError::Usage(format!(
-                "unknown engine {spec:?} (expected strata, strata:opt=v,..., kvell, kvell:opt=v,..., rocksdb, rocksdb-current, leveldb or fjall)"
+                "unknown engine {spec:?} (expected strata, strata:opt=v,..., kvell, kvell:opt=v,..., rocksdb, leveldb or fjall)"
             ))),
         }
     }
@@ -156,9 +167,6 @@ impl EngineKind {
 /// Whether RocksDB, LevelDB and fjall were compiled in (cargo feature
 /// `comparators`).
 pub const COMPARATORS: bool = cfg!(feature = "comparators");
-
-/// The engine name of today's RocksDB, which runs in its own child binary.
-pub const ROCKSDB_CURRENT: &str = "rocksdb-current";
 
 /// How an engine's settings line starts in `--own-defaults` mode.
 pub const OWN_DEFAULTS_PREFIX: &str = "own defaults";
@@ -214,7 +222,11 @@ pub fn strata_options(settings: &EngineSettings, extra: &str) -> Result<Options,
         .block_size(settings.block_size)
         .target_file_size(settings.target_file_size)
         .max_bytes_for_level_base(settings.level_base)
-        .background_threads(settings.background_threads);
+        .background_threads(settings.background_threads)
+        // The peers' flush and compaction threads run at the default
+        // priority: so do strata's in the shared view (its helper threads,
+        // which only pre-fault and pre-zero memory, keep theirs).
+        .background_nice(0);
     // KVell keeps no memtable and no block cache: its page cache gets what
     // an LSM may hold in memory (the block cache and one memtable).
     o.kvell_page_cache = (settings.block_cache_size + settings.write_buffer_size) as u64;
@@ -269,13 +281,6 @@ pub fn open(
             "RocksDB, LevelDB and fjall are not compiled in: build with --features comparators"
                 .into(),
         )),
-        #[cfg(feature = "rocksdb-current")]
-        EngineKind::RocksDbCurrent => crate::ffi::rocksdb::open(settings, dir),
-        #[cfg(not(feature = "rocksdb-current"))]
-        EngineKind::RocksDbCurrent => Err(BenchError::Usage(format!(
-            "{ROCKSDB_CURRENT} runs in the child binary of tools/rocksdb-current \
-             (scripts/bench-rocksdb-current builds it and passes --rocksdb-current-bin)"
-        ))),
     }
 }
 
@@ -294,11 +299,9 @@ mod tests {
             EngineKind::Strata("compression=lz4".into())
         );
         assert_eq!(EngineKind::parse("rocksdb")?, EngineKind::RocksDb);
-        assert_eq!(
-            EngineKind::parse("rocksdb-current")?,
-            EngineKind::RocksDbCurrent
-        );
-        assert!(EngineKind::RocksDbCurrent.is_comparator());
+        assert_eq!(EngineKind::parse("rocksdb@own")?, EngineKind::RocksDb);
+        assert_eq!(split_view("rocksdb@own"), ("rocksdb", true));
+        assert_eq!(split_view("strata:l0=matrix"), ("strata:l0=matrix", false));
         assert_eq!(EngineKind::parse("fjall")?, EngineKind::Fjall);
         assert_eq!(
             EngineKind::parse("kvell:kvell_workers=4")?,

@@ -8,13 +8,7 @@
 pub mod charts;
 pub mod child;
 pub mod engine;
-#[cfg(all(feature = "comparators", feature = "rocksdb-current"))]
-compile_error!(
-    "features `comparators` and `rocksdb-current` link two RocksDB builds with the same C symbols: \
-     build them into separate binaries (tools/rocksdb-current)"
-);
-
-#[cfg(any(feature = "comparators", feature = "rocksdb-current"))]
+#[cfg(feature = "comparators")]
 pub mod ffi;
 #[cfg(feature = "comparators")]
 pub mod fjall_store;
@@ -49,7 +43,7 @@ pub enum BenchError {
     #[error("JSON: {0}")]
     Json(#[from] serde_json::Error),
     /// A C library reported an error.
-    #[cfg(any(feature = "comparators", feature = "rocksdb-current"))]
+    #[cfg(feature = "comparators")]
     #[error(transparent)]
     Ffi(#[from] ffi::FfiError),
 }

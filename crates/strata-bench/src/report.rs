@@ -42,6 +42,9 @@ pub struct Report {
     /// The device's 4 KiB random I/O ceilings (the kvell preset).
     #[serde(default)]
     pub device: Option<crate::limits::Ceilings>,
+    /// Each peer library loaded: version, build, the release check, path.
+    #[serde(default)]
+    pub peers: Vec<String>,
 }
 
 /// The median repeat of one engine × workload, with the spread of repeats.
@@ -94,6 +97,7 @@ impl Report {
             notes,
             results,
             device: None,
+            peers: Vec::new(),
         }
     }
 
@@ -147,11 +151,34 @@ impl Report {
             .max_by(|a, b| a.1.total_cmp(&b.1))
     }
 
-    /// Throughput of `engine` ÷ the best comparator's on `workload`.
+    /// Throughput of `engine` ÷ the best comparator's on `workload` (every
+    /// peer entry counts, so with `peer@own` beside `peer` each peer is
+    /// taken at the better of its two views).
     pub fn ratio_to_best(&self, engine: &str, workload: &str) -> Option<f64> {
         let a = self.cell(engine, workload)?.median.ops_per_sec;
         let (_, b) = self.best_peer(workload)?;
         (b > 0.0).then(|| a / b)
+    }
+
+    /// As [`Report::ratio_to_best`] on the settle-inclusive rate
+    /// ([`sustained`]) of each median run.
+    pub fn sustained_ratio_to_best(&self, engine: &str, workload: &str) -> Option<f64> {
+        let a = sustained(self.cell(engine, workload)?.median);
+        let b = self
+            .engines
+            .iter()
+            .filter(|e| is_peer(&e.name))
+            .filter_map(|e| Some(sustained(self.cell(&e.name, workload)?.median)))
+            .max_by(f64::total_cmp)?;
+        (b > 0.0).then(|| a / b)
+    }
+
+    /// Failed repeats of `engine` on `workload`.
+    pub fn failures(&self, engine: &str, workload: &str) -> usize {
+        self.results
+            .iter()
+            .filter(|r| r.engine == engine && r.workload == workload && r.error.is_some())
+            .count()
     }
 
     fn errors(&self) -> Vec<&RunResult> {
@@ -176,15 +203,33 @@ fn kops(v: f64) -> String {
 /// Rows of one workload's table: header + one row per engine.
 fn workload_rows(r: &Report, w: &str) -> Vec<Vec<String>> {
     let mut rows = vec![[
-        "engine", "ops/s", "ratio", "spread", "MB/s", "p50 us", "p99 us", "p99.9 us", "max us",
-        "WA", "WA win", "WA eng", "space", "CPU s", "RSS MiB", "stall s",
+        "engine",
+        "ops/s",
+        "ratio",
+        "spread",
+        "sustained",
+        "settle s",
+        "MB/s",
+        "p50 us",
+        "p99 us",
+        "p99.9 us",
+        "max us",
+        "WA",
+        "WA win",
+        "WA eng",
+        "space",
+        "CPU s",
+        "CPU us/op",
+        "RSS MiB",
+        "stall s",
     ]
     .iter()
     .map(|s| s.to_string())
     .collect()];
     for e in &r.engines {
+        let failed = r.failures(&e.name, w);
         let Some(c) = r.cell(&e.name, w) else {
-            rows.push(vec![e.name.clone(), "failed".into()]);
+            rows.push(vec![e.name.clone(), format!("failed ({failed})")]);
             continue;
         };
         let m = c.median;
@@ -198,16 +243,21 @@ fn workload_rows(r: &Report, w: &str) -> Vec<Vec<String>> {
         };
         // A run its budget cut short is marked: its rate covers fewer
         // operations than the others'.
-        let rate = if m.cut_short {
+        let mut rate = if m.cut_short {
             format!("{}*", kops(m.ops_per_sec))
         } else {
             kops(m.ops_per_sec)
         };
+        if failed > 0 {
+            rate.push_str(&format!(" ({failed} failed)"));
+        }
         rows.push(vec![
             e.name.clone(),
             rate,
             opt(r.ratio(&e.name, w), 2),
             spread,
+            kops(sustained(m)),
+            opt(m.settle_secs, 2),
             format!("{:.1}", m.mb_per_sec),
             format!("{:.1}", m.latency.p50_us),
             format!("{:.1}", m.latency.p99_us),
@@ -218,6 +268,7 @@ fn workload_rows(r: &Report, w: &str) -> Vec<Vec<String>> {
             opt(m.wa_engine, 2),
             opt(m.space_amp, 2),
             format!("{:.1}", m.cpu_secs),
+            opt(cpu_us_per_op(m), 2),
             format!("{:.0}", m.max_rss_mib),
             opt(m.stall_secs, 2),
         ]);
@@ -564,9 +615,27 @@ fn kvell_rows(r: &Report) -> Option<Vec<Vec<String>>> {
     Some(rows)
 }
 
+/// Operations per second counting the settle that paid the run's
+/// background debt: ops ÷ (run + settle). Equal to the burst rate for a
+/// run that wrote nothing (or was not settled).
+pub fn sustained(r: &RunResult) -> f64 {
+    let secs = r.secs + r.settle_secs.unwrap_or(0.0);
+    if secs > 0.0 {
+        r.ops as f64 / secs
+    } else {
+        r.ops_per_sec
+    }
+}
+
+/// CPU microseconds of the whole process per operation (the run, its
+/// settle and the close; every thread).
+pub fn cpu_us_per_op(r: &RunResult) -> Option<f64> {
+    (r.ops > 0).then(|| r.cpu_secs * 1e6 / r.ops as f64)
+}
+
 /// True for the comparators (RocksDB, LevelDB, fjall), false for strata's
 /// own configurations.
-fn is_peer(engine: &str) -> bool {
+pub fn is_peer(engine: &str) -> bool {
     crate::engine::EngineKind::parse(engine).is_ok_and(|k| k.is_comparator())
 }
 
@@ -589,18 +658,25 @@ fn ratio_rows(r: &Report) -> Vec<Vec<String>> {
     if peers {
         head.push("best peer".into());
         head.extend(ours.iter().map(|e| format!("{e} / best peer")));
+        head.extend(ours.iter().map(|e| format!("{e} / best peer, sustained")));
     }
     let mut rows = vec![head];
     for w in r.workloads() {
         let mut row = vec![w.clone()];
         row.extend(r.engines.iter().map(|e| {
-            r.cell(&e.name, &w)
-                .map_or("failed".into(), |c| kops(c.median.ops_per_sec))
+            r.cell(&e.name, &w).map_or_else(
+                || format!("failed ({})", r.failures(&e.name, &w)),
+                |c| kops(c.median.ops_per_sec),
+            )
         }));
         row.extend(r.engines.iter().map(|e| opt(r.ratio(&e.name, &w), 2)));
         if peers {
             row.push(r.best_peer(&w).map_or("-".into(), |(n, _)| n.to_string()));
             row.extend(ours.iter().map(|e| opt(r.ratio_to_best(e, &w), 2)));
+            row.extend(
+                ours.iter()
+                    .map(|e| opt(r.sustained_ratio_to_best(e, &w), 2)),
+            );
         }
         rows.push(row);
     }
@@ -674,6 +750,9 @@ pub fn summary(r: &Report) -> String {
     );
     for n in &r.notes {
         let _ = writeln!(s, "NOTE: {n}");
+    }
+    for p in &r.peers {
+        let _ = writeln!(s, "PEER: {p}");
     }
     for e in &r.engines {
         if r.settings.own_defaults {
@@ -754,7 +833,7 @@ pub fn markdown(r: &Report, charts: &[String]) -> String {
     let _ = writeln!(s, "# strata benchmark report\n");
     let _ = writeln!(
         s,
-        "Preset **{}**, {}. Machine: {} cores ({}), {:.1} GiB memory, {}; data on {}; kernel {}.\n",
+        "Preset **{}**, {}. Machine: {} cores ({}), {:.1} GiB memory, {}; data on {} (read-ahead {}); kernel {}.\n",
         r.preset,
         r.date,
         r.machine.cores,
@@ -762,6 +841,9 @@ pub fn markdown(r: &Report, charts: &[String]) -> String {
         r.machine.memory_bytes as f64 / (1u64 << 30) as f64,
         r.machine.os,
         r.machine.filesystem,
+        r.machine
+            .read_ahead_kb
+            .map_or("unknown".to_string(), |k| format!("{k} KiB")),
         r.machine.kernel
     );
     let _ = writeln!(
@@ -787,6 +869,13 @@ pub fn markdown(r: &Report, charts: &[String]) -> String {
     );
     for n in &r.notes {
         let _ = writeln!(s, "> **Note:** {n}\n");
+    }
+    if !r.peers.is_empty() {
+        let _ = writeln!(s, "Peer libraries:\n");
+        for p in &r.peers {
+            let _ = writeln!(s, "- {p}");
+        }
+        let _ = writeln!(s);
     }
     if r.settings.own_defaults {
         let _ = writeln!(s, "## Each engine's own defaults (effective settings)\n");

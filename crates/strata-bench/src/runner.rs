@@ -4,7 +4,7 @@
 use crate::child::{RunResult, RunSpec, PROGRESS_PREFIX, RESULT_PREFIX};
 use crate::engine::{EngineKind, EngineSettings, COMPARATORS};
 use crate::report::Report;
-use crate::workload::{Params, Workload};
+use crate::workload::{Params, Preload, Workload};
 use crate::{report, BenchError};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::{BufRead, BufReader, IsTerminal};
@@ -32,6 +32,11 @@ pub struct Config {
     /// Measure the device's 4 KiB random read/write ceilings first: on a
     /// file of this many MiB, each pattern for this many seconds.
     pub ceilings: Option<(u64, f64)>,
+    /// Load each engine's database once per kind of load (db_bench keys,
+    /// YCSB records) and start every later run that needs that load from a
+    /// copy of it (evicted from the page cache), instead of loading again:
+    /// for data sets whose load takes minutes.
+    pub reuse_loads: bool,
 }
 
 /// The engines available in this build.
@@ -40,6 +45,70 @@ pub fn available_engines() -> Vec<String> {
         names(&["strata", "rocksdb", "leveldb", "fjall"])
     } else {
         vec!["strata".into()]
+    }
+}
+
+/// The engines of the headline presets: strata with the shared settings
+/// and as shipped (`strata@own`, `Options::default()`), and each peer in
+/// both views, so that "÷ best peer" takes each peer at its better one.
+pub fn both_views() -> Vec<String> {
+    if COMPARATORS {
+        names(&[
+            "strata",
+            "strata@own",
+            "rocksdb",
+            "rocksdb@own",
+            "leveldb",
+            "leveldb@own",
+            "fjall",
+            "fjall@own",
+        ])
+    } else {
+        names(&["strata", "strata@own"])
+    }
+}
+
+/// The rows of the capped presets: db_bench's (the fill settle-inclusive)
+/// and YCSB A-F.
+fn capped_rows() -> Vec<String> {
+    let mut v = names(&[
+        "fillrandom",
+        "overwrite",
+        "readrandom",
+        "seekrandom",
+        "readseq",
+    ]);
+    v.extend("abcdef".chars().map(|c| format!("ycsb-{c}")));
+    v
+}
+
+/// A capped preset: every run's process in a `cap`-byte memory cgroup,
+/// `num` records of `value_size` bytes (at least 4× the cap), both views,
+/// loads reused, 5 repeats, each run at most `budget` seconds.
+fn capped(base: Config, cap: u64, num: u64, value_size: usize, budget: f64) -> Config {
+    Config {
+        engines: both_views(),
+        workloads: capped_rows(),
+        params: Params {
+            num,
+            ops: 200_000,
+            value_size,
+            max_run_secs: Some(budget),
+            ..Params::default()
+        },
+        // A quarter of the cap for the memtable and an eighth for the
+        // cache: what a user sizes an LSM to in a container of that size.
+        settings: EngineSettings {
+            write_buffer_size: (cap / 8) as usize,
+            block_cache_size: (cap / 8) as usize,
+            target_file_size: 32 << 20,
+            level_base: 128 << 20,
+            ..EngineSettings::default()
+        },
+        repeats: 5,
+        memory_limit: Some(cap),
+        reuse_loads: true,
+        ..base
     }
 }
 
@@ -55,7 +124,26 @@ pub const PRESETS: &[(&str, &str)] = &[
     ),
     (
         "quick",
-        "db_bench fill/overwrite/read + YCSB A/B/C, 1M keys, 32 MiB cache; ~3 minutes on 2 cores",
+        "IN MEMORY: db_bench fill/overwrite/read/readseq/seek (reads warm, one cold row) + YCSB A/B/C, \
+         1M keys of 100 B (111 MiB), 32 MiB cache, strata and every peer in both views; ~8 minutes \
+         (the published table: --repeats 5)",
+    ),
+    (
+        "capped",
+        "LARGER THAN MEMORY: every process in a 256 MiB memory cgroup (page cache included), 10M keys of \
+         100 B (1.1 GiB, 4.5x the cap), fillrandom (burst and settle-inclusive), overwrite, readrandom, \
+         seekrandom, readseq, YCSB A-F, strata and every peer in both views, loads reused, 5 repeats, \
+         runs of at most 20 s; several hours",
+    ),
+    (
+        "capped-1k",
+        "LARGER THAN MEMORY, 1 KiB values: as capped with 1.1M keys of 1 KiB (1.1 GiB, 4.4x the 256 MiB cap); \
+         several hours",
+    ),
+    (
+        "capped-small",
+        "LARGER THAN MEMORY, scaled down: as capped with a 128 MiB cap and 5M keys of 100 B (580 MB, 4.5x); \
+         about two hours",
     ),
     (
         "active",
@@ -99,11 +187,12 @@ pub fn preset(name: &str, out: PathBuf) -> Result<Config, BenchError> {
         settings: EngineSettings::default(),
         out,
         repeats: 1,
-        cold: true,
+        cold: false,
         settle: true,
         keep_data: false,
         memory_limit: None,
         ceilings: None,
+        reuse_loads: false,
     };
     match name {
         "tiny" => Ok(Config {
@@ -123,12 +212,15 @@ pub fn preset(name: &str, out: PathBuf) -> Result<Config, BenchError> {
             ..base
         }),
         "quick" => Ok(Config {
+            engines: both_views(),
             workloads: names(&[
                 "fillseq",
                 "fillrandom",
                 "overwrite",
                 "readrandom",
+                "readrandom:cold",
                 "readseq",
+                "seekrandom",
                 "ycsb-a",
                 "ycsb-b",
                 "ycsb-c",
@@ -276,6 +368,9 @@ pub fn preset(name: &str, out: PathBuf) -> Result<Config, BenchError> {
                 ..base
             })
         }
+        "capped" => Ok(capped(base, 256 << 20, 10_000_000, 100, 20.0)),
+        "capped-1k" => Ok(capped(base, 256 << 20, 1_100_000, 1024, 20.0)),
+        "capped-small" => Ok(capped(base, 128 << 20, 5_000_000, 100, 15.0)),
         "full" => Ok(Config {
             workloads: all,
             params: Params {
@@ -310,9 +405,10 @@ pub const OWN_DEFAULTS_NOTE: &str =
 pub struct ChildCommand {
     pub program: PathBuf,
     pub args: Vec<String>,
-    /// The child binary of `tools/rocksdb-current`, which runs engine
-    /// `rocksdb-current` (same arguments); `None`: that engine is skipped.
-    pub rocksdb_current: Option<PathBuf>,
+    /// Environment variables every child gets (the peer libraries' paths,
+    /// whether a debug build may run: see `ffi::dl`); the parent's own
+    /// checks read them from here too.
+    pub env: Vec<(String, String)>,
 }
 
 fn sanitize(s: &str) -> String {
@@ -353,12 +449,10 @@ fn run_child(
         Ok(j) => j,
         Err(e) => return failed(e.to_string()),
     };
-    let program = match (spec.engine.as_str(), &child.rocksdb_current) {
-        (crate::engine::ROCKSDB_CURRENT, Some(p)) => p,
-        _ => &child.program,
-    };
+    let program = &child.program;
     let spawned = Command::new(program)
         .args(&child.args)
+        .envs(child.env.iter().map(|(k, v)| (k, v)))
         .arg("--spec")
         .arg(json)
         .stdin(Stdio::null())
@@ -411,6 +505,20 @@ fn run_child(
     }
 }
 
+/// Checks and loads the C library behind engine spec `name` (RocksDB or
+/// LevelDB, either view); returns the report's line for it, `None` for an
+/// engine that loads no library.
+fn probe_peer(name: &str) -> Result<Option<String>, BenchError> {
+    let (base, _) = crate::engine::split_view(name);
+    match base {
+        #[cfg(feature = "comparators")]
+        "rocksdb" => crate::ffi::rocksdb::probe().map(Some),
+        #[cfg(feature = "comparators")]
+        "leveldb" => crate::ffi::leveldb::probe().map(Some),
+        _ => Ok(None),
+    }
+}
+
 /// Runs the benchmark; returns the report (already written to `cfg.out`).
 pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
     let kinds = cfg
@@ -421,14 +529,7 @@ pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
     let mut notes = Vec::new();
     let mut engines = Vec::new();
     for (name, kind) in cfg.engines.iter().zip(&kinds) {
-        if *kind == EngineKind::RocksDbCurrent && child.rocksdb_current.is_none() {
-            let msg = format!(
-                "{name} skipped: its child binary was not given (scripts/bench-rocksdb-current \
-                 builds tools/rocksdb-current and passes --rocksdb-current-bin)"
-            );
-            eprintln!("note: {msg}");
-            notes.push(msg);
-        } else if *kind != EngineKind::RocksDbCurrent && kind.is_comparator() && !COMPARATORS {
+        if kind.is_comparator() && !COMPARATORS {
             let msg = format!(
                 "{name} skipped: RocksDB/LevelDB/fjall are not compiled in (build with --features comparators, \
                  after `apt-get install librocksdb-dev libleveldb-dev`; `scripts/bench` does both)"
@@ -442,13 +543,26 @@ pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
     if engines.is_empty() {
         return Err(BenchError::Usage("no engine to run".into()));
     }
+    // The parent looks at each peer library before any run: a missing or
+    // debug-built one stops the bench here, and the report names each.
+    for (k, v) in &child.env {
+        std::env::set_var(k, v);
+    }
+    let mut peers = Vec::new();
+    for name in &engines {
+        if let Some(line) = probe_peer(name)? {
+            if !peers.contains(&line) {
+                peers.push(line);
+            }
+        }
+    }
     if cfg.settings.own_defaults {
         notes.push(OWN_DEFAULTS_NOTE.to_string());
     }
     let workloads = cfg
         .workloads
         .iter()
-        .map(|w| Workload::parse(w))
+        .map(|w| Workload::parse(w).map(|parsed| (w.trim().to_string(), parsed)))
         .collect::<Result<Vec<_>, _>>()?;
     cfg.params.validate()?;
     std::fs::create_dir_all(&cfg.out).map_err(|e| BenchError::Io(cfg.out.clone(), e))?;
@@ -490,36 +604,82 @@ pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
     } else {
         None
     };
+    if cfg.repeats > 1 && engines.len() > 1 {
+        notes.push(
+            "the engine order turns by one each repeat (report.json lists the runs in the order they ran)"
+                .into(),
+        );
+    }
     let total = engines.len() * workloads.len() * cfg.repeats;
     let mut results = Vec::new();
     let mut k = 0;
-    for w in &workloads {
+    for (row, wl) in &workloads {
         for rep in 0..cfg.repeats {
-            for e in &engines {
+            // The engine order turns by one each repeat, so no engine
+            // always runs first (after a cold device) or last.
+            for e in engines
+                .iter()
+                .cycle()
+                .skip(rep % engines.len())
+                .take(engines.len())
+            {
                 k += 1;
-                let spec = RunSpec {
+                let dir = data.join(format!("{}-{}-{rep}", sanitize(e), sanitize(row)));
+                // A reused load: the first run of this engine and kind of
+                // load keeps an image of it, later ones start from a copy.
+                let image = (cfg.reuse_loads && !e.contains(crate::engine::SHM))
+                    .then(|| match wl.preload() {
+                        Preload::Nothing => None,
+                        kind => Some(
+                            data.join("images")
+                                .join(format!("{}-{kind:?}", sanitize(e))),
+                        ),
+                    })
+                    .flatten();
+                let mut spec = RunSpec {
                     engine: e.clone(),
-                    workload: w.name(),
+                    workload: row.clone(),
                     params: cfg.params.clone(),
                     settings: cfg.settings.clone(),
-                    dir: data.join(format!("{}-{}-{rep}", sanitize(e), w.name())),
+                    dir: dir.clone(),
                     cold: cfg.cold,
                     settle: cfg.settle,
                     keep_data: cfg.keep_data,
+                    preloaded: false,
+                    save_image: None,
+                };
+                let restored = match &image {
+                    Some(img) if crate::sys::image_ready(img) => {
+                        spec.preloaded = true;
+                        crate::sys::restore_image(img, &dir).map_err(|e| e.to_string())
+                    }
+                    Some(img) => {
+                        if let Some(parent) = img.parent() {
+                            let _ = std::fs::create_dir_all(parent);
+                        }
+                        spec.save_image = Some(img.clone());
+                        Ok(())
+                    }
+                    None => Ok(()),
                 };
                 crate::sys::settle_device();
                 let pb = bar();
-                pb.set_prefix(format!("[{k}/{total}] {e} {}", w.name()));
-                let r = run_child(child, &spec, &pb, cap.as_ref());
+                pb.set_prefix(format!("[{k}/{total}] {e} {row}"));
+                let r = match restored {
+                    Ok(()) => run_child(child, &spec, &pb, cap.as_ref()),
+                    Err(msg) => RunResult {
+                        engine: e.clone(),
+                        workload: row.clone(),
+                        error: Some(format!("copying the loaded image: {msg}")),
+                        ..RunResult::default()
+                    },
+                };
                 pb.finish_and_clear();
                 let line = match &r.error {
-                    Some(err) => format!("[{k}/{total}] {e} {}: FAILED: {err}", w.name()),
+                    Some(err) => format!("[{k}/{total}] {e} {row}: FAILED: {err}"),
                     None => format!(
-                        "[{k}/{total}] {e} {}: {:.0} ops/s, p99 {:.1} us, {:.1} s",
-                        w.name(),
-                        r.ops_per_sec,
-                        r.latency.p99_us,
-                        r.secs
+                        "[{k}/{total}] {e} {row}: {:.0} ops/s, p99 {:.1} us, {:.1} s",
+                        r.ops_per_sec, r.latency.p99_us, r.secs
                     ),
                 };
                 eprintln!("{line}");
@@ -531,6 +691,7 @@ pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
         let _ = std::fs::remove_dir_all(&data);
     }
     let mut report = Report::new(cfg, engines, results, notes);
+    report.peers = peers;
     report.device = device;
     report::write_all(&report, &cfg.out)?;
     Ok(report)

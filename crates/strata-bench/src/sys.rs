@@ -1,5 +1,6 @@
 //! What the operating system tells about a run and the machine.
 
+use crate::BenchError;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -134,6 +135,79 @@ pub fn drop_cache(dir: &Path) {
     }
 }
 
+/// Nanoseconds the last settle wait of this process went on after the
+/// engine's background work was over (see [`note_settle_overshoot`]).
+static SETTLE_OVERSHOOT_NANOS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Records that a settle wait confirmed an idle state for `d` after it was
+/// first seen (a polled engine looks several times to be sure): the bench
+/// does not charge that time to the engine.
+pub fn note_settle_overshoot(d: std::time::Duration) {
+    let nanos = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+    SETTLE_OVERSHOOT_NANOS.store(nanos, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Takes (and clears) the overshoot [`note_settle_overshoot`] recorded.
+pub fn take_settle_overshoot() -> std::time::Duration {
+    std::time::Duration::from_nanos(
+        SETTLE_OVERSHOOT_NANOS.swap(0, std::sync::atomic::Ordering::Relaxed),
+    )
+}
+
+/// The file in a complete image directory (see [`save_image`]).
+pub const IMAGE_DONE: &str = "strata-bench-image-done";
+
+/// Copies directory `from` (recursively) into `to`, which must not exist.
+pub fn copy_dir(from: &Path, to: &Path) -> Result<(), BenchError> {
+    std::fs::create_dir_all(to).map_err(|e| BenchError::Io(to.to_path_buf(), e))?;
+    let rd = std::fs::read_dir(from).map_err(|e| BenchError::Io(from.to_path_buf(), e))?;
+    for e in rd {
+        let e = e.map_err(|e| BenchError::Io(from.to_path_buf(), e))?;
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        let ty = e.file_type().map_err(|e| BenchError::Io(src.clone(), e))?;
+        if ty.is_dir() {
+            copy_dir(&src, &dst)?;
+        } else if ty.is_file() {
+            std::fs::copy(&src, &dst).map_err(|e| BenchError::Io(src.clone(), e))?;
+        }
+    }
+    Ok(())
+}
+
+/// Keeps a copy of the quiescent database in `dir` as `image` (written
+/// beside it, then renamed, then marked done), so later runs start from the
+/// same loaded state without loading again. The copy is what a reopen
+/// after a crash at this point would find; every engine recovers from it.
+pub fn save_image(dir: &Path, image: &Path) -> Result<(), BenchError> {
+    let tmp = image.with_extension("partial");
+    if tmp.exists() {
+        std::fs::remove_dir_all(&tmp).map_err(|e| BenchError::Io(tmp.clone(), e))?;
+    }
+    copy_dir(dir, &tmp)?;
+    drop_cache(&tmp);
+    std::fs::rename(&tmp, image).map_err(|e| BenchError::Io(image.to_path_buf(), e))?;
+    std::fs::write(image.join(IMAGE_DONE), b"").map_err(|e| BenchError::Io(image.to_path_buf(), e))
+}
+
+/// True when `image` is a complete image (see [`save_image`]).
+pub fn image_ready(image: &Path) -> bool {
+    image.join(IMAGE_DONE).exists()
+}
+
+/// Lays a run's directory out from `image`: a copy without the marker,
+/// written back and evicted from the page cache, so that a capped child
+/// reads it from the device as it would its own files.
+pub fn restore_image(image: &Path, dir: &Path) -> Result<(), BenchError> {
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).map_err(|e| BenchError::Io(dir.to_path_buf(), e))?;
+    }
+    copy_dir(image, dir)?;
+    let marker = dir.join(IMAGE_DONE);
+    std::fs::remove_file(&marker).map_err(|e| BenchError::Io(marker, e))?;
+    drop_cache(dir);
+    Ok(())
+}
+
 /// Lets the device settle before a run: `sync(2)` writes back every dirty
 /// page on the machine (the previous runs' data, their deleted
 /// directories' discards) and waits for it, then a short pause. Without
@@ -156,6 +230,26 @@ pub struct Machine {
     /// Filesystem type of the output directory (from /proc/mounts).
     pub filesystem: String,
     pub os: String,
+    /// The read-ahead window of the device holding the output directory
+    /// (`queue/read_ahead_kb`), KiB: how much a cold fault of a mapped file
+    /// reads around its page.
+    #[serde(default)]
+    pub read_ahead_kb: Option<u64>,
+}
+
+/// `queue/read_ahead_kb` of the block device holding `path` (the queue of
+/// the whole disk for a partition).
+pub fn read_ahead_kb(path: &Path) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let dev = std::fs::metadata(path).ok()?.dev();
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
+    let base = format!("/sys/dev/block/{major}:{minor}");
+    [
+        format!("{base}/queue/read_ahead_kb"),
+        format!("{base}/../queue/read_ahead_kb"),
+    ]
+    .iter()
+    .find_map(|p| std::fs::read_to_string(p).ok()?.trim().parse().ok())
 }
 
 fn first_value(path: &str, key: &str) -> Option<String> {
@@ -204,6 +298,7 @@ pub fn machine(out_dir: &Path) -> Machine {
             .unwrap_or_else(|_| "unknown".into()),
         filesystem: filesystem_of(out_dir),
         os: first_value("/etc/os-release", "PRETTY_NAME").unwrap_or_else(|| "unknown".into()),
+        read_ahead_kb: read_ahead_kb(out_dir),
     }
 }
 

@@ -102,7 +102,11 @@ pub enum Workload {
     FillRandom,
     Overwrite,
     ReadRandom,
+    /// db_bench's readseq: one iterator per thread, from the first key on.
     ReadSeq,
+    /// A scan resumed in calls of 100 entries, each a new cursor seeking
+    /// past the last key (how a paginating client scans).
+    ScanResume,
     SeekRandom,
     DeleteRandom,
     ReadWhileWriting,
@@ -125,6 +129,7 @@ pub fn all() -> Vec<Workload> {
         Workload::Overwrite,
         Workload::ReadRandom,
         Workload::ReadSeq,
+        Workload::ScanResume,
         Workload::SeekRandom,
         Workload::DeleteRandom,
         Workload::ReadWhileWriting,
@@ -147,15 +152,30 @@ pub enum Preload {
     Ycsb,
 }
 
+/// The suffix of a workload row that starts its run with the database's
+/// files evicted from the page cache (`readrandom:cold`); rows without it
+/// start warm, with whatever the load left cached.
+pub const COLD_SUFFIX: &str = ":cold";
+
+/// Splits a workload row into the workload and whether it starts cold.
+pub fn split_cold(row: &str) -> (&str, bool) {
+    match row.trim().strip_suffix(COLD_SUFFIX) {
+        Some(base) => (base, true),
+        None => (row.trim(), false),
+    }
+}
+
 impl Workload {
+    /// Parses a workload name, with or without [`COLD_SUFFIX`].
     pub fn parse(s: &str) -> Result<Self, BenchError> {
-        let s = s.trim().to_ascii_lowercase();
+        let s = split_cold(s).0.to_ascii_lowercase();
         let w = match s.as_str() {
             "fillseq" => Workload::FillSeq,
             "fillrandom" => Workload::FillRandom,
             "overwrite" => Workload::Overwrite,
             "readrandom" => Workload::ReadRandom,
             "readseq" => Workload::ReadSeq,
+            "scan-resume" => Workload::ScanResume,
             "seekrandom" => Workload::SeekRandom,
             "deleterandom" => Workload::DeleteRandom,
             "readwhilewriting" => Workload::ReadWhileWriting,
@@ -195,6 +215,7 @@ impl Workload {
             Workload::Overwrite => "overwrite".into(),
             Workload::ReadRandom => "readrandom".into(),
             Workload::ReadSeq => "readseq".into(),
+            Workload::ScanResume => "scan-resume".into(),
             Workload::SeekRandom => "seekrandom".into(),
             Workload::DeleteRandom => "deleterandom".into(),
             Workload::ReadWhileWriting => "readwhilewriting".into(),
@@ -213,7 +234,14 @@ impl Workload {
             Workload::FillRandom => format!("write {} uniformly random keys (of {}) into an empty store", p.num, p.num),
             Workload::Overwrite => format!("{} random overwrites of {} loaded keys", p.ops, p.num),
             Workload::ReadRandom => format!("{} random gets of {} loaded keys", p.ops, p.num),
-            Workload::ReadSeq => format!("scan up to {} entries in order (latency per 100-entry call)", p.ops),
+            Workload::ReadSeq => format!(
+                "read up to {} entries in order with one iterator (latency per 100 entries)",
+                p.ops
+            ),
+            Workload::ScanResume => format!(
+                "read up to {} entries in order in calls of 100, each a new cursor seeking past the last key",
+                p.ops
+            ),
             Workload::SeekRandom => format!("{} random seeks, each reading {} entries", p.ops, p.scan_len),
             Workload::DeleteRandom => format!("{} random deletes of {} loaded keys", p.ops, p.num),
             Workload::ReadWhileWriting => format!(

@@ -13,9 +13,9 @@ pub struct BenchArgs {
     #[arg(long, default_value = "quick")]
     pub preset: String,
     /// Engines, comma-separated: strata, strata:opt=v;opt=v (use ';' between
-    /// options), kvell, kvell:opt=v, rocksdb, rocksdb-current (with
-    /// --rocksdb-current-bin), leveldb, fjall. Default: every engine
-    /// compiled in.
+    /// options), kvell, kvell:opt=v, rocksdb, leveldb, fjall; a peer
+    /// name followed by `@own` runs it with its own defaults (rocksdb@own).
+    /// Default: every engine compiled in.
     #[arg(long, value_delimiter = ',')]
     pub engines: Option<Vec<String>>,
     /// Workloads, comma-separated (fillseq, fillrandom, overwrite, readrandom,
@@ -79,9 +79,14 @@ pub struct BenchArgs {
     /// Repeats of every run (the report shows the median and the spread).
     #[arg(long)]
     pub repeats: Option<usize>,
-    /// Keep the page cache after the load (reads start warm).
+    /// Evict the database's files from the page cache after each load, so
+    /// every run starts cold (by default only rows named `WORKLOAD:cold` do).
     #[arg(long)]
-    pub warm: bool,
+    pub cold: bool,
+    /// Load each engine once per kind of load and start later runs from a
+    /// copy of that database (the capped presets do).
+    #[arg(long)]
+    pub reuse_loads: bool,
     /// Do not wait for background work after the load and after writing
     /// runs (runs then start mid-compaction, and write amplification counts
     /// only what happened before the close).
@@ -99,10 +104,18 @@ pub struct BenchArgs {
     /// runs (a 256 MiB file, 2 s per pattern).
     #[arg(long)]
     pub ceilings: bool,
-    /// The child binary that runs engine rocksdb-current (today's RocksDB,
-    /// built by scripts/bench-rocksdb-current from tools/rocksdb-current).
-    #[arg(long, env = "STRATA_ROCKSDB_CURRENT_BIN")]
-    pub rocksdb_current_bin: Option<PathBuf>,
+    /// The RocksDB shared library to load (default: the release library
+    /// scripts/peers installs, ~/.cache/strata/peers/rocksdb/librocksdb.so).
+    #[arg(long, env = "STRATA_ROCKSDB_LIB", value_name = "PATH")]
+    pub rocksdb_lib: Option<PathBuf>,
+    /// The LevelDB shared library to load (default: the release build
+    /// scripts/peers makes, ~/.cache/strata/peers/leveldb/libleveldb.so).
+    #[arg(long, env = "STRATA_LEVELDB_LIB", value_name = "PATH")]
+    pub leveldb_lib: Option<PathBuf>,
+    /// Run a peer library built with assertions (refused otherwise: its
+    /// figures measure its debug checks).
+    #[arg(long)]
+    pub allow_debug_peers: bool,
 }
 
 fn size(flag: &str, v: &str) -> Result<u64, CliError> {
@@ -156,7 +169,8 @@ pub fn run(a: &BenchArgs) -> Result<ExitCode, CliError> {
     s.sync |= a.sync;
     s.own_defaults |= a.own_defaults;
     cfg.repeats = a.repeats.unwrap_or(cfg.repeats).max(1);
-    cfg.cold = !a.warm;
+    cfg.cold |= a.cold;
+    cfg.reuse_loads |= a.reuse_loads;
     cfg.settle = !a.no_settle;
     cfg.keep_data = a.keep_data;
     if a.ceilings && cfg.ceilings.is_none() {
@@ -181,10 +195,25 @@ pub fn run(a: &BenchArgs) -> Result<ExitCode, CliError> {
     } else {
         std::env::current_exe().map_err(CliError::Output)?
     };
+    // The children inherit where the peer libraries are and whether a
+    // debug build may run.
+    let mut env = Vec::new();
+    if let Some(p) = &a.rocksdb_lib {
+        env.push(("STRATA_ROCKSDB_LIB".to_string(), p.display().to_string()));
+    }
+    if let Some(p) = &a.leveldb_lib {
+        env.push(("STRATA_LEVELDB_LIB".to_string(), p.display().to_string()));
+    }
+    if a.allow_debug_peers {
+        env.push((
+            "STRATA_BENCH_ALLOW_DEBUG_PEERS".to_string(),
+            "1".to_string(),
+        ));
+    }
     let child = ChildCommand {
         program: exe,
         args: vec!["bench-child".into()],
-        rocksdb_current: a.rocksdb_current_bin.clone(),
+        env,
     };
     let report = runner::run(&cfg, &child).map_err(bench_err)?;
     let failed = report.results.iter().filter(|r| r.error.is_some()).count();

@@ -55,9 +55,11 @@ fn tiny_preset_end_to_end() {
         assert_eq!(engines, ["strata", "rocksdb", "leveldb", "fjall"]);
         assert_eq!(r["baseline"], "rocksdb");
         assert!(
-            stdout.contains("RocksDB 7.")
+            stdout.contains("RocksDB 10.")
                 && stdout.contains("LevelDB 1.")
-                && stdout.contains("fjall 3."),
+                && stdout.contains("fjall 3.")
+                && stdout.contains("PEER: RocksDB")
+                && stdout.contains("release build"),
             "{stdout}"
         );
     } else {
@@ -66,7 +68,7 @@ fn tiny_preset_end_to_end() {
     }
     assert!(num(&r, &["machine", "cores"]) >= 1.0);
     let results = r["results"].as_array().expect("results");
-    let workloads = 31;
+    let workloads = 32;
     assert_eq!(results.len(), workloads * engines.len());
     let writes = [
         "fillseq",
@@ -190,55 +192,53 @@ fn kvell_engine_with_memory_cap_and_ceilings() {
     assert!(stdout.contains("KVell and the device"), "{stdout}");
 }
 
-/// Engine `rocksdb-current` runs in the child binary given with
-/// `--rocksdb-current-bin` (tools/rocksdb-current): without one it is
-/// skipped with a note; with one, its runs start that program and no other
-/// (a missing program fails those runs, and only those).
+/// The bench refuses a peer library built with assertions: a stand-in
+/// RocksDB whose C API function calls `assert` (compiled without
+/// `NDEBUG`) stops the run before anything is measured, and is accepted
+/// with `--allow-debug-peers` as far as the check goes.
+#[cfg(feature = "comparators")]
 #[test]
-fn rocksdb_current_runs_in_its_own_child_binary() {
+fn a_peer_built_with_assertions_is_refused() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let run = |extra: &[&str], out: &str| {
+    let src = tmp.path().join("fake.c");
+    std::fs::write(
+        &src,
+        "#include <assert.h>\nint rocksdb_probe(int x) { assert(x > 0); return x; }\n",
+    )
+    .expect("write");
+    let lib = tmp.path().join("librocksdb.so");
+    let cc = Command::new("cc")
+        .args(["-shared", "-fPIC", "-O1", "-o"])
+        .arg(&lib)
+        .arg(&src)
+        .status()
+        .expect("cc must be installed for this test (CI installs gcc)");
+    assert!(cc.success());
+    let run = |extra: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_strata"))
             .args(["bench", "--preset", "tiny", "--workloads", "fillseq"])
-            .args(["--engines", "strata,rocksdb-current", "--out"])
-            .arg(tmp.path().join(out))
+            .args(["--engines", "strata,rocksdb", "--rocksdb-lib"])
+            .arg(&lib)
+            .arg("--out")
+            .arg(tmp.path().join("out"))
             .args(extra)
-            .env_remove("STRATA_ROCKSDB_CURRENT_BIN")
+            .env_remove("STRATA_BENCH_ALLOW_DEBUG_PEERS")
             .output()
             .expect("run strata bench")
     };
-    let o = run(&[], "skipped");
+    let o = run(&[]);
     let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{stderr}");
+    assert!(!o.status.success(), "{stderr}");
     assert!(
-        stderr.contains("rocksdb-current skipped"),
-        "a note says why: {stderr}"
+        stderr.contains("is a debug build")
+            && stderr.contains("1 assertion call(s) in rocksdb code"),
+        "{stderr}"
     );
-    let missing = tmp.path().join("no-such-child");
-    let o = run(
-        &[
-            "--rocksdb-current-bin",
-            missing.to_str().expect("utf-8 path"),
-        ],
-        "routed",
-    );
-    assert!(!o.status.success(), "a failed run fails the bench");
-    let json = std::fs::read_to_string(tmp.path().join("routed/report.json")).expect("report");
-    let r: Value = serde_json::from_str(&json).expect("report.json parses");
-    let results = r["results"].as_array().expect("results");
-    let of = |engine: &str| {
-        results
-            .iter()
-            .find(|x| x["engine"] == engine)
-            .unwrap_or_else(|| panic!("a result for {engine}: {json}"))
-    };
-    assert!(of("strata")["error"].is_null(), "strata ran in this binary");
-    let err = of("rocksdb-current")["error"]
-        .as_str()
-        .expect("rocksdb-current failed")
-        .to_string();
-    assert!(
-        err.contains("cannot start") && err.contains("no-such-child"),
-        "{err}"
-    );
+    assert!(!tmp.path().join("out/report.json").exists(), "nothing ran");
+    // Allowed, the check passes and loading the C API then fails: the
+    // stand-in has none of RocksDB's calls.
+    let o = run(&["--allow-debug-peers"]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{stderr}");
+    assert!(stderr.contains("lacks a C API call"), "{stderr}");
 }

@@ -1,12 +1,18 @@
-//! LevelDB through `leveldb/c.h` (Debian `libleveldb-dev`).
+//! LevelDB through its C API (`leveldb/c.h`), from a library loaded at run
+//! time (see [`super::dl`]): by default a release build of LevelDB 1.23 as
+//! `scripts/peers` makes it.
 
+use super::dl::{c_library, Peer};
 use super::{c_path, Api, ErrPtr, FfiError, Handle, Owned, PropertyReader};
 use crate::engine::{EngineSettings, OpenEngine};
 use crate::BenchError;
 use std::ffi::{c_char, c_int, c_uchar, c_void};
 use std::path::Path;
+use std::sync::OnceLock;
 
-extern "C" {
+c_library! {
+    /// The C API calls the bench makes, resolved from the loaded library.
+    struct Fns {
     fn leveldb_options_create() -> Handle;
     fn leveldb_options_destroy(o: Handle);
     fn leveldb_options_set_create_if_missing(o: Handle, v: c_uchar);
@@ -68,6 +74,71 @@ extern "C" {
     fn leveldb_major_version() -> c_int;
     fn leveldb_minor_version() -> c_int;
 }
+}
+
+/// The loaded library: its calls, the [`Api`] table built from them, and
+/// what is known of it.
+struct Loaded {
+    f: Fns,
+    api: Api,
+    peer: Peer,
+}
+
+static LOADED: OnceLock<Loaded> = OnceLock::new();
+
+/// Loads LevelDB (once per process; see [`super::dl::load`]).
+fn loaded() -> Result<&'static Loaded, BenchError> {
+    if let Some(l) = LOADED.get() {
+        return Ok(l);
+    }
+    let peer = super::dl::load("leveldb")?;
+    let f = Fns::resolve(peer.lib).map_err(|e| {
+        BenchError::Usage(format!(
+            "leveldb: {} lacks a C API call the bench uses: {e}",
+            peer.path.display()
+        ))
+    })?;
+    let api = Api {
+        engine: "leveldb",
+        close: f.leveldb_close,
+        put: f.leveldb_put,
+        get: f.leveldb_get,
+        // LevelDB's C API has no pinned get: its get copies twice.
+        pinned_get: None,
+        delete: f.leveldb_delete,
+        write: f.leveldb_write,
+        batch_create: f.leveldb_writebatch_create,
+        batch_destroy: f.leveldb_writebatch_destroy,
+        batch_put: f.leveldb_writebatch_put,
+        batch_delete: f.leveldb_writebatch_delete,
+        create_iterator: f.leveldb_create_iterator,
+        iter_destroy: f.leveldb_iter_destroy,
+        iter_valid: f.leveldb_iter_valid,
+        iter_seek_to_first: f.leveldb_iter_seek_to_first,
+        iter_seek_to_last: f.leveldb_iter_seek_to_last,
+        iter_seek: f.leveldb_iter_seek,
+        iter_next: f.leveldb_iter_next,
+        iter_prev: f.leveldb_iter_prev,
+        iter_key: f.leveldb_iter_key,
+        iter_value: f.leveldb_iter_value,
+        iter_get_error: f.leveldb_iter_get_error,
+        property_value: f.leveldb_property_value,
+        free: f.leveldb_free,
+        flush,
+        files_at_level: "leveldb.num-files-at-level{}",
+        idle,
+        // 1.6 s for a 64 MiB memtable (a flush of it takes well under that
+        // here), down to 2 looks for small ones.
+        quiet_looks: |write_buffer| (write_buffer >> 20).div_ceil(2).clamp(2, 40) as u32,
+    };
+    Ok(LOADED.get_or_init(|| Loaded { f, api, peer }))
+}
+
+/// Checks and loads the library, for the parent's look before any run;
+/// returns the line the report prints for it.
+pub fn probe() -> Result<String, BenchError> {
+    Ok(version_of(loaded()?))
+}
 
 /// LevelDB has no public flush: `CompactRange` always compacts the
 /// memtable first, and a range above every key (keys are hex text) has no
@@ -76,11 +147,18 @@ extern "C" {
 /// # Safety
 /// `db` must be an open LevelDB database.
 unsafe fn flush(_api: &Api, db: Handle) -> Result<(), FfiError> {
+    let f = &LOADED
+        .get()
+        .ok_or(FfiError::Null {
+            engine: "leveldb",
+            call: "compact_range (library not loaded)",
+        })?
+        .f;
     let lo: &[u8] = b"\xff\xff\xff\xfe";
     let hi: &[u8] = b"\xff\xff\xff\xff";
     // SAFETY: db is open; the bounds outlive the call.
     unsafe {
-        leveldb_compact_range(
+        f.leveldb_compact_range(
             db,
             lo.as_ptr().cast(),
             lo.len(),
@@ -142,43 +220,16 @@ fn sstables_due(listing: &str) -> bool {
     false
 }
 
-static API: Api = Api {
-    engine: "leveldb",
-    close: leveldb_close,
-    put: leveldb_put,
-    get: leveldb_get,
-    delete: leveldb_delete,
-    write: leveldb_write,
-    batch_create: leveldb_writebatch_create,
-    batch_destroy: leveldb_writebatch_destroy,
-    batch_put: leveldb_writebatch_put,
-    batch_delete: leveldb_writebatch_delete,
-    create_iterator: leveldb_create_iterator,
-    iter_destroy: leveldb_iter_destroy,
-    iter_valid: leveldb_iter_valid,
-    iter_seek_to_first: leveldb_iter_seek_to_first,
-    iter_seek_to_last: leveldb_iter_seek_to_last,
-    iter_seek: leveldb_iter_seek,
-    iter_next: leveldb_iter_next,
-    iter_prev: leveldb_iter_prev,
-    iter_key: leveldb_iter_key,
-    iter_value: leveldb_iter_value,
-    iter_get_error: leveldb_iter_get_error,
-    property_value: leveldb_property_value,
-    free: leveldb_free,
-    flush,
-    files_at_level: "leveldb.num-files-at-level{}",
-    idle,
-    // 1.6 s for a 64 MiB memtable (a flush of it takes well under that
-    // here), down to 2 looks for small ones.
-    quiet_looks: |write_buffer| (write_buffer >> 20).div_ceil(2).clamp(2, 40) as u32,
-};
-
-/// The version of the linked library.
-pub fn version() -> String {
+/// The report's name for the loaded library: its own version call, and
+/// the build from `peer.json` and the check.
+fn version_of(l: &Loaded) -> String {
     // SAFETY: plain getters without arguments.
-    let (major, minor) = unsafe { (leveldb_major_version(), leveldb_minor_version()) };
-    format!("LevelDB {major}.{minor}")
+    let (major, minor) = unsafe { (l.f.leveldb_major_version(), l.f.leveldb_minor_version()) };
+    let mut peer = l.peer.describe("LevelDB");
+    if l.peer.version == "unknown" {
+        peer = peer.replacen("unknown", &format!("{major}.{minor}"), 1);
+    }
+    peer
 }
 
 /// LevelDB 1.23's own defaults (`include/leveldb/options.h`), what
@@ -200,7 +251,7 @@ pub mod own {
         format!(
             "{} (LevelDB 1.23 Options, nothing set but create_if_missing): write_buffer_size={WRITE_BUFFER_SIZE},\
              max_file_size={MAX_FILE_SIZE},block_size={BLOCK_SIZE},filter_policy=none (NULL),\
-             cache=LevelDB's internal lru({BLOCK_CACHE_SIZE}),compression=snappy (Debian's library links \
+             cache=LevelDB's internal lru({BLOCK_CACHE_SIZE}),compression=snappy (the library links \
              libsnappy; a block that snappy does not shrink by 1/8 is stored raw),max_open_files={MAX_OPEN_FILES},\
              wal=on,sync={sync} (fixed in LevelDB: one background thread, L0 triggers 4/8/12, L1 10 MiB x10)",
             crate::engine::OWN_DEFAULTS_PREFIX
@@ -210,18 +261,20 @@ pub mod own {
 
 /// Opens LevelDB in `dir` with its own defaults (`--own-defaults`).
 fn open_own(s: &EngineSettings, dir: &Path) -> Result<OpenEngine, BenchError> {
+    let l = loaded()?;
+    let f = &l.f;
     let name = c_path("leveldb", dir)?;
     // SAFETY: as in `open`; no cache or filter policy is made, so only the
     // read and write options outlive the open.
     unsafe {
-        let o = leveldb_options_create();
-        let ro = leveldb_readoptions_create();
-        let wo = leveldb_writeoptions_create();
+        let o = f.leveldb_options_create();
+        let ro = f.leveldb_readoptions_create();
+        let wo = f.leveldb_writeoptions_create();
         if [o, ro, wo].iter().any(|p| p.is_null()) {
             for (p, destroy) in [
-                (o, leveldb_options_destroy as unsafe extern "C" fn(Handle)),
-                (ro, leveldb_readoptions_destroy),
-                (wo, leveldb_writeoptions_destroy),
+                (o, f.leveldb_options_destroy as unsafe extern "C" fn(Handle)),
+                (ro, f.leveldb_readoptions_destroy),
+                (wo, f.leveldb_writeoptions_destroy),
             ] {
                 if !p.is_null() {
                     destroy(p);
@@ -233,30 +286,30 @@ fn open_own(s: &EngineSettings, dir: &Path) -> Result<OpenEngine, BenchError> {
             }
             .into());
         }
-        leveldb_options_set_create_if_missing(o, 1);
-        leveldb_writeoptions_set_sync(wo, u8::from(s.sync));
+        f.leveldb_options_set_create_if_missing(o, 1);
+        f.leveldb_writeoptions_set_sync(wo, u8::from(s.sync));
         let mut err: *mut c_char = std::ptr::null_mut();
-        let db = leveldb_open(o, name.as_ptr(), &mut err);
-        leveldb_options_destroy(o);
+        let db = f.leveldb_open(o, name.as_ptr(), &mut err);
+        f.leveldb_options_destroy(o);
         let owned = vec![
             Owned {
                 handle: ro,
-                destroy: leveldb_readoptions_destroy,
+                destroy: f.leveldb_readoptions_destroy,
             },
             Owned {
                 handle: wo,
-                destroy: leveldb_writeoptions_destroy,
+                destroy: f.leveldb_writeoptions_destroy,
             },
         ];
         super::finish_open(
-            &API,
+            &l.api,
             err,
             db,
             ro,
             wo,
             owned,
             dir,
-            version(),
+            version_of(l),
             own::settings(s.sync),
             own::WRITE_BUFFER_SIZE,
         )
@@ -266,6 +319,8 @@ fn open_own(s: &EngineSettings, dir: &Path) -> Result<OpenEngine, BenchError> {
 /// Opens LevelDB in `dir` configured like the other engines (or with its
 /// own defaults when `s.own_defaults`).
 pub fn open(s: &EngineSettings, dir: &Path) -> Result<OpenEngine, BenchError> {
+    let l = loaded()?;
+    let f = &l.f;
     if s.own_defaults {
         return open_own(s, dir);
     }
@@ -287,12 +342,12 @@ pub fn open(s: &EngineSettings, dir: &Path) -> Result<OpenEngine, BenchError> {
     // open) or handed to the CStore, which destroys it after closing the
     // database (cache and filter policy are referenced by the open db).
     unsafe {
-        let o = leveldb_options_create();
-        let cache = leveldb_cache_create_lru(s.block_cache_size);
+        let o = f.leveldb_options_create();
+        let cache = f.leveldb_cache_create_lru(s.block_cache_size);
         let bits = c_int::try_from(s.bloom_bits_per_key).unwrap_or(10);
-        let filter = leveldb_filterpolicy_create_bloom(bits);
-        let ro = leveldb_readoptions_create();
-        let wo = leveldb_writeoptions_create();
+        let filter = f.leveldb_filterpolicy_create_bloom(bits);
+        let ro = f.leveldb_readoptions_create();
+        let wo = f.leveldb_writeoptions_create();
         if [o, cache, filter, ro, wo].iter().any(|p| p.is_null()) {
             return Err(FfiError::Null {
                 engine: "leveldb",
@@ -300,48 +355,48 @@ pub fn open(s: &EngineSettings, dir: &Path) -> Result<OpenEngine, BenchError> {
             }
             .into());
         }
-        leveldb_options_set_create_if_missing(o, 1);
-        leveldb_options_set_write_buffer_size(o, s.write_buffer_size);
-        leveldb_options_set_max_open_files(o, 1000);
-        leveldb_options_set_cache(o, cache);
-        leveldb_options_set_block_size(o, s.block_size);
-        leveldb_options_set_max_file_size(
+        f.leveldb_options_set_create_if_missing(o, 1);
+        f.leveldb_options_set_write_buffer_size(o, s.write_buffer_size);
+        f.leveldb_options_set_max_open_files(o, 1000);
+        f.leveldb_options_set_cache(o, cache);
+        f.leveldb_options_set_block_size(o, s.block_size);
+        f.leveldb_options_set_max_file_size(
             o,
             usize::try_from(s.target_file_size).unwrap_or(64 << 20),
         );
-        leveldb_options_set_compression(o, 0);
-        leveldb_options_set_filter_policy(o, filter);
-        leveldb_writeoptions_set_sync(wo, u8::from(s.sync));
+        f.leveldb_options_set_compression(o, 0);
+        f.leveldb_options_set_filter_policy(o, filter);
+        f.leveldb_writeoptions_set_sync(wo, u8::from(s.sync));
         let mut err: *mut c_char = std::ptr::null_mut();
-        let db = leveldb_open(o, name.as_ptr(), &mut err);
-        leveldb_options_destroy(o);
+        let db = f.leveldb_open(o, name.as_ptr(), &mut err);
+        f.leveldb_options_destroy(o);
         let owned = vec![
             Owned {
                 handle: ro,
-                destroy: leveldb_readoptions_destroy,
+                destroy: f.leveldb_readoptions_destroy,
             },
             Owned {
                 handle: wo,
-                destroy: leveldb_writeoptions_destroy,
+                destroy: f.leveldb_writeoptions_destroy,
             },
             Owned {
                 handle: cache,
-                destroy: leveldb_cache_destroy,
+                destroy: f.leveldb_cache_destroy,
             },
             Owned {
                 handle: filter,
-                destroy: leveldb_filterpolicy_destroy,
+                destroy: f.leveldb_filterpolicy_destroy,
             },
         ];
         super::finish_open(
-            &API,
+            &l.api,
             err,
             db,
             ro,
             wo,
             owned,
             dir,
-            version(),
+            version_of(l),
             settings,
             s.write_buffer_size,
         )

@@ -1,5 +1,7 @@
 //! RocksDB and LevelDB through their C APIs (`rocksdb/c.h`, `leveldb/c.h`),
-//! with our own `extern "C"` declarations of the few calls we use.
+//! with our own declarations of the few calls we use, resolved from
+//! libraries loaded at run time ([`dl`]) after a check that they are
+//! release builds ([`build_check`]).
 //!
 //! Both C APIs have the same shape for the calls a benchmark needs (open,
 //! put, get, delete, batches, iterators, properties, `*_free`), so one safe
@@ -12,7 +14,8 @@
 //! - pointers into an iterator's key/value are copied before the iterator moves;
 //! - nothing panics while a C frame is on the stack (no callbacks are passed).
 
-#[cfg(feature = "comparators")]
+pub mod build_check;
+pub mod dl;
 pub mod leveldb;
 pub mod rocksdb;
 
@@ -53,6 +56,10 @@ impl FfiError {
 }
 
 pub type Handle = *mut c_void;
+
+/// A get that copies the value once (see [`Api::pinned_get`]): `(api, db,
+/// read options, key)`.
+pub type PinnedGet = unsafe fn(&Api, Handle, Handle, &[u8]) -> Result<Option<Vec<u8>>, FfiError>;
 pub type ErrPtr = *mut *mut c_char;
 
 /// The C calls a [`CStore`] uses; both libraries fill it with their own.
@@ -69,6 +76,9 @@ pub struct Api {
         *mut usize,
         ErrPtr,
     ) -> *mut c_char,
+    /// A get that copies the value once (RocksDB's `rocksdb_get_pinned`),
+    /// used instead of `get` where the library has one.
+    pub pinned_get: Option<PinnedGet>,
     pub delete: unsafe extern "C" fn(Handle, Handle, *const c_char, usize, ErrPtr),
     pub write: unsafe extern "C" fn(Handle, Handle, Handle, ErrPtr),
     pub batch_create: unsafe extern "C" fn() -> Handle,
@@ -216,6 +226,70 @@ pub struct CStore {
     name: String,
     /// See [`Api::quiet_looks`].
     quiet_looks: u32,
+    /// Cursors alive (each holds an iterator of `db`).
+    cursors: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// A [`Cursor`] over a library iterator; counts itself in its store's
+/// `cursors` while alive.
+struct CCursor {
+    iter: Iter<'static>,
+    open: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    path: PathBuf,
+}
+
+// SAFETY: RocksDB's and LevelDB's iterators may be used from any one
+// thread at a time (not concurrently); a Cursor is used through `&mut`.
+unsafe impl Send for CCursor {}
+
+impl Drop for CCursor {
+    fn drop(&mut self) {
+        self.open.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Cursor for CCursor {
+    fn valid(&self) -> bool {
+        self.iter.valid()
+    }
+    fn key(&self) -> &[u8] {
+        self.iter.key()
+    }
+    fn value(&self) -> &[u8] {
+        self.iter.value()
+    }
+    fn status(&self) -> strata::Result<()> {
+        self.iter.status().map_err(|e| e.into_strata(&self.path))
+    }
+    fn seek_to_first(&mut self) {
+        self.iter.first();
+    }
+    fn seek_to_last(&mut self) {
+        self.iter.last();
+    }
+    fn seek(&mut self, target: &[u8]) {
+        self.iter.seek(target);
+    }
+    fn seek_for_prev(&mut self, target: &[u8]) {
+        // Neither C API used here has it: the first key at or after the
+        // target, stepped back when past it.
+        self.iter.seek(target);
+        if !self.iter.valid() {
+            self.iter.last();
+        } else if self.iter.key() > target {
+            self.iter.prev();
+        }
+    }
+    fn next(&mut self) {
+        if self.iter.valid() {
+            self.iter.next();
+        }
+    }
+    fn prev(&mut self) {
+        if self.iter.valid() {
+            self.iter.prev();
+        }
+    }
 }
 
 // SAFETY: RocksDB's and LevelDB's `DB` objects are documented thread-safe
@@ -246,7 +320,7 @@ unsafe fn borrowed<'a>(p: *const c_char, len: usize) -> &'a [u8] {
 ///
 /// # Safety
 /// `p` must point to `len` readable bytes when `len > 0`.
-unsafe fn copy(p: *const c_char, len: usize) -> Vec<u8> {
+pub(crate) unsafe fn copy(p: *const c_char, len: usize) -> Vec<u8> {
     // SAFETY: guaranteed by the caller.
     unsafe { borrowed(p, len) }.to_vec()
 }
@@ -276,6 +350,7 @@ impl CStore {
             closed: AtomicBool::new(false),
             name,
             quiet_looks: 2,
+            cursors: std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0)),
         }
     }
 
@@ -416,6 +491,11 @@ impl KvStore for CStore {
 
     fn get(&self, key: &[u8]) -> strata::Result<Option<Vec<u8>>> {
         self.live()?;
+        if let Some(pinned) = self.api.pinned_get {
+            // SAFETY: db and read options are live objects of this library.
+            return unsafe { pinned(self.api, self.db, self.read_opts, key) }
+                .map_err(|e| self.err(e));
+        }
         let mut err: *mut c_char = std::ptr::null_mut();
         let mut len = 0usize;
         // SAFETY: db and read options are live; key outlives the call.
@@ -598,6 +678,8 @@ impl KvStore for CStore {
         let started = std::time::Instant::now();
         let mut last: Option<String> = None;
         let mut quiet = 0;
+        // When the idle state the final looks confirm was first seen.
+        let mut idle_since = std::time::Instant::now();
         while quiet < self.quiet_looks {
             self.live()?;
             let failed = |m: String| {
@@ -611,6 +693,7 @@ impl KvStore for CStore {
                 Some(state) => {
                     last = Some(state);
                     quiet = 1;
+                    idle_since = std::time::Instant::now();
                 }
                 None => {
                     last = None;
@@ -625,6 +708,7 @@ impl KvStore for CStore {
             }
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
+        crate::sys::note_settle_overshoot(idle_since.elapsed());
         Ok(())
     }
 
@@ -639,12 +723,24 @@ impl KvStore for CStore {
         }
     }
 
-    /// The benchmark reads through `scan`; a comparator offers no cursor.
+    /// A cursor over the library's own iterator (at the newest data; a
+    /// snapshot is not taken). The database is not closed while one lives.
     fn cursor(&self, _snap: Option<&StoreSnapshot>) -> strata::Result<Box<dyn Cursor>> {
-        Err(strata::Error::NotSupported(format!(
-            "cursors on the {} comparator",
-            self.api.engine
-        )))
+        self.live()?;
+        // SAFETY: db and read options are live objects of this library.
+        let it = unsafe { (self.api.create_iterator)(self.db, self.read_opts) };
+        if it.is_null() {
+            return Err(self.err(FfiError::Null {
+                engine: self.api.engine,
+                call: "create_iterator",
+            }));
+        }
+        self.cursors.fetch_add(1, Ordering::AcqRel);
+        Ok(Box::new(CCursor {
+            iter: Iter { api: self.api, it },
+            open: std::sync::Arc::clone(&self.cursors),
+            path: self.path.clone(),
+        }))
     }
 
     fn stats(&self) -> StoreStats {
@@ -657,6 +753,12 @@ impl KvStore for CStore {
     /// strata's default close, the memtable is not flushed: with the WAL on,
     /// neither RocksDB nor LevelDB flushes it at close.
     fn close(&self) -> strata::Result<()> {
+        if self.cursors.load(Ordering::Acquire) > 0 {
+            return Err(strata::Error::InvalidArgument(format!(
+                "{}: close with cursors still open",
+                self.api.engine
+            )));
+        }
         self.closed.store(true, Ordering::Release);
         Ok(())
     }
@@ -664,6 +766,11 @@ impl KvStore for CStore {
 
 impl Drop for CStore {
     fn drop(&mut self) {
+        if self.cursors.load(Ordering::Acquire) > 0 {
+            // Closing under a live iterator would free what it reads: the
+            // database is left open (leaked) instead.
+            return;
+        }
         // SAFETY: `&mut self`: no other user; every object was created by
         // this library, is destroyed once, the database first.
         unsafe {

@@ -1,12 +1,18 @@
-//! RocksDB through `rocksdb/c.h` (Debian `librocksdb-dev`).
+//! RocksDB through its C API (`rocksdb/c.h`), from a library loaded at run
+//! time (see [`super::dl`]): by default RocksDB's own release library as
+//! `scripts/peers` installs it.
 
+use super::dl::{c_library, Peer};
 use super::{c_path, Api, ErrPtr, FfiError, Handle, Owned, PropertyReader};
 use crate::engine::{EngineSettings, OpenEngine};
 use crate::BenchError;
 use std::ffi::{c_char, c_int, c_uchar, c_void};
 use std::path::Path;
+use std::sync::OnceLock;
 
-extern "C" {
+c_library! {
+    /// The C API calls the bench makes, resolved from the loaded library.
+    struct Fns {
     fn rocksdb_options_create() -> Handle;
     fn rocksdb_options_destroy(o: Handle);
     fn rocksdb_options_set_create_if_missing(o: Handle, v: c_uchar);
@@ -78,6 +84,120 @@ extern "C" {
     fn rocksdb_flush(db: Handle, f: Handle, err: ErrPtr);
     fn rocksdb_property_value(db: Handle, name: *const c_char) -> *mut c_char;
     fn rocksdb_free(p: *mut c_void);
+    fn rocksdb_get_pinned(
+        db: Handle,
+        ro: Handle,
+        k: *const c_char,
+        kl: usize,
+        err: ErrPtr,
+    ) -> Handle;
+    fn rocksdb_pinnableslice_value(p: Handle, vl: *mut usize) -> *const c_char;
+    fn rocksdb_pinnableslice_destroy(p: Handle);
+    fn rocksdb_options_set_recycle_log_file_num(o: Handle, v: usize);
+}
+}
+
+/// The loaded library: its calls, the [`Api`] table built from them, and
+/// what is known of it.
+struct Loaded {
+    f: Fns,
+    api: Api,
+    peer: Peer,
+}
+
+static LOADED: OnceLock<Loaded> = OnceLock::new();
+
+/// Loads RocksDB (once per process; see [`super::dl::load`]).
+fn loaded() -> Result<&'static Loaded, BenchError> {
+    if let Some(l) = LOADED.get() {
+        return Ok(l);
+    }
+    let peer = super::dl::load("rocksdb")?;
+    let f = Fns::resolve(peer.lib).map_err(|e| {
+        BenchError::Usage(format!(
+            "rocksdb: {} lacks a C API call the bench uses: {e}",
+            peer.path.display()
+        ))
+    })?;
+    let api = Api {
+        engine: "rocksdb",
+        close: f.rocksdb_close,
+        put: f.rocksdb_put,
+        get: f.rocksdb_get,
+        pinned_get: Some(pinned_get),
+        delete: f.rocksdb_delete,
+        write: f.rocksdb_write,
+        batch_create: f.rocksdb_writebatch_create,
+        batch_destroy: f.rocksdb_writebatch_destroy,
+        batch_put: f.rocksdb_writebatch_put,
+        batch_delete: f.rocksdb_writebatch_delete,
+        create_iterator: f.rocksdb_create_iterator,
+        iter_destroy: f.rocksdb_iter_destroy,
+        iter_valid: f.rocksdb_iter_valid,
+        iter_seek_to_first: f.rocksdb_iter_seek_to_first,
+        iter_seek_to_last: f.rocksdb_iter_seek_to_last,
+        iter_seek: f.rocksdb_iter_seek,
+        iter_next: f.rocksdb_iter_next,
+        iter_prev: f.rocksdb_iter_prev,
+        iter_key: f.rocksdb_iter_key,
+        iter_value: f.rocksdb_iter_value,
+        iter_get_error: f.rocksdb_iter_get_error,
+        property_value: f.rocksdb_property_value,
+        free: f.rocksdb_free,
+        flush,
+        files_at_level: "rocksdb.num-files-at-level{}",
+        idle,
+        quiet_looks: |_| 2,
+    };
+    Ok(LOADED.get_or_init(|| Loaded { f, api, peer }))
+}
+
+/// Checks and loads the library, for the parent's look before any run;
+/// returns the line the report prints for it.
+pub fn probe() -> Result<String, BenchError> {
+    Ok(version_of(loaded()?))
+}
+
+/// A get through `rocksdb_get_pinned` (db_bench's `PinnableSlice`): the
+/// value is copied once, out of the pinned block.
+///
+/// # Safety
+/// `db` and `ro` must be a live database and read options of this library.
+unsafe fn pinned_get(
+    _api: &Api,
+    db: Handle,
+    ro: Handle,
+    key: &[u8],
+) -> Result<Option<Vec<u8>>, FfiError> {
+    let f = &LOADED
+        .get()
+        .ok_or(FfiError::Null {
+            engine: "rocksdb",
+            call: "get_pinned (library not loaded)",
+        })?
+        .f;
+    let mut err: *mut c_char = std::ptr::null_mut();
+    // SAFETY: db and ro are live (caller); key outlives the call.
+    let p = unsafe { f.rocksdb_get_pinned(db, ro, key.as_ptr().cast(), key.len(), &mut err) };
+    if !err.is_null() {
+        // SAFETY: err is a message of this library; freed by check.
+        return unsafe { LOADED.get().map(|l| l.api.check(err)) }
+            .unwrap_or(Ok(()))
+            .map(|()| None);
+    }
+    if p.is_null() {
+        return Ok(None);
+    }
+    let mut len = 0usize;
+    // SAFETY: p is a live pinnable slice; its value stays valid until it
+    // is destroyed, after the copy.
+    let v = unsafe {
+        let data = f.rocksdb_pinnableslice_value(p, &mut len);
+        let v = super::copy(data, len);
+        f.rocksdb_pinnableslice_destroy(p);
+        v
+    };
+    Ok(Some(v))
 }
 
 /// `rocksdb_flush` with `wait = true`.
@@ -85,19 +205,26 @@ extern "C" {
 /// # Safety
 /// `db` must be an open RocksDB database.
 unsafe fn flush(api: &Api, db: Handle) -> Result<(), FfiError> {
+    let f = &LOADED
+        .get()
+        .ok_or(FfiError::Null {
+            engine: "rocksdb",
+            call: "flush (library not loaded)",
+        })?
+        .f;
     // SAFETY: fresh flush options, destroyed below; db is open.
     unsafe {
-        let f = rocksdb_flushoptions_create();
-        if f.is_null() {
+        let fo = f.rocksdb_flushoptions_create();
+        if fo.is_null() {
             return Err(FfiError::Null {
                 engine: "rocksdb",
                 call: "flushoptions_create",
             });
         }
-        rocksdb_flushoptions_set_wait(f, 1);
+        f.rocksdb_flushoptions_set_wait(fo, 1);
         let mut err: *mut c_char = std::ptr::null_mut();
-        rocksdb_flush(db, f, &mut err);
-        rocksdb_flushoptions_destroy(f);
+        f.rocksdb_flush(db, fo, &mut err);
+        f.rocksdb_flushoptions_destroy(fo);
         api.check(err)
     }
 }
@@ -127,39 +254,9 @@ fn idle(property: &PropertyReader<'_>) -> Result<Option<String>, String> {
     Ok(Some(String::new()))
 }
 
-static API: Api = Api {
-    engine: "rocksdb",
-    close: rocksdb_close,
-    put: rocksdb_put,
-    get: rocksdb_get,
-    delete: rocksdb_delete,
-    write: rocksdb_write,
-    batch_create: rocksdb_writebatch_create,
-    batch_destroy: rocksdb_writebatch_destroy,
-    batch_put: rocksdb_writebatch_put,
-    batch_delete: rocksdb_writebatch_delete,
-    create_iterator: rocksdb_create_iterator,
-    iter_destroy: rocksdb_iter_destroy,
-    iter_valid: rocksdb_iter_valid,
-    iter_seek_to_first: rocksdb_iter_seek_to_first,
-    iter_seek_to_last: rocksdb_iter_seek_to_last,
-    iter_seek: rocksdb_iter_seek,
-    iter_next: rocksdb_iter_next,
-    iter_prev: rocksdb_iter_prev,
-    iter_key: rocksdb_iter_key,
-    iter_value: rocksdb_iter_value,
-    iter_get_error: rocksdb_iter_get_error,
-    property_value: rocksdb_property_value,
-    free: rocksdb_free,
-    flush,
-    files_at_level: "rocksdb.num-files-at-level{}",
-    idle,
-    quiet_looks: |_| 2,
-};
-
-/// The version of the linked library (read from its header at build time).
-pub fn version() -> String {
-    format!("RocksDB {}", env!("STRATA_BENCH_ROCKSDB_VERSION"))
+/// The report's name for the loaded library: version and build.
+fn version_of(l: &Loaded) -> String {
+    l.peer.describe("RocksDB")
 }
 
 /// RocksDB's compression type codes (`rocksdb_*_compression`).
@@ -173,6 +270,9 @@ fn compression_code(name: &str) -> Result<c_int, BenchError> {
         ))),
     }
 }
+
+/// Logs RocksDB keeps for reuse in synced runs.
+const RECYCLED_LOGS: usize = 4;
 
 fn int(v: usize) -> c_int {
     c_int::try_from(v).unwrap_or(c_int::MAX)
@@ -205,9 +305,9 @@ pub mod own {
         "filter_policy",
     ];
 
-    /// The block cache RocksDB makes when none is given (`table.h`: "an 8MB
-    /// internal cache" in 7.8).
-    pub const BLOCK_CACHE_SIZE: usize = 8 << 20;
+    /// The block cache RocksDB makes when none is given (32 MiB since
+    /// RocksDB 8; the report reads the effective one back).
+    pub const BLOCK_CACHE_SIZE: usize = 32 << 20;
 
     /// The memtable size RocksDB's `Options()` has (64 MiB).
     pub const WRITE_BUFFER_SIZE: usize = 64 << 20;
@@ -277,18 +377,20 @@ pub mod own {
 
 /// Opens RocksDB in `dir` with its own defaults (`--own-defaults`).
 fn open_own(s: &EngineSettings, dir: &Path) -> Result<OpenEngine, BenchError> {
+    let l = loaded()?;
+    let f = &l.f;
     let name = c_path("rocksdb", dir)?;
     // SAFETY: as in `open`; no table options, cache or filter are made, so
     // only the read and write options outlive the open.
     unsafe {
-        let o = rocksdb_options_create();
-        let ro = rocksdb_readoptions_create();
-        let wo = rocksdb_writeoptions_create();
+        let o = f.rocksdb_options_create();
+        let ro = f.rocksdb_readoptions_create();
+        let wo = f.rocksdb_writeoptions_create();
         if [o, ro, wo].iter().any(|p| p.is_null()) {
             for (p, destroy) in [
-                (o, rocksdb_options_destroy as unsafe extern "C" fn(Handle)),
-                (ro, rocksdb_readoptions_destroy),
-                (wo, rocksdb_writeoptions_destroy),
+                (o, f.rocksdb_options_destroy as unsafe extern "C" fn(Handle)),
+                (ro, f.rocksdb_readoptions_destroy),
+                (wo, f.rocksdb_writeoptions_destroy),
             ] {
                 if !p.is_null() {
                     destroy(p);
@@ -300,14 +402,14 @@ fn open_own(s: &EngineSettings, dir: &Path) -> Result<OpenEngine, BenchError> {
             }
             .into());
         }
-        rocksdb_options_set_create_if_missing(o, 1);
-        rocksdb_writeoptions_set_sync(wo, u8::from(s.sync));
+        f.rocksdb_options_set_create_if_missing(o, 1);
+        f.rocksdb_writeoptions_set_sync(wo, u8::from(s.sync));
         let mut err: *mut c_char = std::ptr::null_mut();
-        let db = rocksdb_open(o, name.as_ptr(), &mut err);
-        rocksdb_options_destroy(o);
+        let db = f.rocksdb_open(o, name.as_ptr(), &mut err);
+        f.rocksdb_options_destroy(o);
         let settings = if err.is_null() && !db.is_null() {
             let options = own::read_options_file(dir).map_err(|e| e.to_string());
-            let cache = super::read_property(&API, db, "rocksdb.block-cache-capacity");
+            let cache = super::read_property(&l.api, db, "rocksdb.block-cache-capacity");
             own::settings(&options, cache.as_deref(), s.sync)
         } else {
             own::settings(&Err("open failed".into()), None, s.sync)
@@ -315,22 +417,22 @@ fn open_own(s: &EngineSettings, dir: &Path) -> Result<OpenEngine, BenchError> {
         let owned = vec![
             Owned {
                 handle: ro,
-                destroy: rocksdb_readoptions_destroy,
+                destroy: f.rocksdb_readoptions_destroy,
             },
             Owned {
                 handle: wo,
-                destroy: rocksdb_writeoptions_destroy,
+                destroy: f.rocksdb_writeoptions_destroy,
             },
         ];
         super::finish_open(
-            &API,
+            &l.api,
             err,
             db,
             ro,
             wo,
             owned,
             dir,
-            version(),
+            version_of(l),
             settings,
             own::WRITE_BUFFER_SIZE,
         )
@@ -340,6 +442,8 @@ fn open_own(s: &EngineSettings, dir: &Path) -> Result<OpenEngine, BenchError> {
 /// Opens RocksDB in `dir` configured like the other engines (or with its
 /// own defaults when `s.own_defaults`).
 pub fn open(s: &EngineSettings, dir: &Path) -> Result<OpenEngine, BenchError> {
+    let l = loaded()?;
+    let f = &l.f;
     if s.own_defaults {
         return open_own(s, dir);
     }
@@ -352,7 +456,7 @@ pub fn open(s: &EngineSettings, dir: &Path) -> Result<OpenEngine, BenchError> {
          level0_stop_writes_trigger=36,max_bytes_for_level_base={},max_bytes_for_level_multiplier=10,\
          num_levels=7,target_file_size_base={},compression={},max_background_jobs={},max_subcompactions={},\
          table=block_based(block_size={},filter=bloom_full({} bits/key),block_cache=lru({})),\
-         wal=on,sync={}",
+         wal=on,sync={}{}",
         s.write_buffer_size,
         s.level_base,
         s.target_file_size,
@@ -362,7 +466,12 @@ pub fn open(s: &EngineSettings, dir: &Path) -> Result<OpenEngine, BenchError> {
         s.block_size,
         s.bloom_bits_per_key,
         s.block_cache_size,
-        s.sync
+        s.sync,
+        if s.sync {
+            format!(",recycle_log_file_num={RECYCLED_LOGS}")
+        } else {
+            String::new()
+        }
     );
     // SAFETY: every object is created here, checked for NULL, configured
     // through its own setters, and either destroyed before returning (the
@@ -370,12 +479,12 @@ pub fn open(s: &EngineSettings, dir: &Path) -> Result<OpenEngine, BenchError> {
     // the CStore, which destroys it after closing the database. The filter
     // policy is owned by the table options once set.
     unsafe {
-        let o = rocksdb_options_create();
-        let t = rocksdb_block_based_options_create();
-        let cache = rocksdb_cache_create_lru(s.block_cache_size);
-        let filter = rocksdb_filterpolicy_create_bloom_full(s.bloom_bits_per_key as f64);
-        let ro = rocksdb_readoptions_create();
-        let wo = rocksdb_writeoptions_create();
+        let o = f.rocksdb_options_create();
+        let t = f.rocksdb_block_based_options_create();
+        let cache = f.rocksdb_cache_create_lru(s.block_cache_size);
+        let filter = f.rocksdb_filterpolicy_create_bloom_full(s.bloom_bits_per_key as f64);
+        let ro = f.rocksdb_readoptions_create();
+        let wo = f.rocksdb_writeoptions_create();
         if [o, t, cache, filter, ro, wo].iter().any(|p| p.is_null()) {
             return Err(FfiError::Null {
                 engine: "rocksdb",
@@ -383,51 +492,57 @@ pub fn open(s: &EngineSettings, dir: &Path) -> Result<OpenEngine, BenchError> {
             }
             .into());
         }
-        rocksdb_options_set_create_if_missing(o, 1);
-        rocksdb_options_set_write_buffer_size(o, s.write_buffer_size);
-        rocksdb_options_set_max_write_buffer_number(o, 2);
-        rocksdb_options_set_level0_file_num_compaction_trigger(o, 4);
-        rocksdb_options_set_level0_slowdown_writes_trigger(o, 20);
-        rocksdb_options_set_level0_stop_writes_trigger(o, 36);
-        rocksdb_options_set_max_bytes_for_level_base(o, s.level_base);
-        rocksdb_options_set_max_bytes_for_level_multiplier(o, 10.0);
-        rocksdb_options_set_target_file_size_base(o, s.target_file_size);
-        rocksdb_options_set_num_levels(o, 7);
-        rocksdb_options_set_compression(o, compression);
-        rocksdb_options_set_max_background_jobs(o, int(s.background_threads));
-        rocksdb_options_set_max_subcompactions(o, s.subcompactions.max(1));
-        rocksdb_block_based_options_set_block_size(t, s.block_size);
-        rocksdb_block_based_options_set_filter_policy(t, filter);
-        rocksdb_block_based_options_set_block_cache(t, cache);
-        rocksdb_options_set_block_based_table_factory(o, t);
-        rocksdb_writeoptions_set_sync(wo, u8::from(s.sync));
+        f.rocksdb_options_set_create_if_missing(o, 1);
+        f.rocksdb_options_set_write_buffer_size(o, s.write_buffer_size);
+        f.rocksdb_options_set_max_write_buffer_number(o, 2);
+        f.rocksdb_options_set_level0_file_num_compaction_trigger(o, 4);
+        f.rocksdb_options_set_level0_slowdown_writes_trigger(o, 20);
+        f.rocksdb_options_set_level0_stop_writes_trigger(o, 36);
+        f.rocksdb_options_set_max_bytes_for_level_base(o, s.level_base);
+        f.rocksdb_options_set_max_bytes_for_level_multiplier(o, 10.0);
+        f.rocksdb_options_set_target_file_size_base(o, s.target_file_size);
+        f.rocksdb_options_set_num_levels(o, 7);
+        f.rocksdb_options_set_compression(o, compression);
+        f.rocksdb_options_set_max_background_jobs(o, int(s.background_threads));
+        f.rocksdb_options_set_max_subcompactions(o, s.subcompactions.max(1));
+        f.rocksdb_block_based_options_set_block_size(t, s.block_size);
+        f.rocksdb_block_based_options_set_filter_policy(t, filter);
+        f.rocksdb_block_based_options_set_block_cache(t, cache);
+        f.rocksdb_options_set_block_based_table_factory(o, t);
+        if s.sync {
+            // Synced writes reuse old log files, so a sync need not commit
+            // a growing file's size (strata writes its log ahead for the
+            // same reason).
+            f.rocksdb_options_set_recycle_log_file_num(o, RECYCLED_LOGS);
+        }
+        f.rocksdb_writeoptions_set_sync(wo, u8::from(s.sync));
         let mut err: *mut c_char = std::ptr::null_mut();
-        let db = rocksdb_open(o, name.as_ptr(), &mut err);
-        rocksdb_block_based_options_destroy(t);
-        rocksdb_options_destroy(o);
+        let db = f.rocksdb_open(o, name.as_ptr(), &mut err);
+        f.rocksdb_block_based_options_destroy(t);
+        f.rocksdb_options_destroy(o);
         let owned = vec![
             Owned {
                 handle: ro,
-                destroy: rocksdb_readoptions_destroy,
+                destroy: f.rocksdb_readoptions_destroy,
             },
             Owned {
                 handle: wo,
-                destroy: rocksdb_writeoptions_destroy,
+                destroy: f.rocksdb_writeoptions_destroy,
             },
             Owned {
                 handle: cache,
-                destroy: rocksdb_cache_destroy,
+                destroy: f.rocksdb_cache_destroy,
             },
         ];
         super::finish_open(
-            &API,
+            &l.api,
             err,
             db,
             ro,
             wo,
             owned,
             dir,
-            version(),
+            version_of(l),
             settings,
             s.write_buffer_size,
         )

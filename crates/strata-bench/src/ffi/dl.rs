@@ -1,0 +1,170 @@
+//! Loading a peer library at run time: where it is, what it is, and whether
+//! it may be benchmarked.
+//!
+//! The bench links no C library. Each peer is a shared library loaded from a
+//! path (`--rocksdb-lib` / `--leveldb-lib`, or `STRATA_ROCKSDB_LIB` /
+//! `STRATA_LEVELDB_LIB`, or `DIR/<engine>/lib<engine>.so` under
+//! `STRATA_PEERS_DIR`, default `~/.cache/strata/peers`, where `scripts/peers`
+//! installs release builds). A `peer.json` beside the library names its
+//! version and build. Before any symbol is resolved the file is checked by
+//! [`super::build_check`]: a debug build is refused unless
+//! `STRATA_BENCH_ALLOW_DEBUG_PEERS=1` (`--allow-debug-peers`).
+//!
+//! A loaded library is never unloaded: its functions are called through
+//! `'static` pointers for the rest of the process.
+
+use super::build_check::{self, BuildCheck};
+use crate::BenchError;
+use std::path::{Path, PathBuf};
+
+/// The environment variable that allows a debug-built peer.
+pub const ALLOW_DEBUG_ENV: &str = "STRATA_BENCH_ALLOW_DEBUG_PEERS";
+
+/// The environment variable naming the directory `scripts/peers` fills.
+pub const PEERS_DIR_ENV: &str = "STRATA_PEERS_DIR";
+
+/// The environment variable that names `engine`'s library (`STRATA_ROCKSDB_LIB`).
+pub fn lib_env(engine: &str) -> String {
+    format!("STRATA_{}_LIB", engine.to_ascii_uppercase())
+}
+
+/// Where `engine`'s library is looked for (see the module doc).
+pub fn lib_path(engine: &str) -> PathBuf {
+    if let Some(p) = std::env::var_os(lib_env(engine)) {
+        return PathBuf::from(p);
+    }
+    let dir = std::env::var_os(PEERS_DIR_ENV)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from("/root"))
+                .join(".cache/strata/peers")
+        });
+    dir.join(engine).join(format!("lib{engine}.so"))
+}
+
+/// A loaded peer library and what is known of it.
+pub struct Peer {
+    pub lib: &'static libloading::Library,
+    pub path: PathBuf,
+    /// From `peer.json` (`"unknown"` without one).
+    pub version: String,
+    /// How it was built, from `peer.json`, and the check's verdict.
+    pub build: String,
+    pub check: BuildCheck,
+}
+
+impl Peer {
+    /// `Name version (build)`, as the report prints it.
+    pub fn describe(&self, name: &str) -> String {
+        format!(
+            "{name} {} ({}; {})",
+            self.version,
+            self.build,
+            self.path.display()
+        )
+    }
+}
+
+fn peer_json(path: &Path) -> (Option<String>, Option<String>) {
+    let Some(dir) = path.parent() else {
+        return (None, None);
+    };
+    let Ok(text) = std::fs::read_to_string(dir.join("peer.json")) else {
+        return (None, None);
+    };
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return (None, None);
+    };
+    let field = |k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_string);
+    (field("version"), field("build"))
+}
+
+/// Checks and loads `engine`'s library (see the module doc). Errors say
+/// what to do: install the peers, or allow a debug build.
+pub fn load(engine: &str) -> Result<Peer, BenchError> {
+    let path = lib_path(engine);
+    if !path.exists() {
+        return Err(BenchError::Usage(format!(
+            "{engine}: no library at {} (run scripts/peers to install release builds, or pass --{engine}-lib PATH)",
+            path.display()
+        )));
+    }
+    let check = build_check::check(&path, engine)
+        .map_err(|e| BenchError::Usage(format!("{engine}: {e}")))?;
+    let allowed = std::env::var(ALLOW_DEBUG_ENV).is_ok_and(|v| v == "1");
+    if check.is_debug() && !allowed {
+        return Err(BenchError::Usage(format!(
+            "{engine}: {} is a debug build ({}); a benchmark against it measures its assertions. \
+             Run scripts/peers for release builds, or pass --allow-debug-peers to run it anyway",
+            path.display(),
+            check.describe(engine)
+        )));
+    }
+    // SAFETY: loading runs the library's initialisers; the file is a peer
+    // engine's shared library chosen by the user (or scripts/peers), which
+    // is what the benchmark exists to run.
+    let lib = unsafe { libloading::Library::new(&path) }
+        .map_err(|e| BenchError::Usage(format!("{engine}: cannot load {}: {e}", path.display())))?;
+    let (version, build) = peer_json(&path);
+    Ok(Peer {
+        lib: Box::leak(Box::new(lib)),
+        version: version.unwrap_or_else(|| "unknown".into()),
+        build: format!(
+            "{}; {}",
+            build.unwrap_or_else(|| "build unknown (no peer.json beside it)".into()),
+            check.describe(engine)
+        ),
+        path,
+        check,
+    })
+}
+
+/// Declares a table of C functions resolved from a loaded library: a struct
+/// `$name` with one function pointer per declaration, `$name::resolve(lib)`,
+/// and a method of the same name per function that calls it.
+macro_rules! c_library {
+    ($(#[$m:meta])* $vis:vis struct $name:ident {
+        $( fn $f:ident ( $($a:ident : $t:ty),* $(,)? ) $(-> $r:ty)? ; )*
+    }) => {
+        $(#[$m])*
+        #[allow(non_snake_case, dead_code)]
+        $vis struct $name {
+            $( $f: unsafe extern "C" fn($($t),*) $(-> $r)?, )*
+        }
+
+        #[allow(clippy::too_many_arguments, dead_code)]
+        impl $name {
+            /// Resolves every function in `lib`; an error names the first missing one.
+            fn resolve(lib: &'static libloading::Library) -> Result<Self, String> {
+                Ok($name {
+                    $( $f: {
+                        // SAFETY: the declared signature is the C header's
+                        // for this symbol; the library outlives the pointer
+                        // (never unloaded).
+                        let s = unsafe {
+                            lib.get::<unsafe extern "C" fn($($t),*) $(-> $r)?>(
+                                concat!(stringify!($f), "\0").as_bytes(),
+                            )
+                        }
+                        .map_err(|e| format!("{}: {e}", stringify!($f)))?;
+                        *s
+                    }, )*
+                })
+            }
+
+            $(
+                /// Calls the C function of this name.
+                ///
+                /// # Safety
+                /// As the C API requires of this call.
+                $vis unsafe fn $f(&self, $($a: $t),*) $(-> $r)? {
+                    // SAFETY: guaranteed by the caller.
+                    unsafe { (self.$f)($($a),*) }
+                }
+            )*
+        }
+    };
+}
+pub(crate) use c_library;
