@@ -612,6 +612,9 @@ pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
     }
     let total = engines.len() * workloads.len() * cfg.repeats;
     let mut results = Vec::new();
+    // Images whose load failed (a killed or failed child): later runs that
+    // would start from them fail at once with the same cause.
+    let mut failed_images: Vec<(PathBuf, String)> = Vec::new();
     let mut k = 0;
     for (row, wl) in &workloads {
         for rep in 0..cfg.repeats {
@@ -648,10 +651,21 @@ pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
                     preloaded: false,
                     save_image: None,
                 };
+                let earlier = image.as_ref().and_then(|img| {
+                    failed_images
+                        .iter()
+                        .find(|(p, _)| p == img)
+                        .map(|(_, why)| why.clone())
+                });
                 let restored = match &image {
+                    _ if earlier.is_some() => Err(format!(
+                        "the load it starts from failed in an earlier run of this engine: {}",
+                        earlier.unwrap_or_default()
+                    )),
                     Some(img) if crate::sys::image_ready(img) => {
                         spec.preloaded = true;
-                        crate::sys::restore_image(img, &dir).map_err(|e| e.to_string())
+                        crate::sys::restore_image(img, &dir)
+                            .map_err(|e| format!("copying the loaded image: {e}"))
                     }
                     Some(img) => {
                         if let Some(parent) = img.parent() {
@@ -670,11 +684,16 @@ pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
                     Err(msg) => RunResult {
                         engine: e.clone(),
                         workload: row.clone(),
-                        error: Some(format!("copying the loaded image: {msg}")),
+                        error: Some(msg),
                         ..RunResult::default()
                     },
                 };
                 pb.finish_and_clear();
+                if let (Some(img), Some(err)) = (&spec.save_image, &r.error) {
+                    if !crate::sys::image_ready(img) {
+                        failed_images.push((img.clone(), err.clone()));
+                    }
+                }
                 let line = match &r.error {
                     Some(err) => format!("[{k}/{total}] {e} {row}: FAILED: {err}"),
                     None => format!(
