@@ -420,6 +420,26 @@ fn preload(ctx: &Ctx<'_>, kind: Preload) -> Result<(), BenchError> {
     Ok(())
 }
 
+/// The context of a run of `w` on `store` (`sync`: ask for a synced write
+/// every time).
+fn new_ctx<'a>(store: &'a dyn KvStore, p: &'a Params, w: Workload, sync: bool) -> Ctx<'a> {
+    let inserts = w
+        .mix(p)
+        .map_or(0, |m| (m.insert * p.ops as f64 * 1.5) as u64 + 64);
+    Ctx {
+        store,
+        p,
+        values: ValuePool::with_ratio(p.seed, p.value_size, p.compression_ratio),
+        live: Live::new(p.num + inserts),
+        records: AtomicU64::new(0),
+        next_insert: AtomicU64::new(0),
+        hashed: matches!(w.preload(), Preload::Ycsb) || w == Workload::YcsbLoad,
+        done: AtomicU64::new(0),
+        stop: AtomicBool::new(false),
+        sync,
+    }
+}
+
 /// Records that keys `0..num` are loaded (a database copied from an image).
 fn mark_loaded(ctx: &Ctx<'_>) {
     for n in 0..ctx.p.num {
@@ -598,7 +618,6 @@ fn worker(
     Ok(m)
 }
 
-/// The writer of readwhilewriting: overwrites until told to stop.
 /// The bytes of up to `len` entries from `from` on, read in place (a
 /// seek and its scan).
 fn scanned_bytes(store: &dyn KvStore, from: &[u8], len: usize) -> Result<u64, BenchError> {
@@ -615,6 +634,7 @@ fn scanned_bytes(store: &dyn KvStore, from: &[u8], len: usize) -> Result<u64, Be
     Ok(bytes)
 }
 
+/// The writer of readwhilewriting: overwrites until told to stop.
 fn background_writer(ctx: &Ctx<'_>) -> Result<u64, BenchError> {
     let mut rng = SmallRng::seed_from_u64(ctx.p.seed ^ 0xBAD5EED);
     let mut kb = Vec::new();
@@ -700,37 +720,42 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
         }
     }
     std::fs::create_dir_all(&dir).map_err(|e| BenchError::Io(dir.clone(), e))?;
-    let opened = engine::open(&kind, &settings, &dir)?;
-    let store: &dyn KvStore = opened.store.as_ref();
-    let inserts = w
-        .mix(p)
-        .map_or(0, |m| (m.insert * p.ops as f64 * 1.5) as u64 + 64);
-    let ctx = Ctx {
-        store,
-        p,
-        values: ValuePool::new(p.seed, p.value_size),
-        live: Live::new(p.num + inserts),
-        records: AtomicU64::new(0),
-        next_insert: AtomicU64::new(0),
-        hashed: matches!(w.preload(), Preload::Ycsb) || w == Workload::YcsbLoad,
-        done: AtomicU64::new(0),
-        stop: AtomicBool::new(false),
-        sync: spec.settings.sync && !kind.is_comparator(),
-    };
     let load_start = Instant::now();
+    let mut opened = engine::open(&kind, &settings, &dir)?;
+    let sync = spec.settings.sync && !kind.is_comparator();
+    // A load kept as an image: loaded and settled, then closed, so that the
+    // copy is of a database at rest; this run then reopens it, evicted, as
+    // every run restored from the image does.
+    let mut preloaded = spec.preloaded;
+    if let (Some(image), false, Preload::DbBench | Preload::Ycsb) =
+        (&spec.save_image, preloaded, w.preload())
+    {
+        preload(&new_ctx(opened.store.as_ref(), p, w, sync), w.preload())?;
+        opened.store.wait_for_compactions()?;
+        opened.store.close()?;
+        drop(opened);
+        sys::save_image(&dir, image)?;
+        sys::drop_cache(&dir);
+        opened = engine::open(&kind, &settings, &dir)?;
+        preloaded = true;
+    }
+    let store: &dyn KvStore = opened.store.as_ref();
+    let ctx = new_ctx(store, p, w, sync);
     match w.preload() {
         Preload::Nothing => {}
-        _ if spec.preloaded => {
-            // The parent copied in a loaded database: the same records.
+        _ if preloaded => {
+            // A database copied from an image: the same records. Work the
+            // engine starts at open (log replay, compactions it finds due)
+            // is settled before the run, as after a load.
             mark_loaded(&ctx);
+            if spec.settle {
+                store.wait_for_compactions()?;
+            }
         }
         kind => {
             preload(&ctx, kind)?;
             if spec.settle {
                 store.wait_for_compactions()?;
-            }
-            if let Some(image) = &spec.save_image {
-                sys::save_image(&dir, image)?;
             }
             if cold {
                 sys::drop_cache(&dir);
@@ -1111,7 +1136,7 @@ mod tests {
             engine::open(&EngineKind::parse(name)?, &settings, &tmp.path().join(name))
         };
 
-        // RocksDB: Options() as read back from its OPTIONS file (7.8).
+        // RocksDB: Options() as read back from its OPTIONS file.
         let rocks = open("rocksdb")?;
         for want in [
             "write_buffer_size=67108864",

@@ -85,7 +85,7 @@ impl EngineSettings {
             );
         }
         format!(
-            "WAL on, sync={}, compression={}, write_buffer={} MiB, block_cache={} MiB, bloom={} bits/key, block={} KiB, target_file={} MiB, L1 target={} MiB, background_threads={} at nice 0, RocksDB max_subcompactions={}",
+            "WAL on, sync={}, compression={}, write_buffer={} MiB, block_cache={} MiB, bloom={} bits/key, block={} KiB, target_file={} MiB, L1 target={} MiB, background_threads={} at nice 0 (strata: one flush or compaction at a time on two cores by its CPU budget; its memtable chunk filler at nice 0, its WAL page filler at nice 19), RocksDB max_subcompactions={}",
             self.sync,
             self.compression,
             self.write_buffer_size >> 20,
@@ -158,7 +158,7 @@ impl EngineKind {
         }
     }
 
-    /// True for RocksDB (either build), LevelDB and fjall.
+    /// True for RocksDB, LevelDB and fjall.
     pub fn is_comparator(&self) -> bool {
         !matches!(self, EngineKind::Strata(_))
     }

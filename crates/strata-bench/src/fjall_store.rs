@@ -417,8 +417,13 @@ impl KvStore for FjallStore {
 
     /// A cursor over fjall's own range iterators (each positioning call
     /// opens one at the newest data; a snapshot is not taken).
-    fn cursor(&self, _snap: Option<&StoreSnapshot>) -> strata::Result<Box<dyn Cursor>> {
+    fn cursor(&self, snap: Option<&StoreSnapshot>) -> strata::Result<Box<dyn Cursor>> {
         self.live()?;
+        if snap.is_some() {
+            return Err(strata::Error::NotSupported(
+                "snapshots on the fjall comparator".into(),
+            ));
+        }
         Ok(Box::new(FjallCursor {
             ks: self.ks.clone(),
             iter: None,

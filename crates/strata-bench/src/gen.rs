@@ -70,12 +70,28 @@ pub struct ValuePool {
 }
 
 impl ValuePool {
-    /// A pool able to serve values of up to `max_size` bytes.
+    /// A pool able to serve values of up to `max_size` bytes, of random
+    /// (incompressible) bytes.
     pub fn new(seed: u64, max_size: usize) -> Self {
+        Self::with_ratio(seed, max_size, 1.0)
+    }
+
+    /// As [`ValuePool::new`], with values that compress to about `ratio`
+    /// of their size: each 100-byte stretch holds `ratio × 100` random
+    /// bytes repeated to fill it (db_bench's `--compression_ratio`).
+    pub fn with_ratio(seed: u64, max_size: usize, ratio: f64) -> Self {
         let len = (1 << 20).max(max_size * 2 + 1);
         let mut rng = SmallRng::seed_from_u64(seed ^ 0x005E_ED0F_7A1E);
         let mut pool = vec![0u8; len];
         rng.fill_bytes(&mut pool);
+        if ratio < 1.0 {
+            let raw = ((100.0 * ratio.max(0.01)).ceil() as usize).clamp(1, 100);
+            for stretch in pool.chunks_mut(100) {
+                for i in raw..stretch.len() {
+                    stretch[i] = stretch[i % raw];
+                }
+            }
+        }
         ValuePool { pool }
     }
 
@@ -339,5 +355,17 @@ mod tests {
         let later: Vec<u64> = (0..1000).map(|_| c.next(&mut rng, 5000)).collect();
         let recent = later.iter().filter(|&&k| k >= 4950).count();
         assert!(recent > 500, "{recent}");
+    }
+
+    #[test]
+    fn values_compress_as_asked() {
+        let random = ValuePool::new(7, 1000);
+        assert_eq!(random.pool, ValuePool::with_ratio(7, 1000, 1.0).pool);
+        let half = ValuePool::with_ratio(7, 1000, 0.5);
+        for stretch in half.pool.chunks(100).take(50) {
+            assert_eq!(stretch[..50], stretch[50..]);
+        }
+        // Random halves: no stretch repeats its first half's first bytes elsewhere.
+        assert_ne!(half.pool[..50], half.pool[100..150]);
     }
 }

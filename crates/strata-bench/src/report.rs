@@ -849,8 +849,9 @@ pub fn markdown(r: &Report, charts: &[String]) -> String {
     let _ = writeln!(
         s,
         "Dataset: {} keys × ({} B key + {} B value) = {:.0} MiB of user data; {} ops per run; {} thread(s); \
-         {} repeat(s) (median shown). {}: {}. Reads start with the database files evicted from \
-         the page cache: {}. Loads and writing runs wait for background work to finish: {}.\n",
+         {} repeat(s) (median shown). {}: {}. Every row starts with the database files evicted from \
+         the page cache: {} (otherwise only rows named `WORKLOAD:cold` do, and runs started from a \
+         reused load). Loads and writing runs wait for background work to finish: {}.\n",
         r.params.num,
         r.params.key_size,
         r.params.value_size,
@@ -867,6 +868,13 @@ pub fn markdown(r: &Report, charts: &[String]) -> String {
         r.cold_reads,
         r.settled
     );
+    if r.params.compression_ratio < 1.0 {
+        let _ = writeln!(
+            s,
+            "Values compress to about {:.0} % of their size (each 100 bytes: that share random, repeated).\n",
+            r.params.compression_ratio * 100.0
+        );
+    }
     for n in &r.notes {
         let _ = writeln!(s, "> **Note:** {n}\n");
     }

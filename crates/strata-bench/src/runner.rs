@@ -96,8 +96,9 @@ fn capped(base: Config, cap: u64, num: u64, value_size: usize, budget: f64) -> C
             max_run_secs: Some(budget),
             ..Params::default()
         },
-        // A quarter of the cap for the memtable and an eighth for the
-        // cache: what a user sizes an LSM to in a container of that size.
+        // An eighth of the cap per memtable (two of them: a quarter) and an
+        // eighth for the cache: what a user sizes an LSM to in a container
+        // of that size.
         settings: EngineSettings {
             write_buffer_size: (cap / 8) as usize,
             block_cache_size: (cap / 8) as usize,
@@ -131,18 +132,18 @@ pub const PRESETS: &[(&str, &str)] = &[
     (
         "capped",
         "LARGER THAN MEMORY: every process in a 256 MiB memory cgroup (page cache included), 10M keys of \
-         100 B (1.1 GiB, 4.5x the cap), fillrandom (burst and settle-inclusive), overwrite, readrandom, \
+         100 B (1.1 GiB, 4.3x the cap), fillrandom (burst and settle-inclusive), overwrite, readrandom, \
          seekrandom, readseq, YCSB A-F, strata and every peer in both views, loads reused, 5 repeats, \
          runs of at most 20 s; several hours",
     ),
     (
         "capped-1k",
-        "LARGER THAN MEMORY, 1 KiB values: as capped with 1.1M keys of 1 KiB (1.1 GiB, 4.4x the 256 MiB cap); \
+        "LARGER THAN MEMORY, 1 KiB values: as capped with 1.1M keys of 1 KiB (1.1 GiB, 4.3x the 256 MiB cap); \
          several hours",
     ),
     (
         "capped-small",
-        "LARGER THAN MEMORY, scaled down: as capped with a 128 MiB cap and 5M keys of 100 B (580 MB, 4.5x); \
+        "LARGER THAN MEMORY, scaled down: as capped with a 128 MiB cap and 5M keys of 100 B (580 MB, 4.3x); \
          about two hours",
     ),
     (
@@ -157,7 +158,7 @@ pub const PRESETS: &[(&str, &str)] = &[
     ),
     (
         "matrixkv",
-        "seed 000: random puts (the fluctuation run), random gets and a sequential load, 4 KiB values, \
+        "seed 000: random puts, random gets and a sequential load, 4 KiB values, \
          300k records (1.2 GB, the 128 MiB container filled ~9 times), 4 MiB memtables and tables, \
          16 MiB L1 target; classic strata on disk and on tmpfs, the matrix container on tmpfs (with and \
          without hints) and on the disk, RocksDB, LevelDB; 3 repeats; ~17 min",
@@ -411,11 +412,22 @@ pub struct ChildCommand {
     pub env: Vec<(String, String)>,
 }
 
+/// A file name for `s`: its first 40 characters made safe, and a hash of
+/// the whole, so that two long names that share a beginning stay apart.
 fn sanitize(s: &str) -> String {
-    s.chars()
+    let head: String = s
+        .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
         .take(40)
-        .collect()
+        .collect();
+    if head.len() == s.len() && head == s {
+        return head;
+    }
+    // FNV-1a: stable across runs and builds.
+    let hash = s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
+    format!("{head}-{:08x}", hash as u32)
 }
 
 fn bar() -> ProgressBar {
@@ -532,7 +544,7 @@ pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
         if kind.is_comparator() && !COMPARATORS {
             let msg = format!(
                 "{name} skipped: RocksDB/LevelDB/fjall are not compiled in (build with --features comparators, \
-                 after `apt-get install librocksdb-dev libleveldb-dev`; `scripts/bench` does both)"
+                 after scripts/peers installs the peer libraries; `scripts/bench` does both)"
             );
             eprintln!("note: {msg}");
             notes.push(msg);
@@ -567,6 +579,11 @@ pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
     cfg.params.validate()?;
     std::fs::create_dir_all(&cfg.out).map_err(|e| BenchError::Io(cfg.out.clone(), e))?;
     let data = cfg.out.join("data");
+    // Nothing of an earlier bench (its load images above all, made with
+    // other parameters) may stand in for this one's.
+    if data.exists() {
+        std::fs::remove_dir_all(&data).map_err(|e| BenchError::Io(data.clone(), e))?;
+    }
     let cap = match cfg.memory_limit {
         None => None,
         Some(bytes) => match crate::limits::MemoryCap::new(bytes) {
@@ -578,13 +595,14 @@ pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
                 ));
                 Some(c)
             }
+            // A capped run that ran uncapped would measure another regime
+            // under the same name: refuse instead.
             Err(e) => {
-                let msg = format!(
-                    "no memory cap ({e}): engines may keep the whole dataset in the page cache"
-                );
-                eprintln!("note: {msg}");
-                notes.push(msg);
-                None
+                return Err(BenchError::Usage(format!(
+                    "cannot cap memory at {} MiB ({e}): run as root on a machine with a memory \
+                     cgroup controller, or pass --memory-limit none to run uncapped",
+                    bytes >> 20
+                )))
             }
         },
     };
@@ -630,7 +648,11 @@ pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
                 let dir = data.join(format!("{}-{}-{rep}", sanitize(e), sanitize(row)));
                 // A reused load: the first run of this engine and kind of
                 // load keeps an image of it, later ones start from a copy.
-                let image = (cfg.reuse_loads && !e.contains(crate::engine::SHM))
+                // Engines placed outside the run's directory load every time.
+                let placed = ["db_dir=", "fast_dir=", crate::engine::SHM]
+                    .iter()
+                    .any(|p| e.contains(p));
+                let image = (cfg.reuse_loads && !placed)
                     .then(|| match wl.preload() {
                         Preload::Nothing => None,
                         kind => Some(

@@ -174,14 +174,15 @@ pub fn copy_dir(from: &Path, to: &Path) -> Result<(), BenchError> {
     Ok(())
 }
 
-/// Keeps a copy of the quiescent database in `dir` as `image` (written
-/// beside it, then renamed, then marked done), so later runs start from the
-/// same loaded state without loading again. The copy is what a reopen
-/// after a crash at this point would find; every engine recovers from it.
+/// Keeps a copy of the database in `dir`, which must be closed, as
+/// `image` (written beside it, then renamed, then marked done), so later
+/// runs start from the same loaded state without loading again.
 pub fn save_image(dir: &Path, image: &Path) -> Result<(), BenchError> {
     let tmp = image.with_extension("partial");
-    if tmp.exists() {
-        std::fs::remove_dir_all(&tmp).map_err(|e| BenchError::Io(tmp.clone(), e))?;
+    for stale in [&tmp, &image.to_path_buf()] {
+        if stale.exists() {
+            std::fs::remove_dir_all(stale).map_err(|e| BenchError::Io(stale.clone(), e))?;
+        }
     }
     copy_dir(dir, &tmp)?;
     drop_cache(&tmp);
@@ -213,7 +214,7 @@ pub fn restore_image(image: &Path, dir: &Path) -> Result<(), BenchError> {
 /// directories' discards) and waits for it, then a short pause. Without
 /// it a run could start while the device still took the previous engine's
 /// writes: strata's fillseq right after LevelDB's and fjall's runs was 35 %
-/// below strata's fillseq run alone (nineteenth session, BENCHMARKS).
+/// below strata's fillseq run alone (nineteenth session, docs/design/2026-11-27-in-memory-tuning-log.md).
 pub fn settle_device() {
     // SAFETY: a system call with no arguments and no memory passed.
     unsafe { libc::sync() };

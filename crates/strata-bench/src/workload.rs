@@ -29,6 +29,15 @@ pub struct Params {
     /// rate in bounded time); the result then says it was cut short.
     #[serde(default)]
     pub max_run_secs: Option<f64>,
+    /// How far values compress, as db_bench's `--compression_ratio`: each
+    /// 100-byte stretch is this share of random bytes, repeated to fill it
+    /// (1.0: incompressible; db_bench's default is 0.5).
+    #[serde(default = "incompressible")]
+    pub compression_ratio: f64,
+}
+
+fn incompressible() -> f64 {
+    1.0
 }
 
 impl Default for Params {
@@ -44,6 +53,7 @@ impl Default for Params {
             scan_len: 10,
             distribution: None,
             max_run_secs: None,
+            compression_ratio: 1.0,
         }
     }
 }

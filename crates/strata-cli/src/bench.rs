@@ -9,7 +9,10 @@ use strata_bench::runner::{self, ChildCommand};
 /// Flags of `strata bench`; unset ones take the preset's value.
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
-    /// tiny (seconds), quick (~3 minutes), full (~40 minutes).
+    /// tiny (seconds), quick (in memory, ~8 minutes), capped, capped-1k,
+    /// capped-small (larger than memory, hours), active, copro, matrixkv,
+    /// kvell, full: `strata bench --help` lists them, docs/BENCHMARKS.md
+    /// describes each.
     #[arg(long, default_value = "quick")]
     pub preset: String,
     /// Engines, comma-separated: strata, strata:opt=v;opt=v (use ';' between
@@ -64,9 +67,13 @@ pub struct BenchArgs {
     pub bloom_bits: Option<usize>,
     #[arg(long)]
     pub block_size: Option<String>,
-    /// none, lz4 or zstd (LevelDB: none only).
+    /// none, lz4 or zstd (LevelDB: none, or lz4 run as snappy).
     #[arg(long)]
     pub compression: Option<String>,
+    /// How far values compress: the share of each 100 bytes that is
+    /// random (1.0, the default: incompressible; db_bench's is 0.5).
+    #[arg(long)]
+    pub compression_ratio: Option<f64>,
     /// fdatasync the WAL on every write (every engine).
     #[arg(long)]
     pub sync: bool,
@@ -145,6 +152,14 @@ pub fn run(a: &BenchArgs) -> Result<ExitCode, CliError> {
     p.max_run_secs = a.max_run_secs.or(p.max_run_secs);
     p.seed = a.seed.unwrap_or(p.seed);
     p.scan_len = a.scan_len.unwrap_or(p.scan_len);
+    if let Some(r) = a.compression_ratio {
+        if !(r > 0.0 && r <= 1.0) {
+            return Err(CliError::Usage(format!(
+                "--compression-ratio: {r} is not in (0, 1]"
+            )));
+        }
+        p.compression_ratio = r;
+    }
     if let Some(d) = &a.distribution {
         p.distribution = Some(Distribution::parse(d).ok_or_else(|| {
             CliError::Usage(format!(

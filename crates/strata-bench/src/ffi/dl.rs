@@ -13,12 +13,18 @@
 //! A loaded library is never unloaded: its functions are called through
 //! `'static` pointers for the rest of the process.
 
-use super::build_check::{self, BuildCheck};
+use super::build_check;
 use crate::BenchError;
 use std::path::{Path, PathBuf};
 
 /// The environment variable that allows a debug-built peer.
 pub const ALLOW_DEBUG_ENV: &str = "STRATA_BENCH_ALLOW_DEBUG_PEERS";
+
+/// The prefix of the environment variable in which a parent hands its
+/// children the check it made of `engine`'s library (`path`, a line with
+/// `1` for a debug build or `0`, a line describing it), so that a child
+/// does not read the whole file again.
+const CHECKED_ENV_PREFIX: &str = "STRATA_BENCH_CHECKED_";
 
 /// The environment variable naming the directory `scripts/peers` fills.
 pub const PEERS_DIR_ENV: &str = "STRATA_PEERS_DIR";
@@ -52,7 +58,8 @@ pub struct Peer {
     pub version: String,
     /// How it was built, from `peer.json`, and the check's verdict.
     pub build: String,
-    pub check: BuildCheck,
+    /// The check found a debug build (loaded because allowed).
+    pub debug: bool,
 }
 
 impl Peer {
@@ -91,15 +98,33 @@ pub fn load(engine: &str) -> Result<Peer, BenchError> {
             path.display()
         )));
     }
-    let check = build_check::check(&path, engine)
-        .map_err(|e| BenchError::Usage(format!("{engine}: {e}")))?;
+    let checked_env = format!("{CHECKED_ENV_PREFIX}{}", engine.to_ascii_uppercase());
+    let handed = std::env::var(&checked_env).ok().and_then(|v| {
+        let mut lines = v.splitn(3, '\n');
+        let (p, debug, text) = (lines.next()?, lines.next()?, lines.next()?);
+        (Path::new(p) == path).then(|| (debug == "1", text.to_string()))
+    });
+    let (debug, verdict) = match handed {
+        Some(h) => h,
+        None => {
+            let check = build_check::check(&path, engine)
+                .map_err(|e| BenchError::Usage(format!("{engine}: {e}")))?;
+            let h = (check.is_debug(), check.describe(engine));
+            // Set before any child starts (the parent checks every peer
+            // first, on one thread), so that children inherit it.
+            std::env::set_var(
+                &checked_env,
+                format!("{}\n{}\n{}", path.display(), u8::from(h.0), h.1),
+            );
+            h
+        }
+    };
     let allowed = std::env::var(ALLOW_DEBUG_ENV).is_ok_and(|v| v == "1");
-    if check.is_debug() && !allowed {
+    if debug && !allowed {
         return Err(BenchError::Usage(format!(
-            "{engine}: {} is a debug build ({}); a benchmark against it measures its assertions. \
+            "{engine}: {} is a debug build ({verdict}); a benchmark against it measures its assertions. \
              Run scripts/peers for release builds, or pass --allow-debug-peers to run it anyway",
             path.display(),
-            check.describe(engine)
         )));
     }
     // SAFETY: loading runs the library's initialisers; the file is a peer
@@ -112,12 +137,11 @@ pub fn load(engine: &str) -> Result<Peer, BenchError> {
         lib: Box::leak(Box::new(lib)),
         version: version.unwrap_or_else(|| "unknown".into()),
         build: format!(
-            "{}; {}",
+            "{}; {verdict}",
             build.unwrap_or_else(|| "build unknown (no peer.json beside it)".into()),
-            check.describe(engine)
         ),
         path,
-        check,
+        debug,
     })
 }
 

@@ -231,11 +231,21 @@ pub struct CStore {
 }
 
 /// A [`Cursor`] over a library iterator; counts itself in its store's
-/// `cursors` while alive.
+/// `cursors` while alive (`iter` is `None` only inside `drop`).
 struct CCursor {
-    iter: Iter<'static>,
+    iter: Option<Iter<'static>>,
     open: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     path: PathBuf,
+}
+
+impl CCursor {
+    /// The live iterator, valid or not.
+    fn it(&self) -> Option<&Iter<'static>> {
+        self.iter.as_ref()
+    }
+    fn it_mut(&mut self) -> Option<&mut Iter<'static>> {
+        self.iter.as_mut()
+    }
 }
 
 // SAFETY: RocksDB's and LevelDB's iterators may be used from any one
@@ -244,50 +254,69 @@ unsafe impl Send for CCursor {}
 
 impl Drop for CCursor {
     fn drop(&mut self) {
+        // The iterator goes first: only then may the store close.
+        drop(self.iter.take());
         self.open.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
 impl Cursor for CCursor {
     fn valid(&self) -> bool {
-        self.iter.valid()
+        self.it().is_some_and(Iter::valid)
     }
+    /// Empty unless valid (the libraries' `key` reads freed memory then).
     fn key(&self) -> &[u8] {
-        self.iter.key()
+        match self.it() {
+            Some(it) if it.valid() => it.key(),
+            _ => &[],
+        }
     }
     fn value(&self) -> &[u8] {
-        self.iter.value()
+        match self.it() {
+            Some(it) if it.valid() => it.value(),
+            _ => &[],
+        }
     }
     fn status(&self) -> strata::Result<()> {
-        self.iter.status().map_err(|e| e.into_strata(&self.path))
+        match self.it() {
+            Some(it) => it.status().map_err(|e| e.into_strata(&self.path)),
+            None => Ok(()),
+        }
     }
     fn seek_to_first(&mut self) {
-        self.iter.first();
+        if let Some(it) = self.it_mut() {
+            it.first();
+        }
     }
     fn seek_to_last(&mut self) {
-        self.iter.last();
+        if let Some(it) = self.it_mut() {
+            it.last();
+        }
     }
     fn seek(&mut self, target: &[u8]) {
-        self.iter.seek(target);
+        if let Some(it) = self.it_mut() {
+            it.seek(target);
+        }
     }
     fn seek_for_prev(&mut self, target: &[u8]) {
         // Neither C API used here has it: the first key at or after the
         // target, stepped back when past it.
-        self.iter.seek(target);
-        if !self.iter.valid() {
-            self.iter.last();
-        } else if self.iter.key() > target {
-            self.iter.prev();
+        let Some(it) = self.it_mut() else { return };
+        it.seek(target);
+        if !it.valid() {
+            it.last();
+        } else if it.key() > target {
+            it.prev();
         }
     }
     fn next(&mut self) {
-        if self.iter.valid() {
-            self.iter.next();
+        if let Some(it) = self.it_mut().filter(|it| it.valid()) {
+            it.next();
         }
     }
     fn prev(&mut self) {
-        if self.iter.valid() {
-            self.iter.prev();
+        if let Some(it) = self.it_mut().filter(|it| it.valid()) {
+            it.prev();
         }
     }
 }
@@ -671,8 +700,8 @@ impl KvStore for CStore {
     }
 
     fn wait_for_compactions(&self) -> strata::Result<()> {
-        // Neither C API can block on background work (RocksDB 7.8 predates
-        // `WaitForCompact`), so poll until `quiet_looks` looks in a row find
+        // Neither C API offers a wait for background work (RocksDB's
+        // `WaitForCompact` is not in its C API), so poll until `quiet_looks` looks in a row find
         // the same idle state; give up after SETTLE_LIMIT.
         const SETTLE_LIMIT: std::time::Duration = std::time::Duration::from_secs(600);
         let started = std::time::Instant::now();
@@ -725,8 +754,14 @@ impl KvStore for CStore {
 
     /// A cursor over the library's own iterator (at the newest data; a
     /// snapshot is not taken). The database is not closed while one lives.
-    fn cursor(&self, _snap: Option<&StoreSnapshot>) -> strata::Result<Box<dyn Cursor>> {
+    fn cursor(&self, snap: Option<&StoreSnapshot>) -> strata::Result<Box<dyn Cursor>> {
         self.live()?;
+        if snap.is_some() {
+            return Err(strata::Error::NotSupported(format!(
+                "snapshots on the {} comparator",
+                self.api.engine
+            )));
+        }
         // SAFETY: db and read options are live objects of this library.
         let it = unsafe { (self.api.create_iterator)(self.db, self.read_opts) };
         if it.is_null() {
@@ -737,7 +772,7 @@ impl KvStore for CStore {
         }
         self.cursors.fetch_add(1, Ordering::AcqRel);
         Ok(Box::new(CCursor {
-            iter: Iter { api: self.api, it },
+            iter: Some(Iter { api: self.api, it }),
             open: std::sync::Arc::clone(&self.cursors),
             path: self.path.clone(),
         }))

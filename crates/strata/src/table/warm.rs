@@ -6,7 +6,7 @@
 //! huge pages (`Options::mmap_huge`) are not warmed: their faults read
 //! 2 MiB pieces already. This is what a database that fits in memory
 //! wants after a restart or after its pages were evicted: on the machine of
-//! `docs/BENCHMARKS.md` a 4 KiB random read costs about 53 µs, while the
+//! `docs/design/2026-11-27-in-memory-tuning-log.md` a 4 KiB random read costs about 53 µs, while the
 //! device streams a whole table at about 1.9 GB/s.
 //!
 //! A budget bounds the bytes warmed (`Options::warm_budget`; by default a
