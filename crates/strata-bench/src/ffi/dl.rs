@@ -145,6 +145,37 @@ pub fn load(engine: &str) -> Result<Peer, BenchError> {
     })
 }
 
+/// A peer library loaded once per process: its resolved calls `F`, the
+/// [`super::Api`] table built from them, and what is known of it.
+pub struct Loaded<F> {
+    pub f: F,
+    pub api: super::Api,
+    pub peer: Peer,
+}
+
+/// Loads `engine`'s library into `cell` the first time (see [`load`]):
+/// resolves its calls with `resolve` and builds its table with `api`;
+/// later calls return what the first made.
+pub fn load_once<F: Send + Sync>(
+    cell: &'static std::sync::OnceLock<Loaded<F>>,
+    engine: &str,
+    resolve: fn(&'static libloading::Library) -> Result<F, String>,
+    api: fn(&F) -> super::Api,
+) -> Result<&'static Loaded<F>, BenchError> {
+    if let Some(l) = cell.get() {
+        return Ok(l);
+    }
+    let peer = load(engine)?;
+    let f = resolve(peer.lib).map_err(|e| {
+        BenchError::Usage(format!(
+            "{engine}: {} lacks a C API call the bench uses: {e}",
+            peer.path.display()
+        ))
+    })?;
+    let api = api(&f);
+    Ok(cell.get_or_init(|| Loaded { f, api, peer }))
+}
+
 /// Declares a table of C functions resolved from a loaded library: a struct
 /// `$name` with one function pointer per declaration, `$name::resolve(lib)`,
 /// and a method of the same name per function that calls it.

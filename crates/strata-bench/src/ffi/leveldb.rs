@@ -2,7 +2,7 @@
 //! time (see [`super::dl`]): by default a release build of LevelDB 1.23 as
 //! `scripts/peers` makes it.
 
-use super::dl::{c_library, Peer};
+use super::dl::c_library;
 use super::{c_path, Api, ErrPtr, FfiError, Handle, Owned, PropertyReader};
 use crate::engine::{EngineSettings, OpenEngine};
 use crate::BenchError;
@@ -76,29 +76,18 @@ c_library! {
 }
 }
 
-/// The loaded library: its calls, the [`Api`] table built from them, and
-/// what is known of it.
-struct Loaded {
-    f: Fns,
-    api: Api,
-    peer: Peer,
-}
+type Loaded = super::dl::Loaded<Fns>;
 
 static LOADED: OnceLock<Loaded> = OnceLock::new();
 
-/// Loads LevelDB (once per process; see [`super::dl::load`]).
+/// Loads LevelDB (once per process; see [`super::dl::load_once`]).
 fn loaded() -> Result<&'static Loaded, BenchError> {
-    if let Some(l) = LOADED.get() {
-        return Ok(l);
-    }
-    let peer = super::dl::load("leveldb")?;
-    let f = Fns::resolve(peer.lib).map_err(|e| {
-        BenchError::Usage(format!(
-            "leveldb: {} lacks a C API call the bench uses: {e}",
-            peer.path.display()
-        ))
-    })?;
-    let api = Api {
+    super::dl::load_once(&LOADED, "leveldb", Fns::resolve, api_of)
+}
+
+/// The [`Api`] table of the resolved calls.
+fn api_of(f: &Fns) -> Api {
+    Api {
         engine: "leveldb",
         close: f.leveldb_close,
         put: f.leveldb_put,
@@ -130,8 +119,7 @@ fn loaded() -> Result<&'static Loaded, BenchError> {
         // 1.6 s for a 64 MiB memtable (a flush of it takes well under that
         // here), down to 2 looks for small ones.
         quiet_looks: |write_buffer| (write_buffer >> 20).div_ceil(2).clamp(2, 40) as u32,
-    };
-    Ok(LOADED.get_or_init(|| Loaded { f, api, peer }))
+    }
 }
 
 /// Checks and loads the library, for the parent's look before any run;

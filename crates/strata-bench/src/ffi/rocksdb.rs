@@ -2,7 +2,7 @@
 //! time (see [`super::dl`]): by default RocksDB's own release library as
 //! `scripts/peers` installs it.
 
-use super::dl::{c_library, Peer};
+use super::dl::c_library;
 use super::{c_path, Api, ErrPtr, FfiError, Handle, Owned, PropertyReader};
 use crate::engine::{EngineSettings, OpenEngine};
 use crate::BenchError;
@@ -97,29 +97,18 @@ c_library! {
 }
 }
 
-/// The loaded library: its calls, the [`Api`] table built from them, and
-/// what is known of it.
-struct Loaded {
-    f: Fns,
-    api: Api,
-    peer: Peer,
-}
+type Loaded = super::dl::Loaded<Fns>;
 
 static LOADED: OnceLock<Loaded> = OnceLock::new();
 
-/// Loads RocksDB (once per process; see [`super::dl::load`]).
+/// Loads RocksDB (once per process; see [`super::dl::load_once`]).
 fn loaded() -> Result<&'static Loaded, BenchError> {
-    if let Some(l) = LOADED.get() {
-        return Ok(l);
-    }
-    let peer = super::dl::load("rocksdb")?;
-    let f = Fns::resolve(peer.lib).map_err(|e| {
-        BenchError::Usage(format!(
-            "rocksdb: {} lacks a C API call the bench uses: {e}",
-            peer.path.display()
-        ))
-    })?;
-    let api = Api {
+    super::dl::load_once(&LOADED, "rocksdb", Fns::resolve, api_of)
+}
+
+/// The [`Api`] table of the resolved calls.
+fn api_of(f: &Fns) -> Api {
+    Api {
         engine: "rocksdb",
         close: f.rocksdb_close,
         put: f.rocksdb_put,
@@ -148,8 +137,7 @@ fn loaded() -> Result<&'static Loaded, BenchError> {
         files_at_level: "rocksdb.num-files-at-level{}",
         idle,
         quiet_looks: |_| 2,
-    };
-    Ok(LOADED.get_or_init(|| Loaded { f, api, peer }))
+    }
 }
 
 /// Checks and loads the library, for the parent's look before any run;
