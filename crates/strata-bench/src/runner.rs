@@ -423,11 +423,12 @@ fn sanitize(s: &str) -> String {
     if head.len() == s.len() && head == s {
         return head;
     }
-    // FNV-1a: stable across runs and builds.
-    let hash = s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-    });
-    format!("{head}-{:08x}", hash as u32)
+    // Names live for one bench run (OUT/data is wiped at its start): the
+    // standard hasher, fixed within a build, is enough.
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    s.hash(&mut h);
+    format!("{head}-{:08x}", h.finish() as u32)
 }
 
 fn bar() -> ProgressBar {

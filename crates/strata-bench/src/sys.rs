@@ -214,7 +214,7 @@ pub fn restore_image(image: &Path, dir: &Path) -> Result<(), BenchError> {
 /// directories' discards) and waits for it, then a short pause. Without
 /// it a run could start while the device still took the previous engine's
 /// writes: strata's fillseq right after LevelDB's and fjall's runs was 35 %
-/// below strata's fillseq run alone (nineteenth session, docs/design/2026-11-27-in-memory-tuning-log.md).
+/// below strata's fillseq run alone (docs/design/2026-11-27-in-memory-tuning-log.md).
 pub fn settle_device() {
     // SAFETY: a system call with no arguments and no memory passed.
     unsafe { libc::sync() };

@@ -4,8 +4,8 @@
 //! the CPU. On two cores with 4 KiB values, one slot made overwrites
 //! 1.3-1.8× faster than two (L0 gathers more per L0→L1 compaction: a
 //! fifth fewer compaction bytes); it did not lower the worst put of the
-//! small-value loads beyond the noise of single runs (the in-memory tuning log,
-//! docs/design/2026-11-27-in-memory-tuning-log.md, nineteenth session).
+//! small-value loads beyond the noise of single runs
+//! (docs/design/2026-11-27-in-memory-tuning-log.md).
 //!
 //! A flush comes first: it waits for a free slot, and a running
 //! compaction gives its slot to a waiting flush at its next give-way point

@@ -36,7 +36,7 @@ const MARGIN: f64 = 1.25;
 /// puts, 200 µs gave 0.38 ms). A sleep lasts about 80 µs longer than asked
 /// (timer slack and the wake-up), and a random load of 100-byte values is
 /// paced once or twice per run: at 200 µs that one sleep, ~280 µs, was the
-/// run's slowest put (traced, the in-memory tuning log (docs/design/2026-11-27-in-memory-tuning-log.md), twenty-eighth session).
+/// run's slowest put (traced, docs/design/2026-11-27-in-memory-tuning-log.md).
 pub const MIN_SLEEP: Duration = Duration::from_micros(50);
 /// The longest a single write group is delayed by pacing.
 pub const MAX_SLEEP: Duration = Duration::from_millis(20);
@@ -152,8 +152,9 @@ impl Pacer {
         // A writer back later than its turn (a sleep overshoots by ~80 µs)
         // gets no credit for the lateness: crediting up to 100 µs of it
         // ran 4 KiB writers into the full memtable more often (stalls of
-        // 37-65 ms, maxima 65 and 89 ms against 15-27 ms; the in-memory tuning log,
-        // docs/design/2026-11-27-in-memory-tuning-log.md, twenty-eighth session). The lost overshoot is part of the margin.
+        // 37-65 ms, maxima 65 and 89 ms against 15-27 ms;
+        // docs/design/2026-11-27-in-memory-tuning-log.md). The lost overshoot is part of the
+        // margin.
         let start = self.next.max(now);
         // No group is put off past the flush's expected end: by then the
         // memtable it waits for is free, and a backlog would only carry

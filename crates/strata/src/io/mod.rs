@@ -66,7 +66,7 @@ pub(crate) fn background_gate() -> Option<Arc<AtomicBool>> {
 /// Why: a writer that a timer tick or a short sleep (a page fault that
 /// met the address-space lock) left queued behind a background thread on
 /// its core waited for the next tick, 4 ms at HZ=250 (traced in
-/// the in-memory tuning log (docs/design/2026-11-27-in-memory-tuning-log.md), twenty-fifth session), even at the background threads'
+/// docs/design/2026-11-27-in-memory-tuning-log.md), even at the background threads'
 /// lower priority: the scheduler lets a task that has just been given
 /// the core keep it for a minimum slice, checked at ticks. A background
 /// thread that offers its core every 200 µs bounds that wait; with

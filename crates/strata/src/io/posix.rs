@@ -623,7 +623,7 @@ const SHRINK_PIECE: u64 = 8 << 20;
 /// cached pages inside one `unlink(2)`: 3 ms of CPU for a 64 MiB table
 /// or log here (20 ms of wall time once its blocks were written, the
 /// rest waiting for the discards), during which a writer the scheduler
-/// had queued on that core waited (the in-memory tuning log (docs/design/2026-11-27-in-memory-tuning-log.md), twenty-fifth session).
+/// had queued on that core waited (docs/design/2026-11-27-in-memory-tuning-log.md).
 /// A piece costs at most 0.5 ms (RocksDB's `DeleteScheduler` also
 /// truncates files in chunks before it deletes them). Only a plain file
 /// with one link is shrunk (a hard link made elsewhere, say by a backup,
@@ -1170,8 +1170,9 @@ mod page_filler {
     /// waited there until a scheduler tick (4 ms at HZ=250) gave it the
     /// core, then kept it for its whole [`super::FILL_STEP`]: 0.28-0.52 ms,
     /// the slowest put of each of three traced random overwrite runs (`perf
-    /// sched timehist` with the bench's slowest-put time, the in-memory tuning log,
-    /// docs/design/2026-11-27-in-memory-tuning-log.md, twenty-eighth session). Yielding per piece, a writer waits for about
+    /// sched timehist` with the bench's slowest-put time,
+    /// docs/design/2026-11-27-in-memory-tuning-log.md). Yielding per piece, a writer waits for
+    /// about
     /// one piece: overwrite maxima 67-140 µs in 10 runs, against 279-1,265
     /// µs before.
     #[cfg(target_os = "linux")]

@@ -106,7 +106,7 @@ pub struct ChunkPool {
 /// (it runs at a lower priority) until the scheduler's next tick hands it
 /// the core, and then kept it for its whole piece of work: the WAL's
 /// filler for 0.28-0.52 ms, the slowest put of random overwrite runs
-/// (traced, the in-memory tuning log (docs/design/2026-11-27-in-memory-tuning-log.md), twenty-eighth session). A filler that has
+/// (traced, docs/design/2026-11-27-in-memory-tuning-log.md). A filler that has
 /// fallen behind (under half its ready chunks left) makes no offers: with
 /// offers throughout, 4 KiB puts found the pool empty 5-41 times per run
 /// (once without), and each such put maps a chunk itself.
