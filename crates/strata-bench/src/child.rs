@@ -498,7 +498,10 @@ fn worker(
                 ctx.put(first + i, &mut kb, &mut m)?;
                 m.count("write");
             }
-            Workload::FillRandom | Workload::Overwrite | Workload::Fluctuation => {
+            Workload::FillRandom
+            | Workload::Overwrite
+            | Workload::OverwriteTimed
+            | Workload::Fluctuation => {
                 ctx.put(rng.gen_range(0..p.num), &mut kb, &mut m)?;
                 m.count("write");
             }

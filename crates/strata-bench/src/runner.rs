@@ -68,12 +68,13 @@ pub fn both_views() -> Vec<String> {
     }
 }
 
-/// The rows of the capped presets: db_bench's (the fill settle-inclusive)
-/// and YCSB A-F.
+/// The rows of the capped presets: db_bench's (the fill settle-inclusive),
+/// a timed overwrite after the bulk load, and YCSB A-F.
 fn capped_rows() -> Vec<String> {
     let mut v = names(&[
         "fillrandom",
         "overwrite",
+        "overwrite-timed",
         "readrandom",
         "seekrandom",
         "readseq",
@@ -94,6 +95,9 @@ fn capped(base: Config, cap: u64, num: u64, value_size: usize, budget: f64) -> C
             ops: 200_000,
             value_size,
             max_run_secs: Some(budget),
+            // The timed overwrite: with its settle, several compactions
+            // into the last level of a load this size.
+            duration_secs: 30.0,
             ..Params::default()
         },
         // An eighth of the cap per memtable (two of them: a quarter) and an
@@ -132,7 +136,7 @@ pub const PRESETS: &[(&str, &str)] = &[
     (
         "capped",
         "LARGER THAN MEMORY: every process in a 256 MiB memory cgroup (page cache included), 10M keys of \
-         100 B (1.1 GiB, 4.3x the cap), fillrandom (burst and settle-inclusive), overwrite, readrandom, \
+         100 B (1.1 GiB, 4.3x the cap), fillrandom (burst and settle-inclusive), overwrite, 30 s of overwrite-timed, readrandom, \
          seekrandom, readseq, YCSB A-F, strata and every peer in both views, loads reused, 5 repeats, \
          runs of at most 20 s; several hours",
     ),

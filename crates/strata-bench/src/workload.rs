@@ -111,6 +111,10 @@ pub enum Workload {
     FillSeq,
     FillRandom,
     Overwrite,
+    /// Random overwrites of the loaded keys for `duration_secs` (as RocksDB's
+    /// benchmark scripts run overwrite after a bulk load): long enough, with
+    /// its settle, to push several compactions into the last level.
+    OverwriteTimed,
     ReadRandom,
     /// db_bench's readseq: one iterator per thread, from the first key on.
     ReadSeq,
@@ -137,6 +141,7 @@ pub fn all() -> Vec<Workload> {
         Workload::FillSeq,
         Workload::FillRandom,
         Workload::Overwrite,
+        Workload::OverwriteTimed,
         Workload::ReadRandom,
         Workload::ReadSeq,
         Workload::ScanResume,
@@ -183,6 +188,7 @@ impl Workload {
             "fillseq" => Workload::FillSeq,
             "fillrandom" => Workload::FillRandom,
             "overwrite" => Workload::Overwrite,
+            "overwrite-timed" => Workload::OverwriteTimed,
             "readrandom" => Workload::ReadRandom,
             "readseq" => Workload::ReadSeq,
             "scan-resume" => Workload::ScanResume,
@@ -223,6 +229,7 @@ impl Workload {
             Workload::FillSeq => "fillseq".into(),
             Workload::FillRandom => "fillrandom".into(),
             Workload::Overwrite => "overwrite".into(),
+            Workload::OverwriteTimed => "overwrite-timed".into(),
             Workload::ReadRandom => "readrandom".into(),
             Workload::ReadSeq => "readseq".into(),
             Workload::ScanResume => "scan-resume".into(),
@@ -243,6 +250,10 @@ impl Workload {
             Workload::FillSeq => format!("write {} keys in order into an empty store", p.num),
             Workload::FillRandom => format!("write {} uniformly random keys (of {}) into an empty store", p.num, p.num),
             Workload::Overwrite => format!("{} random overwrites of {} loaded keys", p.ops, p.num),
+            Workload::OverwriteTimed => format!(
+                "random overwrites of {} loaded keys for {:.0} s",
+                p.num, p.duration_secs
+            ),
             Workload::ReadRandom => format!("{} random gets of {} loaded keys", p.ops, p.num),
             Workload::ReadSeq => format!(
                 "read up to {} entries in order with one iterator (latency per 100 entries)",
@@ -307,6 +318,7 @@ impl Workload {
             Workload::FillSeq
                 | Workload::FillRandom
                 | Workload::Overwrite
+                | Workload::OverwriteTimed
                 | Workload::DeleteRandom
                 | Workload::YcsbLoad
                 | Workload::Fluctuation
@@ -316,7 +328,10 @@ impl Workload {
 
     /// True for workloads that run for a fixed time rather than a fixed count.
     pub fn timed(&self) -> bool {
-        matches!(self, Workload::Fluctuation | Workload::ReadWhileWriting)
+        matches!(
+            self,
+            Workload::Fluctuation | Workload::ReadWhileWriting | Workload::OverwriteTimed
+        )
     }
 
     /// The YCSB / U-series mix, per the YCSB core workload definitions.

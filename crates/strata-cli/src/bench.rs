@@ -21,9 +21,11 @@ pub struct BenchArgs {
     /// Default: every engine compiled in.
     #[arg(long, value_delimiter = ',')]
     pub engines: Option<Vec<String>>,
-    /// Workloads, comma-separated (fillseq, fillrandom, overwrite, readrandom,
-    /// readseq, seekrandom, deleterandom, readwhilewriting, ycsb-load,
-    /// ycsb-a..ycsb-f, u1..u9, fluctuation). Default: the preset's.
+    /// Workloads, comma-separated (fillseq, fillrandom, overwrite,
+    /// overwrite-timed, readrandom, readseq, scan-resume, seekrandom,
+    /// deleterandom, readwhilewriting, ycsb-load, ycsb-a..ycsb-f,
+    /// ycsb-a-uniform..ycsb-f-uniform, u1..u9, fluctuation; a read row with
+    /// `:cold` starts with the files evicted). Default: the preset's.
     #[arg(long, value_delimiter = ',')]
     pub workloads: Option<Vec<String>>,
     /// Output directory for report.json, report.md and the charts.
@@ -42,7 +44,8 @@ pub struct BenchArgs {
     /// Client threads.
     #[arg(long)]
     pub threads: Option<usize>,
-    /// Seconds of the timed workloads (fluctuation, readwhilewriting).
+    /// Seconds of the timed workloads (overwrite-timed, fluctuation,
+    /// readwhilewriting).
     #[arg(long)]
     pub duration: Option<f64>,
     /// Stop a run of a fixed number of operations after SECS even if some

@@ -68,12 +68,13 @@ fn tiny_preset_end_to_end() {
     }
     assert!(num(&r, &["machine", "cores"]) >= 1.0);
     let results = r["results"].as_array().expect("results");
-    let workloads = 32;
+    let workloads = 33;
     assert_eq!(results.len(), workloads * engines.len());
     let writes = [
         "fillseq",
         "fillrandom",
         "overwrite",
+        "overwrite-timed",
         "deleterandom",
         "ycsb-load",
         "ycsb-a",
