@@ -37,6 +37,11 @@ pub struct Config {
     /// copy of it (evicted from the page cache), instead of loading again:
     /// for data sets whose load takes minutes.
     pub reuse_loads: bool,
+    /// Kill a run's process that has not finished (run, settle and close)
+    /// after this many seconds; a run that also loads the data it keeps as
+    /// an image gets four times as long. The run is reported as killed by
+    /// the limit and the engine's later repeats of that row are not run.
+    pub time_limit: Option<f64>,
 }
 
 /// The engines available in this build.
@@ -113,6 +118,9 @@ fn capped(base: Config, cap: u64, num: u64, value_size: usize, budget: f64) -> C
         repeats: 5,
         memory_limit: Some(cap),
         reuse_loads: true,
+        // An engine that thrashes under the cap (its settle re-reading
+        // mapped pages for ever) is a row, not a stalled report.
+        time_limit: Some(300.0),
         ..base
     }
 }
@@ -198,6 +206,7 @@ pub fn preset(name: &str, out: PathBuf) -> Result<Config, BenchError> {
         memory_limit: None,
         ceilings: None,
         reuse_loads: false,
+        time_limit: None,
     };
     match name {
         "tiny" => Ok(Config {
@@ -449,12 +458,16 @@ fn bar() -> ProgressBar {
     pb
 }
 
+/// The start of the error of a run killed by `Config::time_limit`.
+pub const TIME_LIMIT_KILL: &str = "killed by the time limit after";
+
 /// Runs one child and collects its result (an error result if it failed).
 fn run_child(
     child: &ChildCommand,
     spec: &RunSpec,
     pb: &ProgressBar,
     cap: Option<&crate::limits::MemoryCap>,
+    limit: Option<std::time::Duration>,
 ) -> RunResult {
     let failed = |msg: String| RunResult {
         engine: spec.engine.clone(),
@@ -489,6 +502,29 @@ fn run_child(
             return failed(format!("memory cap: {e}"));
         }
     }
+    // The watchdog kills the child at the limit unless told first that
+    // its output ended. It is told before the child is reaped, so the pid
+    // it may signal is still this child's (alive or a zombie).
+    let killed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (done, watchdog) = match limit {
+        Some(limit) => {
+            let (tx, rx) = std::sync::mpsc::channel::<()>();
+            let pid = proc.id() as libc::pid_t;
+            let killed = killed.clone();
+            let h = std::thread::spawn(move || {
+                if rx.recv_timeout(limit) == Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
+                    killed.store(true, std::sync::atomic::Ordering::SeqCst);
+                    // SAFETY: kill(2) with a pid this process spawned and
+                    // has not reaped; no memory is shared with it.
+                    unsafe {
+                        libc::kill(pid, libc::SIGKILL);
+                    }
+                }
+            });
+            (Some(tx), Some(h))
+        }
+        None => (None, None),
+    };
     let mut result = None;
     if let Some(out) = proc.stdout.take() {
         let started = std::time::Instant::now();
@@ -513,7 +549,19 @@ fn run_child(
             }
         }
     }
+    if let Some(tx) = done {
+        let _ = tx.send(());
+    }
+    if let Some(h) = watchdog {
+        let _ = h.join();
+    }
     let status = proc.wait();
+    if killed.load(std::sync::atomic::Ordering::SeqCst) && result.is_none() {
+        return failed(format!(
+            "{TIME_LIMIT_KILL} {:.0} s (load, run, settle and close)",
+            limit.map_or(0.0, |l| l.as_secs_f64())
+        ));
+    }
     match (result, status) {
         (Some(Ok(r)), _) => r,
         (Some(Err(e)), _) => failed(format!("unreadable result: {e}")),
@@ -638,6 +686,9 @@ pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
     // Images whose load failed (a killed or failed child): later runs that
     // would start from them fail at once with the same cause.
     let mut failed_images: Vec<(PathBuf, String)> = Vec::new();
+    // Engine × row pairs a repeat of which was killed by the time limit:
+    // their later repeats are not run (they would spend the limit again).
+    let mut over_limit: Vec<(String, String, String)> = Vec::new();
     let mut k = 0;
     for (row, wl) in &workloads {
         for rep in 0..cfg.repeats {
@@ -684,7 +735,15 @@ pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
                         .find(|(p, _)| p == img)
                         .map(|(_, why)| why.clone())
                 });
+                let slow = over_limit
+                    .iter()
+                    .find(|(en, r, _)| en == e && r == row)
+                    .map(|(_, _, why)| why.clone());
                 let restored = match &image {
+                    _ if slow.is_some() => Err(format!(
+                        "not run: an earlier repeat of this engine and row was {}",
+                        slow.unwrap_or_default()
+                    )),
                     _ if earlier.is_some() => Err(format!(
                         "the load it starts from failed in an earlier run of this engine: {}",
                         earlier.unwrap_or_default()
@@ -706,8 +765,16 @@ pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
                 crate::sys::settle_device();
                 let pb = bar();
                 pb.set_prefix(format!("[{k}/{total}] {e} {row}"));
+                let limit = cfg.time_limit.map(|l| {
+                    let l = if spec.save_image.is_some() {
+                        4.0 * l
+                    } else {
+                        l
+                    };
+                    std::time::Duration::from_secs_f64(l)
+                });
                 let r = match restored {
-                    Ok(()) => run_child(child, &spec, &pb, cap.as_ref()),
+                    Ok(()) => run_child(child, &spec, &pb, cap.as_ref(), limit),
                     Err(msg) => RunResult {
                         engine: e.clone(),
                         workload: row.clone(),
@@ -716,6 +783,13 @@ pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
                     },
                 };
                 pb.finish_and_clear();
+                if let Some(err) = r
+                    .error
+                    .as_deref()
+                    .filter(|e| e.starts_with(TIME_LIMIT_KILL))
+                {
+                    over_limit.push((e.clone(), row.clone(), err.to_string()));
+                }
                 if let (Some(img), Some(err)) = (&spec.save_image, &r.error) {
                     if !crate::sys::image_ready(img) {
                         failed_images.push((img.clone(), err.clone()));
@@ -746,6 +820,55 @@ pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A child that outlives the time limit is killed and reported as such
+    /// (a shell that sleeps stands in for an engine thrashing under a cap).
+    #[test]
+    fn a_child_past_the_time_limit_is_killed_and_reported() {
+        let child = ChildCommand {
+            program: PathBuf::from("/bin/sh"),
+            args: vec!["-c".into(), "exec sleep 600".into()],
+            env: Vec::new(),
+        };
+        let spec = RunSpec {
+            engine: "strata".into(),
+            workload: "readrandom".into(),
+            params: Params::default(),
+            settings: EngineSettings::default(),
+            dir: PathBuf::from("/nonexistent"),
+            cold: false,
+            settle: true,
+            keep_data: false,
+            preloaded: false,
+            save_image: None,
+        };
+        let r = run_child(
+            &child,
+            &spec,
+            &ProgressBar::hidden(),
+            None,
+            Some(std::time::Duration::from_millis(300)),
+        );
+        let err = r.error.unwrap_or_default();
+        assert!(err.starts_with(TIME_LIMIT_KILL), "{err}");
+        // Without a limit a child that ends on its own is not "killed".
+        let quick = ChildCommand {
+            args: vec!["-c".into(), "exit 3".into()],
+            ..child
+        };
+        let r = run_child(
+            &quick,
+            &spec,
+            &ProgressBar::hidden(),
+            None,
+            Some(std::time::Duration::from_secs(600)),
+        );
+        let err = r.error.unwrap_or_default();
+        assert!(
+            err.contains("no result") && !err.starts_with(TIME_LIMIT_KILL),
+            "{err}"
+        );
+    }
 
     #[test]
     fn presets_are_valid() -> Result<(), BenchError> {

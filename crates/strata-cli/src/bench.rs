@@ -110,6 +110,12 @@ pub struct BenchArgs {
     /// cgroup; `none` lifts a preset's cap.
     #[arg(long)]
     pub memory_limit: Option<String>,
+    /// Kill a run that has not finished (run, settle, close) after SECS,
+    /// four times as long for a run that loads a reused image; it is
+    /// reported as killed and its later repeats are skipped (`none` lifts a
+    /// preset's limit; the capped presets use 300).
+    #[arg(long, value_name = "SECS")]
+    pub time_limit: Option<String>,
     /// Measure the device's 4 KiB random read/write ceilings before the
     /// runs (a 256 MiB file, 2 s per pattern).
     #[arg(long)]
@@ -193,6 +199,20 @@ pub fn run(a: &BenchArgs) -> Result<ExitCode, CliError> {
     cfg.keep_data = a.keep_data;
     if a.ceilings && cfg.ceilings.is_none() {
         cfg.ceilings = Some((256, 2.0));
+    }
+    match a.time_limit.as_deref() {
+        None => {}
+        Some("none") => cfg.time_limit = None,
+        Some(v) => match v.parse::<f64>() {
+            Ok(l) if l > 0.0 && l <= strata_bench::workload::MAX_RUN_SECS => {
+                cfg.time_limit = Some(l)
+            }
+            _ => {
+                return Err(CliError::Usage(format!(
+                    "--time-limit takes seconds (> 0) or none, not {v:?}"
+                )))
+            }
+        },
     }
     match a.memory_limit.as_deref() {
         None => {}
