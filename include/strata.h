@@ -291,8 +291,10 @@ void strata_writebatch_clear(strata_writebatch_t *b);
 size_t strata_writebatch_count(const strata_writebatch_t *b);
 
 /**
- * Applies the batch atomically: all of its entries or none. `wo` may be
- * NULL (sync off). The batch is not consumed; clear or destroy it after.
+ * Applies the batch: on the LSM engine atomically, all of its entries or
+ * none, also across a crash; the KVell engine applies each key on its own,
+ * so a crash or an error can leave part of it (`strata_has(db,
+ * "atomic_batches")` says which holds). `wo` may be NULL (sync off). The batch is not consumed; clear or destroy it after.
  * Thread-safe with respect to the database.
  */
 int strata_write(const strata_t *db,

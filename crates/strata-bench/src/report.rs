@@ -1020,7 +1020,18 @@ pub fn markdown(r: &Report, charts: &[String]) -> String {
 }
 
 /// Writes report.json, report.md and the charts into `out`; prints the summary.
+/// Writes `report.partial.json`: the runs so far of a bench still going
+/// (a run of hours that is stopped keeps what it measured). `write_all`
+/// removes it.
+pub fn write_partial(r: &Report, out: &Path) -> Result<(), BenchError> {
+    let path = out.join("report.partial.json");
+    let tmp = out.join("report.partial.json.tmp");
+    std::fs::write(&tmp, serde_json::to_string(r)?).map_err(|e| BenchError::Io(tmp.clone(), e))?;
+    std::fs::rename(&tmp, &path).map_err(|e| BenchError::Io(path, e))
+}
+
 pub fn write_all(r: &Report, out: &Path) -> Result<(), BenchError> {
+    let _ = std::fs::remove_file(out.join("report.partial.json"));
     let io = |p: &Path, e| BenchError::Io(p.to_path_buf(), e);
     let json = out.join("report.json");
     std::fs::write(&json, serde_json::to_string_pretty(r)?).map_err(|e| io(&json, e))?;

@@ -804,6 +804,10 @@ pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
                 };
                 eprintln!("{line}");
                 results.push(r);
+                let partial = Report::new(cfg, engines.clone(), results.clone(), notes.clone());
+                if let Err(e) = report::write_partial(&partial, &cfg.out) {
+                    eprintln!("warning: the partial report was not written: {e}");
+                }
             }
         }
     }

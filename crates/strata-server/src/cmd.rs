@@ -82,6 +82,10 @@ pub struct Session {
 /// The server's data: the engine plus the locks and cursors around it.
 pub struct Data {
     store: Arc<dyn KvStore>,
+    /// The engine applies a batch all or nothing (`Semantics`); without
+    /// it (KVell) a crash or a write error can leave part of a command, so
+    /// a container created afresh first deletes records left under its key.
+    atomic: bool,
     stripes: Vec<Mutex<()>>,
     hasher: std::collections::hash_map::RandomState,
     cursors: Mutex<BTreeMap<u64, Vec<u8>>>,
@@ -113,6 +117,7 @@ fn score_bound(b: &[u8]) -> Result<ScoreBound, Reply> {
 impl Data {
     pub fn new(store: Arc<dyn KvStore>, requirepass: Option<String>, port: u16) -> Data {
         Data {
+            atomic: store.semantics().atomic_batches,
             store,
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             hasher: Default::default(),
@@ -1006,10 +1011,27 @@ impl Data {
             }
             Some(old) => {
                 self.purge(b, key, &old, false)?;
+                if !self.atomic && old.kind != kind {
+                    self.purge_orphans(b, key, kind)?;
+                }
                 Ok((Meta::container(kind, 0), false))
             }
-            None => Ok((Meta::container(kind, 0), false)),
+            None => {
+                if !self.atomic {
+                    self.purge_orphans(b, key, kind)?;
+                }
+                Ok((Meta::container(kind, 0), false))
+            }
         }
+    }
+
+    /// Adds to `b` the deletion of the records of a `kind` container under
+    /// `key` that no metadata owns: what a partly applied command (an HSET
+    /// whose field landed and whose metadata did not, a DEL that removed
+    /// only the metadata) leaves on an engine without atomic batches.
+    fn purge_orphans(&self, b: &mut WriteBatch, key: &[u8], kind: Kind) -> Result<(), Reply> {
+        let orphan = Meta::container(kind, 0);
+        self.purge(b, key, &orphan, true)
     }
 
     /// Stores the container's new count, or deletes it when empty.
@@ -1421,3 +1443,62 @@ pub const COMMANDS: &[(&str, i32)] = &[
     ("ZRANGEBYSCORE", -4),
     ("ZREMRANGEBYSCORE", 4),
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(d: &Data, args: &[&str]) -> Reply {
+        let mut s = Session {
+            authenticated: true,
+            quit: false,
+        };
+        let a: Vec<Vec<u8>> = args.iter().map(|x| x.as_bytes().to_vec()).collect();
+        d.exec(&mut s, &a)
+    }
+
+    /// On an engine without atomic batches a command can land in part: a
+    /// hash field without its metadata. A later HSET of the key must not
+    /// bring that field back (HGETALL and HLEN must agree).
+    #[test]
+    fn orphans_of_a_partial_command_do_not_come_back() {
+        for engine in ["engine=kvell", "engine=lsm"] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let mut o = strata::Options::default();
+            o.apply(engine).expect("options");
+            let store: Arc<dyn KvStore> = Arc::from(strata::open(dir.path(), o).expect("open"));
+            // What a partial HSET and a partial ZADD leave: records, no metadata.
+            store
+                .put(&keys::sub_key(keys::HASH, b"h", b"f1"), b"v1")
+                .expect("put");
+            store
+                .put(
+                    &keys::sub_key(keys::ZMEMBER, b"z", b"m1"),
+                    &keys::encode_score(0.5),
+                )
+                .expect("put");
+            store
+                .put(&keys::zscore_key(b"z", 0.5, b"m1"), b"")
+                .expect("put");
+            let d = Data::new(store.clone(), None, 0);
+            assert!(matches!(run(&d, &["HSET", "h", "f2", "v2"]), Reply::Int(1)));
+            assert!(matches!(run(&d, &["HLEN", "h"]), Reply::Int(1)));
+            match run(&d, &["HGETALL", "h"]) {
+                // On the LSM the orphan stays (it cannot arise there), on
+                // KVell it is gone.
+                Reply::Array(v) if engine == "engine=kvell" => assert_eq!(v.len(), 2, "{engine}"),
+                Reply::Array(_) => {}
+                other => panic!("{engine}: HGETALL: {other:?}"),
+            }
+            if engine == "engine=kvell" {
+                assert!(matches!(run(&d, &["ZADD", "z", "1", "m2"]), Reply::Int(1)));
+                assert!(matches!(run(&d, &["ZCARD", "z"]), Reply::Int(1)));
+                match run(&d, &["ZRANGE", "z", "0", "-1"]) {
+                    Reply::Array(v) => assert_eq!(v.len(), 1, "ZRANGE after ZADD"),
+                    other => panic!("ZRANGE: {other:?}"),
+                }
+            }
+            store.close().expect("close");
+        }
+    }
+}

@@ -111,3 +111,19 @@ impl Error {
 pub(crate) fn corrupt(offset: u64, reason: impl Into<String>) -> Error {
     Error::corruption(PathBuf::new(), offset, reason)
 }
+
+/// The error a caught panic becomes: `what` (a write, a flush, a
+/// compaction) panicked, with the panic's message. The database is then
+/// poisoned with it, so every caller sees it instead of waiting for work
+/// that will never finish.
+pub(crate) fn panicked(what: &str, payload: Box<dyn std::any::Any + Send>) -> Error {
+    let msg = payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".to_string());
+    Error::io(
+        what,
+        std::io::Error::other(format!("{what} panicked: {msg}")),
+    )
+}

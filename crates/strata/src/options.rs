@@ -97,7 +97,8 @@ impl EngineKind {
 pub enum KvellDurability {
     /// The paper's: when the write reached the device (O_DIRECT where the
     /// file system allows it, else the page cache). Survives a process
-    /// crash; a power loss can lose what a drive's volatile cache held.
+    /// crash; after a power loss each key holds its value as of the last
+    /// `flush` or a later one.
     Written,
     /// One `fdatasync` per I/O batch before any write of the batch is
     /// acknowledged. Survives a power loss.
@@ -295,7 +296,9 @@ pub struct Options {
     pub block_cache_size: usize,
     /// Block compression. Default none.
     pub compression: Compression,
-    /// Threads for flushes and compactions (RocksDB `max_background_jobs`). Default 2.
+    /// Threads for flushes and compactions (RocksDB `max_background_jobs`).
+    /// With more than one, compactions leave one free for flushes (at most
+    /// `background_threads - 1` run at once). Default 2.
     pub background_threads: usize,
     /// Flushes and compactions that may run at once, whatever
     /// `background_threads` is; 0 (the default) means one less than the

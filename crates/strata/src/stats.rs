@@ -73,6 +73,13 @@ pub struct Stats {
     /// Logs a background thread failed to make ahead (the switch then
     /// made its own, reporting any failure).
     pub wal_spare_failures: AtomicU64,
+    /// What the open's log replay left out: 1 when it stopped early (a
+    /// torn tail, damage, or a gap in the history; `Db::recovery_report`
+    /// says where and why), the logs after that one it did not replay, and
+    /// the damaged regions `SkipAnyCorrupted` skipped.
+    pub recovery_stopped: AtomicU64,
+    pub recovery_logs_dropped: AtomicU64,
+    pub recovery_regions_skipped: AtomicU64,
     /// Gets answered by the table the update table named.
     pub shortcut_hits: AtomicU64,
     /// Gets where the update table named a table that did not answer
@@ -150,6 +157,9 @@ pub struct StatsSnapshot {
     pub pace_micros: u64,
     pub wal_spares_used: u64,
     pub wal_spare_failures: u64,
+    pub recovery_stopped: u64,
+    pub recovery_logs_dropped: u64,
+    pub recovery_regions_skipped: u64,
     /// Memtable arena chunks the filler thread made ahead.
     pub arena_chunks_made_ahead: u64,
     /// Arena chunks a writer had to make itself (none was ready).
@@ -244,6 +254,9 @@ impl StatsSnapshot {
             pace_micros: g(&s.pace_micros),
             wal_spares_used: g(&s.wal_spares_used),
             wal_spare_failures: g(&s.wal_spare_failures),
+            recovery_stopped: g(&s.recovery_stopped),
+            recovery_logs_dropped: g(&s.recovery_logs_dropped),
+            recovery_regions_skipped: g(&s.recovery_regions_skipped),
             shortcut_hits: g(&s.shortcut_hits),
             shortcut_misses: g(&s.shortcut_misses),
             stale_compactions: g(&s.stale_compactions),
@@ -309,7 +322,7 @@ impl StatsSnapshot {
             "{{\"user_bytes_written\":{},\"user_writes\":{},\"user_reads\":{},\"wal_bytes\":{},\"wal_syncs\":{},\
              \"write_groups\":{},\"flush_bytes\":{},\"flush_count\":{},\"flush_micros\":{},\"compaction_count\":{},\
              \"compaction_micros\":{},\"compaction_bytes_read\":{},\"compaction_bytes_written\":{},\"trivial_moves\":{},\
-             \"stall_count\":{},\"stall_micros\":{},\"slowdown_count\":{},\"slowdown_micros\":{},\"pace_count\":{},\"pace_micros\":{},\"wal_spares_used\":{},\"wal_spare_failures\":{},\"arena_chunks_made_ahead\":{},\"arena_chunk_misses\":{},\
+             \"stall_count\":{},\"stall_micros\":{},\"slowdown_count\":{},\"slowdown_micros\":{},\"pace_count\":{},\"pace_micros\":{},\"wal_spares_used\":{},\"wal_spare_failures\":{},\"recovery_stopped\":{},\"recovery_logs_dropped\":{},\"recovery_regions_skipped\":{},\"arena_chunks_made_ahead\":{},\"arena_chunk_misses\":{},\
              \"shortcut_hits\":{},\"shortcut_misses\":{},\"stale_compactions\":{},\"stale_dropped\":{},\"read_compactions\":{},\
              \"compaction_cpu_micros\":{},\"compaction_read_busy_micros\":{},\"compaction_merge_busy_micros\":{},\"compaction_write_busy_micros\":{},\"compaction_subtasks\":{},\"compaction_pipelined_subtasks\":{},\"compaction_offloaded_subtasks\":{},\"compaction_offload_fallbacks\":{},\"compactions_running_max\":{},\"compaction_give_ways\":{},\
              \"update_table_entries\":{},\"update_table_bytes\":{},\"manifest_bytes\":{},\
@@ -339,6 +352,9 @@ impl StatsSnapshot {
             self.pace_micros,
             self.wal_spares_used,
             self.wal_spare_failures,
+            self.recovery_stopped,
+            self.recovery_logs_dropped,
+            self.recovery_regions_skipped,
             self.arena_chunks_made_ahead,
             self.arena_chunk_misses,
             self.shortcut_hits,

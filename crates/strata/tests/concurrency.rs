@@ -411,6 +411,26 @@ fn a_failed_group_sync_reaches_every_waiting_writer() {
     assert_eq!(db.get("before").expect("get"), Some(b"1".to_vec()));
 }
 
+/// With two background threads and a CPU budget of two, one thread is kept
+/// for flushes: compactions never run two at a time, so a memtable switch
+/// finds a thread for its flush at once instead of waiting for a whole
+/// compaction (with both threads compacting, writers stalled for one).
+#[test]
+fn one_background_thread_is_kept_for_flushes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let opts = tiny_options().background_threads(2).background_cpus(2);
+    let db = open(dir.path(), opts);
+    for i in 0u64..40_000 {
+        let k = format!("k{:08}", i.wrapping_mul(2_654_435_761) % 20_000);
+        db.put(&k, format!("v{i}")).expect("put");
+    }
+    db.wait_for_compactions().expect("wait");
+    let s = db.stats();
+    assert!(s.compaction_count > 0, "no compaction ran: {s}");
+    assert_eq!(s.compactions_running_max, 1, "{s}");
+    assert!(s.flush_count > 0, "{s}");
+}
+
 /// With four background threads (and a CPU budget of four, whatever the
 /// machine's cores) the scheduler runs compactions side by side (of
 /// different levels, or of one level where their tables and output

@@ -253,6 +253,13 @@ fn a_log_cut_at_a_record_boundary_ends_the_history() {
             "{mode:?}: not the prefix before the cut: {}",
             common::prefix_diff(&history, &got)
         );
+        // What the replay left out is reported, not only dropped.
+        let report = db.recovery_report().unwrap_or_default().to_string();
+        assert!(
+            report.contains("gap in the history"),
+            "{mode:?}: {report:?}"
+        );
+        assert_eq!(db.stats().recovery_stopped, 1, "{mode:?}");
     }
     let fs = crashed.crash_clone(CrashKind::Process);
     let e = Db::open(
@@ -592,4 +599,31 @@ fn put_latency_with_a_slow_manifest_sync() {
         pct(0.9999),
         lat[lat.len() - 1]
     );
+}
+
+/// An open that replays every log to its end reports nothing left out.
+#[test]
+fn a_clean_recovery_reports_nothing_left_out() {
+    let mem = MemFs::new();
+    let db = Db::open(DIR, Options::default().fs(Arc::new(mem.clone()))).expect("open");
+    for i in 0..100 {
+        db.put(key(i), value(i)).expect("put");
+    }
+    drop(db);
+    let db = Db::open(
+        DIR,
+        Options::default().fs(Arc::new(mem.crash_clone(CrashKind::Process))),
+    )
+    .expect("reopen");
+    assert_eq!(db.recovery_report(), None);
+    let s = db.stats();
+    assert_eq!(
+        (
+            s.recovery_stopped,
+            s.recovery_logs_dropped,
+            s.recovery_regions_skipped
+        ),
+        (0, 0, 0)
+    );
+    assert_eq!(db.get(key(7)).expect("get"), Some(value(7)));
 }

@@ -44,12 +44,20 @@ pub(crate) fn run(inner: &Inner) {
             }
             // A compaction only with a slot of the CPU budget (`cpu.rs`);
             // a thread that finds none waits on `bg_cv`, which is notified
-            // after every slot is given back (under the state mutex).
-            if let Some(slot) = inner.cpu.try_compaction() {
-                let version = st.versions.current();
-                if let Some(plan) = pick(inner, &st, &st.in_flight) {
-                    st = compact(inner, st, plan, version, Some(slot));
-                    continue;
+            // after every slot is given back (under the state mutex). And
+            // never on the last free thread of several: a flush must find
+            // a thread at once, not wait for a whole compaction to end.
+            let threads = inner.opts.background_threads;
+            let thread_free = threads <= 1 || st.compacting_threads + 1 < threads;
+            if thread_free {
+                if let Some(slot) = inner.cpu.try_compaction() {
+                    let version = st.versions.current();
+                    if let Some(plan) = pick(inner, &st, &st.in_flight) {
+                        st.compacting_threads += 1;
+                        st = compact(inner, st, plan, version, Some(slot));
+                        st.compacting_threads -= 1;
+                        continue;
+                    }
                 }
             }
         }

@@ -41,10 +41,13 @@ pub(super) fn pick(inner: &Inner, st: &State, in_flight: &InFlight) -> Option<Pl
 /// `slot`: its share of the CPU budget (background threads; a manual
 /// compaction runs in its caller's thread without one), given back as
 /// soon as the plan has run, under the state mutex.
+/// A panic anywhere in the plan's run (not only in the executor) becomes
+/// the background error, and the plan leaves `in_flight`: `close` waits for
+/// an empty `in_flight`.
 pub(super) fn compact<'a>(
     inner: &'a Inner,
     mut st: MutexGuard<'a, State>,
-    mut plan: Plan,
+    plan: Plan,
     version: Arc<Version>,
     slot: Option<Slot<'_>>,
 ) -> MutexGuard<'a, State> {
@@ -53,6 +56,32 @@ pub(super) fn compact<'a>(
         .stats
         .compactions_running_max
         .fetch_max(st.in_flight.len() as u64, Ordering::Relaxed);
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        run_plan(inner, st, plan, version, slot, ticket)
+    }));
+    match ran {
+        Ok(st) => st,
+        Err(p) => {
+            // Every guard of the run was dropped by the unwinding.
+            let mut st = inner.state.lock();
+            st.in_flight.finish(ticket);
+            inner.set_bg_error(&mut st, crate::error::panicked("a compaction", p));
+            inner.done_cv.notify_all();
+            inner.bg_cv.notify_all();
+            st
+        }
+    }
+}
+
+/// [`compact`]'s work for the plan of `ticket`.
+fn run_plan<'a>(
+    inner: &'a Inner,
+    mut st: MutexGuard<'a, State>,
+    mut plan: Plan,
+    version: Arc<Version>,
+    slot: Option<Slot<'_>>,
+    ticket: u64,
+) -> MutexGuard<'a, State> {
     // The last published sequence first, then the snapshots: a snapshot
     // taken after this read holds a sequence at least this high.
     let published = inner.last_seq.load(Ordering::Acquire);

@@ -18,10 +18,42 @@ use parking_lot::MutexGuard;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Flushes the oldest immutable memtable. Called and returns with the state locked.
-pub(super) fn flush_one<'a>(
+/// Flushes the oldest immutable memtable. Called and returns with the state
+/// locked. A panic in the flush (a user's file system, the tracker) becomes
+/// the background error, with `flushing` cleared and the flush's tables no
+/// longer busy, so no writer, `flush` or `close` waits for it for ever.
+pub(super) fn flush_one<'a>(inner: &'a Inner, st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+    let announced = std::cell::Cell::new(None);
+    let flushed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        flush_one_unguarded(inner, st, &announced)
+    }));
+    match flushed {
+        Ok(st) => st,
+        Err(p) => {
+            // Every guard of the flush was dropped by the unwinding.
+            let mut st = inner.state.lock();
+            st.flushing = false;
+            if let Some(ticket) = announced.take() {
+                st.in_flight.finish(ticket);
+            }
+            inner
+                .pacer
+                .lock()
+                .flush_finished(Instant::now(), 0, Duration::ZERO);
+            inner.set_bg_error(&mut st, crate::error::panicked("a flush", p));
+            inner.done_cv.notify_all();
+            inner.bg_cv.notify_all();
+            st
+        }
+    }
+}
+
+/// [`flush_one`]'s work; `announced` holds the in-flight ticket of the new
+/// tables while the listeners hear of them.
+fn flush_one_unguarded<'a>(
     inner: &'a Inner,
     mut st: MutexGuard<'a, State>,
+    announced: &std::cell::Cell<Option<u64>>,
 ) -> MutexGuard<'a, State> {
     let Some(mem) = st.imm.first().cloned() else {
         return st;
@@ -75,6 +107,7 @@ pub(super) fn flush_one<'a>(
                     st.in_flight
                         .announce_flush(edit.added.iter().map(|(_, d)| d.id)),
                 );
+                announced.set(announcing);
             }
             if applied.is_ok() && inner.tracker.tracks() {
                 // Durable now; readers still see the memtable until the
@@ -111,6 +144,7 @@ pub(super) fn flush_one<'a>(
             });
             if let Some(ticket) = announcing.take() {
                 st.in_flight.finish(ticket);
+                announced.set(None);
             }
             if let Err(e) = emitted {
                 inner.set_bg_error(&mut st, e);

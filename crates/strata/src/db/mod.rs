@@ -61,6 +61,9 @@ pub(crate) struct State {
     pub compaction_debt: u64,
     /// The next WAL, made ahead of the switch that needs it.
     pub spare_log: spare_log::Spare,
+    /// Background threads running a compaction: with more than one
+    /// thread, one is always left free for flushes (`background.rs`).
+    pub compacting_threads: usize,
 }
 
 impl State {
@@ -174,6 +177,9 @@ pub(crate) struct Inner {
     /// How many flushes and compactions run at once
     /// (`Options::background_cpus`, `cpu.rs`).
     pub cpu: cpu::CpuBudget,
+    /// What the open's log replay left out, if anything (see
+    /// [`Db::recovery_report`]).
+    pub recovery_report: Option<String>,
     _lock: Box<dyn FileLock>,
     /// The matrix container's fast directory, when it is another one.
     _fast_lock: Option<Box<dyn FileLock>>,
@@ -346,6 +352,16 @@ impl Db {
                 .and_then(|()| log.writer.sync_final())
         };
         flushed.and(synced)
+    }
+
+    /// What the open's log replay left out, or `None` when it replayed
+    /// every log to its end: where it stopped (log, offset) and why (a torn
+    /// tail after a crash, damage, a gap in the history), and the logs after
+    /// it that it did not replay; or the damaged regions `SkipAnyCorrupted`
+    /// skipped. Writes acknowledged with `sync` are never among what is left
+    /// out. The counts are in [`Db::stats`] too (`recovery_*`).
+    pub fn recovery_report(&self) -> Option<&str> {
+        self.inner.recovery_report.as_deref()
     }
 
     /// A copy of the statistics and the current shape of the tree.

@@ -6,7 +6,7 @@ use super::flush::TableSink;
 use super::{Inner, LogState, State};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
-use crate::filename::{self, table_path, wal_path, FileKind, CURRENT, LOCK};
+use crate::filename::{self, wal_path, FileKind, CURRENT, LOCK};
 use crate::memtable::MemTable;
 use crate::options::{Options, WalRecovery};
 use crate::stats::Stats;
@@ -131,7 +131,10 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
     // older log was lost (cut at a record boundary, so its reader saw a
     // clean end).
     let mut next_seq = versions.last_sequence.saturating_add(1);
-    'logs: for n in wals {
+    // What the replay leaves out, for `Db::recovery_report` and the stats.
+    let mut stopped: Option<(u64, String)> = None;
+    let mut skipped_regions = 0u64;
+    'logs: for n in wals.iter().copied() {
         let path = wal_path(dir, n);
         let mut reader =
             wal::Reader::new(fs.open_sequential(&path)?, path.clone(), opts.wal_recovery)
@@ -167,6 +170,14 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
                     ));
                 }
                 // Like a torn tail: the history ends before the gap.
+                stopped = Some((
+                    n,
+                    format!(
+                        "log {n} at offset {start}: a gap in the history (a record starts at \
+                         sequence {seq}, {next_seq} was next): this record and all after it were \
+                         not replayed"
+                    ),
+                ));
                 break 'logs;
             }
             next_seq = next_seq.max(seq + count);
@@ -189,11 +200,37 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
         // replaying those would leave a gap in the history, so recovery
         // stops here. No synced write is lost by this: a `sync` write makes
         // every older log durable before it is acknowledged.
-        let stopped = reader.dropped().is_some();
-        if stopped && opts.wal_recovery != WalRecovery::SkipAnyCorrupted {
-            break;
+        skipped_regions += reader.skipped_records();
+        if let Some((offset, why)) = reader.dropped() {
+            if opts.wal_recovery != WalRecovery::SkipAnyCorrupted {
+                stopped = Some((
+                    n,
+                    format!(
+                        "log {n} ended early at offset {offset} ({why}): the rest of it was not \
+                         replayed"
+                    ),
+                ));
+                break;
+            }
         }
     }
+    let recovery_report = match &stopped {
+        Some((n, what)) => {
+            let later = wals.iter().filter(|&&w| w > *n).count();
+            Some(if later > 0 {
+                format!("{what}; {later} later log(s) were not replayed either")
+            } else {
+                what.clone()
+            })
+        }
+        None if skipped_regions > 0 => Some(format!(
+            "{skipped_regions} damaged region(s) of the logs were skipped (SkipAnyCorrupted)"
+        )),
+        None => None,
+    };
+    let logs_dropped = stopped
+        .as_ref()
+        .map_or(0, |(n, _)| wals.iter().filter(|&&w| w > *n).count() as u64);
     if !mem.is_empty() {
         write_out(&mem, &mut versions, &mut edit)?;
     }
@@ -233,6 +270,7 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
             shutting_down: false,
             compaction_debt: 0,
             spare_log: Default::default(),
+            compacting_threads: 0,
         }),
         bg_cv: Condvar::new(),
         done_cv: Condvar::new(),
@@ -267,9 +305,13 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
         pacer: parking_lot::Mutex::new(super::pacing::Pacer::new()),
         cpu: super::cpu::CpuBudget::new(super::cpu::CpuBudget::slots_for(opts.background_cpus)),
         opts,
+        recovery_report,
         _lock: lock,
         _fast_lock: fast_lock,
     };
+    Stats::add(&inner.stats.recovery_stopped, u64::from(stopped.is_some()));
+    Stats::add(&inner.stats.recovery_logs_dropped, logs_dropped);
+    Stats::add(&inner.stats.recovery_regions_skipped, skipped_regions);
     {
         let mut st = inner.state.lock();
         // Nothing else runs yet: the recovered super-version is dropped here.
@@ -341,7 +383,6 @@ fn remove_obsolete_files(inner: &Inner, st: &State) -> Result<()> {
         };
         if remove {
             let path = inner.dir.join(&name);
-            debug_assert!(path != table_path(&inner.dir, u64::MAX));
             fs.remove_file(&path)?;
         }
     }

@@ -50,13 +50,18 @@ impl Spare {
 pub(super) fn make<'a>(inner: &'a Inner, mut st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
     st.spare_log = Spare::Making;
     let number = st.versions.new_file_number();
-    let made = MutexGuard::unlocked(&mut st, || -> Result<wal::Writer> {
-        let path = wal_path(&inner.dir, number);
-        let mut w = wal::Writer::new_wal(inner.opts.create_wal(&path)?, number)?;
-        // Room for a full memtable's records and some: WAL records are a
-        // little smaller than the memtable entries they become.
-        w.reserve(inner.opts.write_buffer_size as u64 + (1 << 20));
-        Ok(w)
+    // A panic (in a user's file system) counts as a failure: `Making` must
+    // not stay set, or the next switch would wait for ever.
+    let made = MutexGuard::unlocked(&mut st, || {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| -> Result<wal::Writer> {
+            let path = wal_path(&inner.dir, number);
+            let mut w = wal::Writer::new_wal(inner.opts.create_wal(&path)?, number)?;
+            // Room for a full memtable's records and some: WAL records are
+            // a little smaller than the memtable entries they become.
+            w.reserve(inner.opts.write_buffer_size as u64 + (1 << 20));
+            Ok(w)
+        }))
+        .unwrap_or_else(|p| Err(crate::error::panicked("making the next log", p)))
     });
     // A switch may be waiting for it (`take`).
     inner.done_cv.notify_all();

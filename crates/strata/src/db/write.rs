@@ -248,7 +248,22 @@ impl Inner {
         q.leader_syncs = group.iter().any(|p| p.sync);
         drop(q);
 
-        let result = self.commit_group(&mut group);
+        // A panic in the commit (a user's file system, a listener) must not
+        // leave the group's writers asleep and `leader_active` set for ever:
+        // it becomes the background error (the log may hold part of the
+        // group, so nothing may follow it) and every member's answer.
+        let result = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.commit_group(&mut group)
+        })) {
+            Ok(r) => r,
+            Err(p) => {
+                let e = crate::error::panicked("a write", p);
+                let mut st = self.state.lock();
+                self.set_bg_error(&mut st, e.clone());
+                drop(st);
+                Err(e)
+            }
+        };
 
         for p in group.iter().skip(1) {
             p.slot.finish(result.clone());

@@ -75,12 +75,15 @@ pub enum FaultError {
     Eio,
     /// `ENOSPC`: no space left on the device.
     NoSpace,
+    /// The call panics (a user's file system with a bug): the engine must
+    /// turn it into an error, not a hang.
+    Panic,
 }
 
 impl FaultError {
     fn to_io(self) -> std::io::Error {
         std::io::Error::from_raw_os_error(match self {
-            FaultError::Eio => libc::EIO,
+            FaultError::Eio | FaultError::Panic => libc::EIO,
             FaultError::NoSpace => libc::ENOSPC,
         })
     }
@@ -95,6 +98,9 @@ pub enum Trigger {
     At(u64),
     /// The Nth call and every later one.
     From(u64),
+    /// The first call from the Nth on that the rule's path filter lets
+    /// through, once.
+    Once(u64),
     /// Each call with this probability (seeded by the handle).
     Random(f64),
 }
@@ -107,6 +113,8 @@ pub struct Rule {
     pub error: FaultError,
     /// Only paths containing this substring (all paths when `None`).
     pub path_contains: Option<String>,
+    /// A `Once` rule that has fired.
+    fired: bool,
 }
 
 impl Rule {
@@ -117,6 +125,7 @@ impl Rule {
             trigger,
             error,
             path_contains: None,
+            fired: false,
         }
     }
 
@@ -205,8 +214,8 @@ impl FaultHandle {
         if !self.enabled() {
             return Ok(());
         }
-        let rules = self.rules.lock();
-        for r in rules.iter() {
+        let mut rules = self.rules.lock();
+        for r in rules.iter_mut() {
             if r.op != op {
                 continue;
             }
@@ -218,6 +227,7 @@ impl FaultHandle {
             let hit = match r.trigger {
                 Trigger::At(at) => n == at,
                 Trigger::From(at) => n >= at,
+                Trigger::Once(at) => n >= at && !std::mem::replace(&mut r.fired, true),
                 Trigger::Random(p) => {
                     let x = super::mem::splitmix(&mut self.rng.lock());
                     (x >> 11) as f64 / (1u64 << 53) as f64 <= p
@@ -225,6 +235,11 @@ impl FaultHandle {
             };
             if hit {
                 self.injected.fetch_add(1, Ordering::AcqRel);
+                if r.error == FaultError::Panic {
+                    let what = format!("injected panic: {op:?} of {}", path.display());
+                    drop(rules);
+                    panic!("{what}");
+                }
                 return Err(Error::io(path, r.error.to_io()));
             }
         }

@@ -82,6 +82,25 @@ fn io_err(path: &PathBuf, e: std::io::Error) -> Error {
     Error::io(path, e)
 }
 
+/// Reads `buf.len()` bytes at `off`, the bytes past the end of the file as
+/// zeros (a slot whose tail was never written, or whose file a crash left
+/// short, reads as it would in a scan: its crc then decides).
+pub fn read_zero_filled(file: &File, buf: &mut [u8], off: u64) -> std::io::Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        match file.read_at(&mut buf[done..], off + done as u64) {
+            Ok(0) => {
+                buf[done..].fill(0);
+                break;
+            }
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// One system call per request.
 pub struct Pread {
     batch: usize,
@@ -95,8 +114,7 @@ impl Io for Pread {
         for chunk in reqs.chunks_mut(self.batch) {
             note(counts, chunk.len());
             for r in chunk.iter_mut() {
-                r.file
-                    .read_exact_at(r.buf.as_mut_slice(), r.offset)
+                read_zero_filled(r.file, r.buf.as_mut_slice(), r.offset)
                     .map_err(|e| io_err(r.path, e))?;
             }
         }
@@ -129,10 +147,25 @@ pub struct Uring {
 }
 
 impl Uring {
-    /// A ring, after checking that the kernel runs a no-op on it (some
-    /// sandboxes create rings but refuse to run them).
+    /// A ring, after checking that the kernel supports the read and write
+    /// opcodes (Linux 5.6; before it a ring and a no-op work but every read
+    /// and write fails) and runs a no-op on it (some sandboxes create rings
+    /// but refuse to run them).
     fn new(batch: usize) -> std::io::Result<Uring> {
         let mut ring = io_uring::IoUring::new((batch as u32).next_power_of_two().max(8))?;
+        let mut probe = io_uring::Probe::new();
+        // A kernel without the probe (before 5.6) lacks the opcodes too.
+        ring.submitter().register_probe(&mut probe)?;
+        for (code, name) in [
+            (io_uring::opcode::Read::CODE, "READ"),
+            (io_uring::opcode::Write::CODE, "WRITE"),
+        ] {
+            if !probe.is_supported(code) {
+                return Err(std::io::Error::other(format!(
+                    "the kernel's io_uring lacks IORING_OP_{name}"
+                )));
+            }
+        }
         let nop = io_uring::opcode::Nop::new().build().user_data(0);
         // SAFETY: a no-op entry refers to no memory.
         unsafe { ring.submission().push(&nop) }
@@ -170,21 +203,28 @@ impl Uring {
             let mut done = vec![None; chunk.len()];
             let mut left = chunk.len();
             let mut failed_since: Option<std::time::Instant> = None;
-            let mut first_err = None;
             while left > 0 {
                 if let Err(e) = self.ring.submit_and_wait(left) {
-                    if e.kind() != std::io::ErrorKind::Interrupted {
+                    // EINTR, EAGAIN and EBUSY are transient (a signal, the
+                    // kernel short of resources or completions to reap):
+                    // reap and submit again.
+                    let transient = e.kind() == std::io::ErrorKind::Interrupted
+                        || matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EBUSY));
+                    let since = *failed_since.get_or_insert_with(std::time::Instant::now);
+                    if transient && since.elapsed() <= std::time::Duration::from_secs(30) {
+                        if e.kind() != std::io::ErrorKind::Interrupted {
+                            std::thread::yield_now();
+                        }
+                    } else {
                         // The kernel may still own the buffers: never
                         // return before every request completed. Keep
                         // reaping; if the ring stays broken, stop the
                         // process rather than free memory the kernel may
                         // still write.
-                        let since = *failed_since.get_or_insert_with(std::time::Instant::now);
                         if since.elapsed() > std::time::Duration::from_secs(30) {
                             eprintln!("strata: io_uring failed with requests in flight: {e}");
                             std::process::abort();
                         }
-                        first_err.get_or_insert(e);
                         std::thread::sleep(std::time::Duration::from_millis(1));
                     }
                 }
@@ -197,11 +237,15 @@ impl Uring {
                     }
                 }
             }
-            if let Some(e) = first_err {
-                return Err(Error::io(chunk[0].path, e));
-            }
+            // Only a request that failed is an error: a refused submission
+            // whose requests all completed lost nothing.
             for (r, res) in chunk.iter_mut().zip(done) {
-                let n = res.unwrap_or(-libc::EIO);
+                let mut n = res.unwrap_or(-libc::EIO);
+                if n == -libc::EAGAIN || n == -libc::EINTR {
+                    // A transient refusal of one request: done below with
+                    // a plain call, as a short transfer is.
+                    n = 0;
+                }
                 if n < 0 {
                     return Err(Error::io(r.path, std::io::Error::from_raw_os_error(-n)));
                 }
@@ -212,7 +256,7 @@ impl Uring {
                     if write {
                         r.file.write_all_at(&r.buf.as_slice()[n..], off)
                     } else {
-                        r.file.read_exact_at(&mut r.buf.as_mut_slice()[n..], off)
+                        read_zero_filled(r.file, &mut r.buf.as_mut_slice()[n..], off)
                     }
                     .map_err(|e| Error::io(r.path, e))?;
                 }

@@ -44,7 +44,7 @@ const WRITTEN: Semantics = Semantics {
     atomic_batches: false,
     snapshot_scans: false,
     snapshots: false,
-    unsynced: "a process crash: acknowledged when the page write completed (O_DIRECT where the file system allows it); a power loss may lose what a drive's volatile cache held, and an update torn by a power loss (on a drive without atomic 4 KiB writes) loses that item",
+    unsynced: "a process crash: acknowledged when the page write completed (O_DIRECT where the file system allows it); after a power loss each key holds its value as of the last flush() or a later one it was given (an in-place update of a one-page item torn by a power loss, on a drive without atomic 4 KiB writes, loses that item)",
     synced: "a power loss for the writes of this call: their slab files are fdatasynced before they are acknowledged; a multi-key batch is not atomic (each key is written on its own)",
 };
 
@@ -53,7 +53,7 @@ const SYNCED: Semantics = Semantics {
     atomic_batches: false,
     snapshot_scans: false,
     snapshots: false,
-    unsynced: "a power loss: every I/O batch is fdatasynced before its writes are acknowledged (an in-place update torn by a power loss on a drive without atomic 4 KiB writes loses that item, which was not acknowledged)",
+    unsynced: "a power loss: every I/O batch is fdatasynced before its writes are acknowledged (an in-place update of a one-page item torn by a power loss on a drive without atomic 4 KiB writes loses that item, whose new value was not acknowledged)",
     synced: "nothing more: every write is synced already",
 };
 
@@ -69,6 +69,8 @@ struct Inner {
     dir: PathBuf,
     workers: Vec<WorkerHandle>,
     closed: AtomicBool,
+    /// Held for the whole of `close`.
+    closing: Mutex<()>,
     lock: Mutex<Option<Box<dyn FileLock>>>,
     durability: KvellDurability,
     io_backend: &'static str,
@@ -165,8 +167,11 @@ impl Kvell {
             }
         }
         let per_worker_cache = opts.kvell_page_cache / u64::from(workers);
-        // Open every worker (each scans its own slabs) in parallel.
+        // Open every worker (each scans its own slabs) in parallel. Every
+        // thread started is joined before `open` returns, an error included:
+        // none may go on rewriting pages after the LOCK is released.
         let mut opened = Vec::new();
+        let mut first_err = None;
         for id in 0..workers {
             let cfg = worker::Config {
                 dir: dir.clone(),
@@ -177,19 +182,27 @@ impl Kvell {
                 batch: opts.kvell_batch,
                 cache_bytes: per_worker_cache,
             };
-            let io = make_io()?;
+            let io = match make_io() {
+                Ok(io) => io,
+                Err(e) => {
+                    first_err = Some(e);
+                    break;
+                }
+            };
             let shared = Arc::new(worker::Shared::default());
             let s2 = shared.clone();
-            opened.push((
-                shared,
-                std::thread::Builder::new()
-                    .name(format!("kvell-open-{id}"))
-                    .spawn(move || worker::Worker::open(cfg, io, s2))
-                    .map_err(|e| Error::io(&dir, e))?,
-            ));
+            match std::thread::Builder::new()
+                .name(format!("kvell-open-{id}"))
+                .spawn(move || worker::Worker::open(cfg, io, s2))
+            {
+                Ok(h) => opened.push((shared, h)),
+                Err(e) => {
+                    first_err = Some(Error::io(&dir, e));
+                    break;
+                }
+            }
         }
         let mut ready = Vec::new();
-        let mut first_err = None;
         for (shared, h) in opened {
             match h.join() {
                 Ok(Ok(w)) => ready.push((shared, w)),
@@ -211,10 +224,24 @@ impl Kvell {
         let mut handles = Vec::new();
         for (id, (shared, w)) in ready.into_iter().enumerate() {
             let (tx, rx) = std::sync::mpsc::channel();
-            let thread = std::thread::Builder::new()
+            let thread = match std::thread::Builder::new()
                 .name(format!("kvell-{id}"))
                 .spawn(move || w.run(rx))
-                .map_err(|e| Error::io(&dir, e))?;
+            {
+                Ok(t) => t,
+                Err(e) => {
+                    // Stop the workers already running (each syncs and
+                    // ends when its channel closes) before the LOCK goes.
+                    for h in handles {
+                        let WorkerHandle { tx, thread, .. } = h;
+                        drop(tx);
+                        if let Some(t) = thread.into_inner() {
+                            let _ = t.join();
+                        }
+                    }
+                    return Err(Error::io(&dir, e));
+                }
+            };
             handles.push(WorkerHandle {
                 tx,
                 shared,
@@ -232,6 +259,7 @@ impl Kvell {
                 dir,
                 workers: handles,
                 closed: AtomicBool::new(false),
+                closing: Mutex::new(()),
                 lock: Mutex::new(Some(lock)),
                 durability: opts.kvell_durability,
                 io_backend,
@@ -387,16 +415,24 @@ impl Inner {
     }
 
     fn each_worker(&self, make: impl Fn(Tx<Result<()>>) -> Msg) -> Result<()> {
+        // A worker that has stopped (a close raced this call) did not do
+        // what was asked: that is `Closed`, never `Ok`.
         let mut waits = Vec::new();
+        let mut first = Ok(());
         for w in &self.workers {
             let (tx, rx) = oneshot::channel();
-            if w.tx.send(make(tx)).is_ok() {
-                waits.push(rx);
+            match w.tx.send(make(tx)) {
+                Ok(()) => waits.push(rx),
+                Err(_) => {
+                    if first.is_ok() {
+                        first = Err(Error::Closed);
+                    }
+                }
             }
         }
-        let mut first = Ok(());
         for rx in waits {
-            if let Some(Err(e)) = rx.recv() {
+            let r = rx.recv().unwrap_or(Err(Error::Closed));
+            if let Err(e) = r {
                 if first.is_ok() {
                     first = Err(e);
                 }
@@ -406,6 +442,8 @@ impl Inner {
     }
 
     fn close(&self) -> Result<()> {
+        // A second close waits for the first to finish its syncs.
+        let _closing = self.closing.lock();
         if self.closed.swap(true, std::sync::atomic::Ordering::AcqRel) {
             return Ok(());
         }

@@ -105,14 +105,5 @@ pub fn scan_slab(
 
 /// Reads up to `buf.len()` bytes at `off`, leaving the rest zero at EOF.
 pub fn read_at_most(file: &File, buf: &mut [u8], off: u64) -> std::io::Result<()> {
-    let mut done = 0;
-    while done < buf.len() {
-        match file.read_at(&mut buf[done..], off + done as u64) {
-            Ok(0) => break,
-            Ok(n) => done += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
+    super::io::read_zero_filled(file, buf, off)
 }

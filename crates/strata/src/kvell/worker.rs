@@ -9,13 +9,21 @@
 //! when asked, then write the tombstones that retire the old slots of items
 //! that changed size class, publish the index changes and answer.
 //!
-//! Updates within a size class are written in place; an item that changes
-//! class is written to its new slot first and its old slot is tombstoned
-//! only after that write completed (and was synced), so a crash leaves the
-//! old or the new version, never neither. Deletes tombstone the item's slot
-//! in place. Every slot has its own crc32c, and a page write rewrites the
-//! other slots of the page with the bytes they had, so a torn page can only
-//! lose the slot being written.
+//! An update of an item in a slot of one page (items up to 4072 bytes) is
+//! written in place: a drive writes a page atomically. An item that changes
+//! class, or one whose slot spans several pages (a write of which can tear
+//! between its pages), is written to a new slot first, and its old slot is
+//! erased only after the new one is durable as far as the mode promises:
+//! under `synced`, once the new slot is synced (before the answer); under
+//! `written`, the erasure waits, with the old slot held out of the free
+//! lists, until the next pass that syncs every slab (`flush`, `close`, a
+//! synced write, or [`PENDING_SLOTS`] waiting), so a process crash or a
+//! power loss leaves the old or the new version, never neither. Deletes
+//! tombstone the item's slot in place; under `written` the tombstoned slot
+//! is reused only after that pass too, so the tombstone outlives every older
+//! version it hides. Every slot has its own crc32c, and a page write
+//! rewrites the other slots of the page with the bytes they had, so a torn
+//! page can only lose the slot being written.
 
 use super::format::{self, Class, Kind, PAGE};
 use super::io::{AlignedBuf, Io, Req, Submitted};
@@ -32,6 +40,18 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::time::Instant;
+
+/// Slots a `written`-mode worker may hold back (old versions waiting to be
+/// erased, tombstoned slots waiting to be reused) before it runs a sync
+/// pass on its own; a pass also runs once they span [`PENDING_BYTES`].
+pub const PENDING_SLOTS: usize = 1024;
+/// Bytes of held-back slots that start a sync pass.
+pub const PENDING_BYTES: u64 = 64 << 20;
+
+/// Timestamps at or past this are refused as damaged at open (a per-worker
+/// write counter would need centuries of writes to reach it), so the counter
+/// never wraps.
+pub const MAX_TS: u64 = u64::MAX - (1 << 40);
 
 /// Where an item lives: its size class and slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -135,6 +155,13 @@ pub struct Worker {
     io: Box<dyn Io>,
     ts: u64,
     direct_ok: bool,
+    /// `written` mode: old slots of moved items, to be erased once the
+    /// slabs holding their new versions are synced, then freed.
+    pending_erase: Vec<Loc>,
+    /// `written` mode: tombstoned slots, to be freed after that same pass.
+    pending_free: Vec<Loc>,
+    /// Bytes of the slots in both lists.
+    pending_bytes: u64,
 }
 
 fn unit_of(loc: Loc) -> (Unit, usize, Class) {
@@ -149,9 +176,16 @@ fn unit_of(loc: Loc) -> (Unit, usize, Class) {
 
 /// What the plan decided for one operation.
 enum Act {
-    Get(Option<Loc>),
-    Put { loc: Loc, op: usize },
-    Tomb { loc: Loc, op: usize },
+    /// The slot the index names for the key, and the op.
+    Get(Option<Loc>, usize),
+    Put {
+        loc: Loc,
+        op: usize,
+    },
+    Tomb {
+        loc: Loc,
+        op: usize,
+    },
     Nothing,
 }
 
@@ -167,6 +201,9 @@ impl Worker {
             ts: 1,
             direct_ok: cfg.direct,
             cfg,
+            pending_erase: Vec::new(),
+            pending_free: Vec::new(),
+            pending_bytes: 0,
         };
         w.recover()?;
         Ok(w)
@@ -222,6 +259,14 @@ impl Worker {
                     slot,
                 };
                 match decoded {
+                    // A timestamp this close to the end cannot come from a
+                    // counter that starts at 1 and counts writes: a crafted
+                    // or corrupt slot, which would win every recovery.
+                    Ok(s) if s.ts >= MAX_TS => {
+                        damaged += 1;
+                        erase.push(loc);
+                        free.push(slot);
+                    }
                     Ok(s) => {
                         self.ts = self.ts.max(s.ts + 1);
                         match best.get_mut(s.key) {
@@ -281,6 +326,14 @@ impl Worker {
             if let Some(s) = self.slabs[loc.class as usize].as_mut() {
                 s.free.push(loc.slot);
             }
+        }
+        // What recovery keeps must be durable before what it drops is
+        // erased: a winning slot written just before a process crash may
+        // still sit in the page cache (or the drive's), and its loser's
+        // erasure must not reach the disk without it. This also makes
+        // everything the store serves from now on durable.
+        for slab in self.slabs.iter().flatten() {
+            self.io.sync(&slab.file, &slab.path)?;
         }
         self.erase_slots(&erase)?;
         let c = &self.shared.counters;
@@ -480,13 +533,71 @@ impl Worker {
         }
     }
 
+    /// Syncs every slab, then settles the held-back slots. A failed sync
+    /// poisons the worker (the kernel may have dropped the dirty pages, so
+    /// a later sync could succeed over lost writes) and the other slabs are
+    /// still synced; the first error is returned. A poisoned worker never
+    /// settles (its newer versions may be lost: the next open sorts the
+    /// versions out) and answers with the poison.
     fn sync_all(&mut self) -> Result<()> {
+        let poisoned = self.shared.failed.load(Relaxed);
+        let mut first: Option<Error> = None;
         for slab in self.slabs.iter_mut().flatten() {
-            self.io.sync(&slab.file, &slab.path)?;
-            slab.written = false;
-            self.shared.counters.syncs.fetch_add(1, Relaxed);
+            match self.io.sync(&slab.file, &slab.path) {
+                Ok(()) => {
+                    slab.written = false;
+                    self.shared.counters.syncs.fetch_add(1, Relaxed);
+                }
+                Err(e) => {
+                    self.shared.failed.store(true, Relaxed);
+                    first.get_or_insert(e);
+                }
+            }
         }
+        match first {
+            Some(e) => Err(e),
+            None if poisoned => Err(poison()),
+            None => self.settle_pending(),
+        }
+    }
+
+    /// Erases the held-back old slots and frees them and the held-back
+    /// tombstoned ones. Requires every slab that holds a newer version of
+    /// them to be synced (the caller has just synced them all).
+    fn settle_pending(&mut self) -> Result<()> {
+        if self.pending_erase.is_empty() && self.pending_free.is_empty() {
+            return Ok(());
+        }
+        let erase = std::mem::take(&mut self.pending_erase);
+        if !erase.is_empty() {
+            // The erasures, written and synced like a synced batch's
+            // retirements (through the page cache, so no cached image
+            // keeps the old header).
+            if let Err(e) = self.execute(&[], &[], &erase, true) {
+                self.pending_erase = erase;
+                return Err(e);
+            }
+        }
+        let free = std::mem::take(&mut self.pending_free);
+        for l in erase.iter().chain(free.iter()) {
+            if let Some(s) = self.slabs[l.class as usize].as_mut() {
+                s.free.push(l.slot);
+            }
+        }
+        self.pending_bytes = 0;
         Ok(())
+    }
+
+    /// Syncs the written slabs and settles the held-back slots, if there
+    /// are any and `now` or they pass [`PENDING_SLOTS`] or
+    /// [`PENDING_BYTES`].
+    fn settle_if_due(&mut self, now: bool) -> Result<()> {
+        let held = self.pending_erase.len() + self.pending_free.len();
+        if held == 0 || (!now && held < PENDING_SLOTS && self.pending_bytes < PENDING_BYTES) {
+            return Ok(());
+        }
+        self.sync_written()?;
+        self.settle_pending()
     }
 
     fn count(&self, s: Submitted, write: bool, bytes: u64) {
@@ -514,9 +625,7 @@ impl Worker {
             let (refused, reads): (Vec<_>, Vec<_>) =
                 batch.into_iter().partition(|(ops, _, _)| writes(ops));
             for (_, _, reply) in refused {
-                reply.send(Err(Error::Poisoned(Arc::new(Error::InvalidArgument(
-                    "an earlier slab write of this KVell worker failed; reopen the store".into(),
-                )))));
+                reply.send(Err(poison()));
             }
             reads
         } else {
@@ -547,6 +656,12 @@ impl Worker {
         let ops: Vec<&Op> = batch.iter().flat_map(|(o, _, _)| o.iter()).collect();
         let sync =
             batch.iter().any(|(_, s, _)| *s) || self.cfg.durability == KvellDurability::Synced;
+        if ops.iter().any(|o| !matches!(o, Op::Get(_))) {
+            // A synced batch frees what it replaces at once: older versions
+            // still waiting to be erased must go first, or a reuse of a
+            // slot it frees could leave one of them the newest on disk.
+            self.settle_if_due(sync)?;
+        }
         let mut acts = Vec::with_capacity(ops.len());
         let mut retire: Vec<Loc> = Vec::new();
         let mut freed: Vec<Loc> = Vec::new();
@@ -562,11 +677,14 @@ impl Worker {
                     None => index.get(key).copied(),
                 };
                 match op {
-                    Op::Get(_) => acts.push(Act::Get(cur)),
+                    Op::Get(_) => acts.push(Act::Get(cur, i)),
                     Op::Put(k, v) => {
                         let c = format::class_for(k.len(), v.len());
+                        // In place only within a one-page slot: a write
+                        // of several pages can tear between them.
+                        let one_page = Class::of(c).is_some_and(|cl| cl.pages == 1);
                         let loc = match cur {
-                            Some(l) if l.class as usize == c => l,
+                            Some(l) if l.class as usize == c && one_page => l,
                             _ => {
                                 let l = match self.alloc(c) {
                                     Ok(l) => l,
@@ -599,7 +717,11 @@ impl Worker {
                 }
             }
         }
-        let values = match self.execute(&ops, &acts, &retire, sync) {
+        // Unsynced, the old slots wait for the next sync pass (erasing them
+        // now could reach the disk before their new versions do).
+        let defer = !sync;
+        let retire_now: &[Loc] = if defer { &[] } else { &retire };
+        let values = match self.execute(&ops, &acts, retire_now, sync) {
             Ok(v) => v,
             Err(e) => {
                 if !self.shared.failed.load(Relaxed) {
@@ -625,9 +747,16 @@ impl Worker {
             }
         }
         let mut seen = HashSet::new();
-        for l in freed.iter().chain(retire.iter()) {
+        for l in retire.iter().chain(freed.iter()) {
             if seen.insert(*l) {
-                if let Some(s) = self.slabs[l.class as usize].as_mut() {
+                if defer {
+                    self.pending_bytes += slot_bytes(*l);
+                    if retire.contains(l) {
+                        self.pending_erase.push(*l);
+                    } else {
+                        self.pending_free.push(*l);
+                    }
+                } else if let Some(s) = self.slabs[l.class as usize].as_mut() {
                     s.free.push(l.slot);
                 }
             }
@@ -704,7 +833,7 @@ impl Worker {
             };
         for a in acts {
             match *a {
-                Act::Get(Some(loc)) => want(loc, Need::Read, self, &mut images),
+                Act::Get(Some(loc), _) => want(loc, Need::Read, self, &mut images),
                 Act::Put { loc, .. } => want(loc, Need::Page, self, &mut images),
                 Act::Tomb { loc, op } => want(
                     loc,
@@ -742,8 +871,8 @@ impl Worker {
         let mut dirtied: HashSet<Unit> = HashSet::new();
         for a in acts {
             match *a {
-                Act::Get(None) | Act::Nothing => values.push(Ok(None)),
-                Act::Get(Some(loc)) => {
+                Act::Get(None, _) | Act::Nothing => values.push(Ok(None)),
+                Act::Get(Some(loc), op) => {
                     let (unit, off, class) = unit_of(loc);
                     let img = images
                         .get(&unit)
@@ -759,6 +888,12 @@ impl Worker {
                         reason,
                     };
                     match format::decode_slot(bytes) {
+                        // The slot must hold the key asked for: a free-list
+                        // defect then shows as corruption, not another
+                        // key's value.
+                        Ok(s) if s.key != key_of(ops[op]) => {
+                            values.push(Err(corrupt("the slot holds another key".into())))
+                        }
                         Ok(s) if s.kind == Kind::Item => values.push(Ok(Some(s.value.to_vec()))),
                         Ok(_) => values.push(Err(corrupt("the index names a tombstone".into()))),
                         Err(format::Bad::Empty) => {
@@ -771,7 +906,7 @@ impl Worker {
                     let (unit, off, _) = unit_of(loc);
                     if let Op::Put(k, v) = ops[op] {
                         let ts = self.ts;
-                        self.ts += 1;
+                        self.ts = next_ts(self.ts)?;
                         let img = images
                             .get_mut(&unit)
                             .ok_or_else(|| Error::InvalidArgument("page".into()))?;
@@ -785,7 +920,7 @@ impl Worker {
                 Act::Tomb { loc, op } => {
                     let (unit, off, _) = unit_of(loc);
                     let ts = self.ts;
-                    self.ts += 1;
+                    self.ts = next_ts(self.ts)?;
                     let img = images
                         .get_mut(&unit)
                         .ok_or_else(|| Error::InvalidArgument("page".into()))?;
@@ -936,6 +1071,32 @@ fn unit_reqs<'a>(
         });
     }
     Ok((reqs, bytes))
+}
+
+/// The error of a write to a worker whose earlier write or sync failed.
+fn poison() -> Error {
+    Error::Poisoned(Arc::new(Error::InvalidArgument(
+        "an earlier slab write or sync of this KVell worker failed; reopen the store".into(),
+    )))
+}
+
+/// The timestamp after `ts`; an error once the counter is spent (only a
+/// store opened over a crafted slot near [`MAX_TS`] can get there).
+fn next_ts(ts: u64) -> Result<u64> {
+    ts.checked_add(1)
+        .filter(|&t| t < u64::MAX)
+        .ok_or_else(|| Error::InvalidArgument("this KVell worker's timestamps are spent".into()))
+}
+
+/// The bytes a slot takes on disk.
+fn slot_bytes(loc: Loc) -> u64 {
+    Class::of(loc.class as usize).map_or(PAGE as u64, |c| {
+        if c.pages > 1 {
+            u64::from(c.pages) * PAGE as u64
+        } else {
+            c.slot as u64
+        }
+    })
 }
 
 fn key_of(op: &Op) -> &[u8] {

@@ -43,7 +43,7 @@ impl BlockBuilder {
 
     /// Appends an entry; `key` must sort after the previous one.
     pub fn add(&mut self, key: &[u8], value: &[u8]) {
-        debug_assert!(!self.finished, "add after finish without reset");
+        assert!(!self.finished, "add after finish without reset");
         let shared = if self.counter < self.restart_interval {
             self.last_key
                 .iter()

@@ -286,7 +286,14 @@ impl VersionSet {
         with_rows: Option<crate::matrix::Matrix>,
     ) -> Result<PendingEdit> {
         if let Some(n) = edit.log_number {
-            debug_assert!(n >= self.log_number);
+            // Recovery replays logs from this number on: moving it back
+            // would replay flushed logs, forward past a live one loses it.
+            if n < self.log_number {
+                return Err(Error::InvalidArgument(format!(
+                    "an edit moves the log number back from {} to {n}",
+                    self.log_number
+                )));
+            }
         }
         let log_number = edit.log_number.unwrap_or(self.log_number);
         let last_sequence = edit

@@ -75,7 +75,11 @@ pub fn fragment_crc(ty: u8, payload: &[u8]) -> u32 {
 /// Encodes the 7-byte header of a fragment.
 #[inline]
 pub fn fragment_header(ty: FragmentType, payload: &[u8]) -> [u8; HEADER_SIZE] {
-    debug_assert!(payload.len() <= BLOCK_SIZE - HEADER_SIZE);
+    // Its length must fit the header's 16 bits and the block.
+    assert!(
+        payload.len() <= BLOCK_SIZE - HEADER_SIZE,
+        "a WAL fragment larger than a block"
+    );
     let mut h = [0u8; HEADER_SIZE];
     h[..4].copy_from_slice(&fragment_crc(ty as u8, payload).to_le_bytes());
     h[4..6].copy_from_slice(&(payload.len() as u16).to_le_bytes());

@@ -242,7 +242,14 @@ impl Writer {
     }
 
     fn emit(&mut self, ty: FragmentType, payload: &[u8]) -> Result<()> {
-        debug_assert!(self.block_offset + HEADER_SIZE + payload.len() <= BLOCK_SIZE);
+        if self.block_offset + HEADER_SIZE + payload.len() > BLOCK_SIZE {
+            // A fragment across a block boundary could not be read back.
+            return Err(Error::InvalidArgument(format!(
+                "a WAL fragment of {} bytes at offset {} of its block",
+                payload.len(),
+                self.block_offset
+            )));
+        }
         self.file.append(&fragment_header(ty, payload))?;
         self.file.append(payload)?;
         self.block_offset += HEADER_SIZE + payload.len();
