@@ -107,8 +107,11 @@ fn tiny_preset_end_to_end() {
             assert!(num(res, &["user_bytes_written"]) > 0.0, "{name}");
             // Device bytes come from the block device's counter (else
             // /proc/self/io); absent where neither counts them (tmpfs).
+            // A write-through engine writes at least what it was given;
+            // the device's counter can trail by the last pages written
+            // back around the close (0.998 once on a 1 s fluctuation run).
             if let Some(wa) = res["wa_device"].as_f64() {
-                assert!(wa >= 1.0, "{name}: device WA {wa}");
+                assert!(wa >= 0.95, "{name}: device WA {wa}");
             }
             if res["engine"] == "strata" {
                 assert!(num(res, &["wa_engine"]) >= 1.0, "{name}");

@@ -339,6 +339,10 @@ impl Db {
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
         }
+        // Tables released so far are closed and the replaced ones' files
+        // removed (`TableCache::release` hands both to a purger thread)
+        // before close returns: nothing changes the directory after it.
+        self.inner.tables.purged();
         let spare = std::mem::take(&mut self.inner.state.lock().spare_log);
         if let spare_log::Spare::Ready(w) = spare {
             spare_log::discard(&self.inner, w);
