@@ -107,11 +107,16 @@ fn tiny_preset_end_to_end() {
             assert!(num(res, &["user_bytes_written"]) > 0.0, "{name}");
             // Device bytes come from the block device's counter (else
             // /proc/self/io); absent where neither counts them (tmpfs).
-            // A write-through engine writes at least what it was given;
-            // the device's counter can trail by the last pages written
-            // back around the close (0.998 once on a 1 s fluctuation run).
+            // Every engine logs what it is given: the pages it dirtied
+            // (`wa_proc`) are at least the user's bytes. The device may see
+            // less — a log written and deleted after its flush before it was
+            // written back never reaches it (0.998 once on tiny's 1 s
+            // fluctuation over 2,000 hot keys) — but never nothing.
+            if let Some(wa) = res["wa_proc"].as_f64() {
+                assert!(wa >= 1.0, "{name}: WA of the pages dirtied {wa}");
+            }
             if let Some(wa) = res["wa_device"].as_f64() {
-                assert!(wa >= 0.95, "{name}: device WA {wa}");
+                assert!(wa > 0.0, "{name}: device WA {wa}");
             }
             if res["engine"] == "strata" {
                 assert!(num(res, &["wa_engine"]) >= 1.0, "{name}");
