@@ -61,15 +61,7 @@ pub(super) fn compact<'a>(
     }));
     match ran {
         Ok(st) => st,
-        Err(p) => {
-            // Every guard of the run was dropped by the unwinding.
-            let mut st = inner.state.lock();
-            st.in_flight.finish(ticket);
-            inner.set_bg_error(&mut st, crate::error::panicked("a compaction", p));
-            inner.done_cv.notify_all();
-            inner.bg_cv.notify_all();
-            st
-        }
+        Err(p) => inner.after_panic("a compaction", p, |st| st.in_flight.finish(ticket)),
     }
 }
 

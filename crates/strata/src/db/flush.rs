@@ -30,20 +30,16 @@ pub(super) fn flush_one<'a>(inner: &'a Inner, st: MutexGuard<'a, State>) -> Mute
     match flushed {
         Ok(st) => st,
         Err(p) => {
-            // Every guard of the flush was dropped by the unwinding.
-            let mut st = inner.state.lock();
-            st.flushing = false;
-            if let Some(ticket) = announced.take() {
-                st.in_flight.finish(ticket);
-            }
             inner
                 .pacer
                 .lock()
                 .flush_finished(Instant::now(), 0, Duration::ZERO);
-            inner.set_bg_error(&mut st, crate::error::panicked("a flush", p));
-            inner.done_cv.notify_all();
-            inner.bg_cv.notify_all();
-            st
+            inner.after_panic("a flush", p, |st| {
+                st.flushing = false;
+                if let Some(ticket) = announced.take() {
+                    st.in_flight.finish(ticket);
+                }
+            })
         }
     }
 }

@@ -544,6 +544,24 @@ impl Inner {
     }
 
     /// Records a background failure: writes stop until reopen.
+    /// After background work (a flush, a compaction) panicked and its guards
+    /// were dropped by the unwinding: locks the state, lets `tidy` release
+    /// what the work had claimed, poisons the database with the panic
+    /// (`what` panicked) and wakes every waiter. Returns the state locked.
+    pub(crate) fn after_panic(
+        &self,
+        what: &str,
+        payload: Box<dyn std::any::Any + Send>,
+        tidy: impl FnOnce(&mut State),
+    ) -> parking_lot::MutexGuard<'_, State> {
+        let mut st = self.state.lock();
+        tidy(&mut st);
+        self.set_bg_error(&mut st, crate::error::panicked(what, payload));
+        self.done_cv.notify_all();
+        self.bg_cv.notify_all();
+        st
+    }
+
     pub(crate) fn set_bg_error(&self, st: &mut State, e: Error) {
         if st.bg_error.is_none() {
             st.bg_error = Some(e);

@@ -77,7 +77,7 @@ pub fn scan_slab(
         let mut buf = AlignedBuf::zeroed(n * unit_bytes);
         let off = PAGE as u64 + u * unit_bytes as u64;
         let avail = len.saturating_sub(off).min(buf.len() as u64) as usize;
-        read_at_most(file, &mut buf.as_mut_slice()[..avail], off)
+        super::io::read_zero_filled(file, &mut buf.as_mut_slice()[..avail], off)
             .map_err(|e| Error::io(path, e))?;
         bytes += avail as u64;
         for i in 0..n {
@@ -101,9 +101,4 @@ pub fn scan_slab(
         slots,
         bytes,
     })
-}
-
-/// Reads up to `buf.len()` bytes at `off`, leaving the rest zero at EOF.
-pub fn read_at_most(file: &File, buf: &mut [u8], off: u64) -> std::io::Result<()> {
-    super::io::read_zero_filled(file, buf, off)
 }

@@ -363,7 +363,7 @@ impl Worker {
                 Some(b) => b,
                 None => {
                     let mut b = AlignedBuf::zeroed(PAGE);
-                    scan::read_at_most(&slab.file, b.as_mut_slice(), unit.1 * PAGE as u64)
+                    super::io::read_zero_filled(&slab.file, b.as_mut_slice(), unit.1 * PAGE as u64)
                         .map_err(|e| Error::io(&slab.path, e))?;
                     pages.entry(unit).or_insert(b)
                 }
@@ -1090,13 +1090,7 @@ fn next_ts(ts: u64) -> Result<u64> {
 
 /// The bytes a slot takes on disk.
 fn slot_bytes(loc: Loc) -> u64 {
-    Class::of(loc.class as usize).map_or(PAGE as u64, |c| {
-        if c.pages > 1 {
-            u64::from(c.pages) * PAGE as u64
-        } else {
-            c.slot as u64
-        }
-    })
+    Class::of(loc.class as usize).map_or(PAGE as u64, |c| c.slot as u64)
 }
 
 fn key_of(op: &Op) -> &[u8] {
