@@ -30,6 +30,7 @@
 //! ```
 
 pub mod batch;
+pub mod budget;
 pub mod coding;
 pub mod compaction;
 mod db;

@@ -406,6 +406,18 @@ pub struct Options {
     /// are not warmed. A table keeps its share until it is closed. −1 (the default): a quarter of the memory the process may
     /// use (physical memory, or its cgroup's limit when lower); 0: never.
     pub warm_budget: i64,
+    /// Bytes of memory the database's own structures may hold: memtables
+    /// and their arena pool (half), the block cache (a quarter), pinned
+    /// index and filter blocks and the table cache (a quarter). Sizes
+    /// that would pass their share are lowered at open
+    /// (`write_buffer_size`, `block_cache_size`, `kvell_page_cache`); the
+    /// memory the process may use beyond the budget is what the tables can
+    /// count on in the page cache, and once the live tables outgrow it,
+    /// mapped tables are read page by page and not warmed (see
+    /// `crate::budget`). −1 (the default): half of the memory the process
+    /// may use (its cgroup's limit where one is set and lower, otherwise
+    /// the machine's memory); 0: no budget (sizes are taken as given).
+    pub memory_budget: i64,
     /// Storage of level 0. Default `Tables`.
     pub l0: L0Kind,
     /// The fast tier holding the matrix container's rows (`l0=matrix`):
@@ -517,6 +529,7 @@ impl Default for Options {
             mmap_writes: true,
             max_open_files: 1000,
             warm_budget: -1,
+            memory_budget: -1,
             l0: L0Kind::Tables,
             engine: EngineKind::Lsm,
             kvell_workers: 0,
@@ -622,6 +635,8 @@ setters! {
     max_open_files: i32,
     /// Sets `warm_budget` (−1 = a quarter of memory, 0 = off).
     warm_budget: i64,
+    /// Sets `memory_budget` (−1 = half of memory, 0 = none).
+    memory_budget: i64,
     /// Sets `l0`.
     l0: L0Kind,
     /// Sets `fast_dir`.
@@ -725,6 +740,9 @@ impl Options {
         if self.max_open_files == 0 || self.max_open_files < -1 {
             return bad("max_open_files must be -1 (no limit) or at least 1");
         }
+        if self.memory_budget < -1 || (1..1 << 20).contains(&self.memory_budget) {
+            return bad("memory_budget must be -1 (half of memory), 0 (none) or at least 1 MiB");
+        }
         if self.warm_budget < -1 {
             return bad("warm_budget must be -1 (a quarter of memory), 0 (off) or a size");
         }
@@ -821,6 +839,9 @@ impl Options {
                 self.max_open_files = value.parse().map_err(|_| {
                     Error::InvalidArgument(format!("option {name}: bad number {value:?}"))
                 })?
+            }
+            "memory_budget" => {
+                self.memory_budget = if value == "-1" { -1 } else { num(name, value)? }
             }
             "warm_budget" => {
                 self.warm_budget = if value == "-1" { -1 } else { num(name, value)? }
@@ -952,7 +973,7 @@ impl fmt::Display for Options {
              level0_slowdown_writes_trigger={},level0_stop_writes_trigger={},max_bytes_for_level_base={},\
              max_bytes_for_level_multiplier={},num_levels={},target_file_size={},block_size={},\
              block_restart_interval={},bloom_bits_per_key={},block_cache_size={},compression={},\
-             background_threads={},background_cpus={},background_nice={},wal_recovery={},verify_checksums={},flush_on_close={},mmap_reads={},mmap_random={},mmap_huge={},mmap_writes={},max_open_files={},warm_budget={},\
+             background_threads={},background_cpus={},background_nice={},wal_recovery={},verify_checksums={},flush_on_close={},mmap_reads={},mmap_random={},mmap_huge={},mmap_writes={},max_open_files={},warm_budget={},memory_budget={},\
              l0={},fast_dir={},matrix_capacity={},matrix_column_bytes={},matrix_segment_rows={},\
              matrix_hints={},executor={},compaction_picker={},update_table_size={},stale_threshold={},read_compaction={},\
              copro_large_value={},copro_threshold={},copro_alpha={},copro_beta={},offload_timeout_ms={},\
@@ -985,6 +1006,7 @@ impl fmt::Display for Options {
             self.mmap_writes,
             self.max_open_files,
             self.warm_budget,
+            self.memory_budget,
             self.l0.name(),
             self.fast_dir
                 .as_deref()

@@ -222,10 +222,40 @@ pub struct StatsSnapshot {
     /// first time.
     pub warmed_tables: u64,
     pub warmed_table_bytes: u64,
+    /// Tables are read through memory maps (`Options::mmap_reads` while the
+    /// live tables fit in `memory.page_cache_room`); otherwise with
+    /// pread(2) through the block cache.
+    pub tables_mapped: bool,
+    /// The memory budget, its shares and what each part holds.
+    pub memory: MemoryStats,
     pub memtable_bytes: u64,
     pub immutable_memtables: usize,
     pub last_sequence: u64,
     pub levels: Vec<LevelStats>,
+}
+
+/// The memory budget (`Options::memory_budget`, see `crate::budget`) as
+/// resolved at open, and what its parts hold now, in bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemoryStats {
+    /// The whole budget; 0 when there is none.
+    pub budget: u64,
+    /// The memtables' share, the block cache's and the pins' (index and
+    /// filter blocks of open tables).
+    pub memtables_share: u64,
+    pub block_cache_share: u64,
+    pub pins_share: u64,
+    /// Bytes of tables the page cache can be expected to hold.
+    pub page_cache_room: u64,
+    /// The write buffer and block cache sizes in force (lowered to fit
+    /// their shares where the options asked for more).
+    pub write_buffer_size: u64,
+    pub block_cache_capacity: u64,
+    /// Held now: the memtables (active and immutable) with the arena
+    /// chunks kept for the next ones, the block cache, the pins.
+    pub memtables: u64,
+    pub block_cache: u64,
+    pub pins: u64,
 }
 
 impl StatsSnapshot {
@@ -328,7 +358,7 @@ impl StatsSnapshot {
              \"update_table_entries\":{},\"update_table_bytes\":{},\"manifest_bytes\":{},\
              \"table_bytes_read\":{},\"block_cache_hits\":{},\"block_cache_misses\":{},\"block_cache_usage\":{},\
              \"open_tables\":{},\"mapped_table_bytes\":{},\"pinned_index_filter_bytes\":{},\"table_cache_hits\":{},\
-             \"table_cache_misses\":{},\"table_cache_evictions\":{},\"warmed_tables\":{},\"warmed_table_bytes\":{},\"memtable_bytes\":{},\"immutable_memtables\":{},\"last_sequence\":{},\
+             \"table_cache_misses\":{},\"table_cache_evictions\":{},\"warmed_tables\":{},\"warmed_table_bytes\":{},\"tables_mapped\":{},\"memory\":{},\"memtable_bytes\":{},\"immutable_memtables\":{},\"last_sequence\":{},\
              \"engine_bytes_written\":{},\"write_amplification\":{:.4},\"cache_hit_rate\":{:.4},\"matrix\":{},\"levels\":[{}]}}",
             self.user_bytes_written,
             self.user_writes,
@@ -387,6 +417,8 @@ impl StatsSnapshot {
             self.table_cache_evictions,
             self.warmed_tables,
             self.warmed_table_bytes,
+            self.tables_mapped,
+            self.memory.to_json(),
             self.memtable_bytes,
             self.immutable_memtables,
             self.last_sequence,
@@ -443,6 +475,27 @@ impl MatrixStats {
             self.comparisons,
             self.rows_searched,
             self.segments_skipped
+        )
+    }
+}
+
+impl MemoryStats {
+    /// The figures as a JSON object.
+    pub fn to_json(&self) -> String {
+        format!(
+            "{{\"budget\":{},\"memtables_share\":{},\"block_cache_share\":{},\"pins_share\":{},\
+             \"page_cache_room\":{},\"write_buffer_size\":{},\"block_cache_capacity\":{},\
+             \"memtables\":{},\"block_cache\":{},\"pins\":{}}}",
+            self.budget,
+            self.memtables_share,
+            self.block_cache_share,
+            self.pins_share,
+            self.page_cache_room,
+            self.write_buffer_size,
+            self.block_cache_capacity,
+            self.memtables,
+            self.block_cache,
+            self.pins
         )
     }
 }
@@ -565,6 +618,24 @@ impl fmt::Display for StatsSnapshot {
             self.warmed_tables,
             mib(self.warmed_table_bytes),
         )?;
+        let m = &self.memory;
+        if m.budget > 0 {
+            writeln!(
+                f,
+                "memory budget:      {:.1} MiB: memtables {:.1} of {:.1} MiB (write buffer {:.1} MiB), \
+                 block cache {:.1} of {:.1} MiB, pins {:.1} of {:.1} MiB; page cache room {:.1} MiB, tables read {}",
+                mib(m.budget),
+                mib(m.memtables),
+                mib(m.memtables_share),
+                mib(m.write_buffer_size),
+                mib(m.block_cache),
+                mib(m.block_cache_share),
+                mib(m.pins),
+                mib(m.pins_share),
+                mib(m.page_cache_room),
+                if self.tables_mapped { "mapped" } else { "with pread" },
+            )?;
+        }
         write!(
             f,
             "memtables:          {:.2} MiB active, {} immutable; last sequence {}",

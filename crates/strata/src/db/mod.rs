@@ -138,6 +138,9 @@ pub(crate) struct Inner {
     /// The open tables (shared with the version set): edits open their
     /// new tables through it outside the state mutex; `stats` reads it.
     pub tables: Arc<crate::version::TableCache>,
+    /// The memory budget resolved at open (`opts` holds the sizes it
+    /// lowered).
+    pub budget: crate::budget::MemoryBudget,
     /// Chooses compactions (`Options::compaction_picker`).
     pub picker: Box<dyn crate::compaction::picker::Picker>,
     /// Where each key's newest version lives, for the stale picker, stale
@@ -408,6 +411,25 @@ impl Db {
         s.table_cache_evictions = tables.evictions;
         s.warmed_tables = tables.warmed_tables;
         s.warmed_table_bytes = tables.warmed_bytes;
+        s.tables_mapped = tables.mapped;
+        s.memory = crate::stats::MemoryStats {
+            budget: inner.budget.total,
+            memtables_share: inner.budget.memtables,
+            block_cache_share: inner.budget.block_cache,
+            pins_share: inner.budget.pins,
+            page_cache_room: inner.budget.page_cache_room,
+            write_buffer_size: inner.opts.write_buffer_size as u64,
+            block_cache_capacity: inner.opts.block_cache_size as u64,
+            memtables: sv
+                .imm
+                .iter()
+                .map(|m| m.approximate_size() as u64)
+                .sum::<u64>()
+                + s.memtable_bytes
+                + inner.chunks.held_bytes(),
+            block_cache: s.block_cache_usage,
+            pins: s.pinned_index_filter_bytes,
+        };
         s.table_bytes_read = read;
         let m = &sv.version.matrix;
         s.matrix.rows = m.rows.len();

@@ -23,6 +23,8 @@ use std::sync::Arc;
 
 pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
     let l0 = crate::l0::design(&mut opts);
+    let budget = crate::budget::MemoryBudget::for_options(&opts);
+    budget.apply(&mut opts);
     let fs = opts.fs.clone();
     if !fs.exists(dir) {
         if !opts.create_if_missing {
@@ -246,7 +248,7 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
     let tables = versions.table_cache().clone();
     let chunks = Arc::new(crate::memtable::ChunkPool::for_write_buffer(
         opts.write_buffer_size,
-        crate::memtable::MAX_SHARDS,
+        crate::memtable::MemTable::shards_for(&opts),
     ));
     let mem = Arc::new(MemTable::with_options_in(
         log_number,
@@ -260,6 +262,7 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
         table_opts,
         cache,
         chunks,
+        budget,
         state: Mutex::new(State {
             versions,
             mem: mem.clone(),

@@ -166,7 +166,13 @@ impl Kvell {
                 }
             }
         }
-        let per_worker_cache = opts.kvell_page_cache / u64::from(workers);
+        // The page cache within the memory budget's share.
+        let page_cache = {
+            let mut sized = opts.clone();
+            crate::budget::MemoryBudget::for_options(&opts).apply(&mut sized);
+            sized.kvell_page_cache
+        };
+        let per_worker_cache = page_cache / u64::from(workers);
         // Open every worker (each scans its own slabs) in parallel. Every
         // thread started is joined before `open` returns, an error included:
         // none may go on rewriting pages after the LOCK is released.

@@ -161,6 +161,21 @@ impl MemTable {
         Self::with_options_in(log_number, opts, None)
     }
 
+    /// The skiplists a memtable shaped by `opts` fills when its entries are
+    /// of ordinary size (small ones fill more, up to [`MAX_SHARDS`]).
+    pub fn shards_for(opts: &crate::Options) -> usize {
+        let wbs = opts.write_buffer_size;
+        if opts.memtable_shard_size >= wbs {
+            1
+        } else {
+            let shard = opts
+                .memtable_shard_size
+                .max(wbs.div_ceil(MAX_SHARDS))
+                .max(1);
+            wbs.div_ceil(shard).min(MAX_SHARDS)
+        }
+    }
+
     /// [`MemTable::with_options`] with arena chunks from `pool`.
     pub fn with_options_in(
         log_number: u64,

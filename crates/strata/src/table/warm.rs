@@ -31,6 +31,9 @@ pub struct Warmer {
     /// time, since open.
     tables: AtomicU64,
     bytes: AtomicU64,
+    /// No table is warmed (or warmed again) while set: the live tables do
+    /// not fit in the page cache (see `crate::budget`).
+    paused: AtomicBool,
 }
 
 impl Warmer {
@@ -40,7 +43,20 @@ impl Warmer {
             left: AtomicU64::new(budget),
             tables: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
+            paused: AtomicBool::new(false),
         })
+    }
+
+    /// Stops (`true`) or resumes warming: a table read whole into a page
+    /// cache too small for the live tables only evicts what other reads
+    /// need.
+    pub fn pause(&self, paused: bool) {
+        self.paused.store(paused, Ordering::Relaxed);
+    }
+
+    /// True while warming is paused.
+    pub fn paused(&self) -> bool {
+        self.paused.load(Ordering::Relaxed)
     }
 
     /// Takes `bytes` from the budget; false (and nothing taken) when less
@@ -169,7 +185,7 @@ impl TableWarmth {
     /// [`WARM_INTERVAL_TICKS`] old (the pages may have been evicted since).
     pub fn note_slow_read(&self, file: &Arc<dyn RandomAccessFile>) {
         let n = self.slow_reads.fetch_add(1, Ordering::Relaxed) + 1;
-        if !n.is_multiple_of(SLOW_READS_TO_WARM) {
+        if !n.is_multiple_of(SLOW_READS_TO_WARM) || self.warmer.paused() {
             return;
         }
         let now = ticks();
@@ -222,49 +238,7 @@ impl Drop for TableWarmth {
 /// The default budget: a quarter of the memory this process may use (the
 /// machine's, or its cgroup's limit when lower).
 pub fn default_budget() -> u64 {
-    memory_limit().map_or(0, |m| m / 4)
-}
-
-/// Physical memory, capped by the cgroup (v2 `memory.max`, v1
-/// `memory.limit_in_bytes`) this process runs in; `None` when unknown.
-pub fn memory_limit() -> Option<u64> {
-    let total = std::fs::read_to_string("/proc/meminfo")
-        .ok()?
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))
-        .and_then(|v| v.trim().strip_suffix("kB"))
-        .and_then(|v| v.trim().parse::<u64>().ok())?
-        .checked_mul(1024)?;
-    Some(cgroup_limit().map_or(total, |c| c.min(total)))
-}
-
-fn cgroup_limit() -> Option<u64> {
-    // Inside a cgroup namespace the process's own cgroup is the root of
-    // the mounted hierarchy.
-    let at_root = [
-        "/sys/fs/cgroup/memory.max",
-        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
-    ]
-    .iter()
-    .filter_map(|f| std::fs::read_to_string(f).ok()?.trim().parse::<u64>().ok())
-    .min();
-    let cgroups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    let own: Option<u64> = cgroups.lines().find_map(|line| {
-        let mut parts = line.splitn(3, ':');
-        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-        let file = if controllers.is_empty() {
-            format!("/sys/fs/cgroup{path}/memory.max")
-        } else if controllers.split(',').any(|c| c == "memory") {
-            format!("/sys/fs/cgroup/memory{path}/memory.limit_in_bytes")
-        } else {
-            return None;
-        };
-        std::fs::read_to_string(file).ok()?.trim().parse().ok()
-    });
-    match (own, at_root) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
+    crate::budget::memory_limit().map_or(0, |m| m / 4)
 }
 
 /// A cycle-counter tick, for telling a device read from a cached page on
@@ -322,7 +296,7 @@ mod tests {
     #[test]
     fn memory_limit_is_known_on_linux() {
         if cfg!(target_os = "linux") {
-            let m = memory_limit().expect("Linux has /proc/meminfo");
+            let m = crate::budget::memory_limit().expect("Linux has /proc/meminfo");
             assert!(m > 16 << 20, "{m}");
             assert_eq!(default_budget(), m / 4);
         }

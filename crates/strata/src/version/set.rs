@@ -249,6 +249,7 @@ impl VersionSet {
         v.matrix.apply(opened, &cursors, &[]);
         v.seal();
         self.current = Arc::new(v);
+        self.tables.fit(self.current.total_bytes());
         // A fresh manifest on every open keeps its size bounded and drops a torn tail.
         self.manifest = None;
         Ok(())
@@ -420,6 +421,7 @@ impl VersionSet {
         self.log_number = pending.log_number;
         self.last_sequence = pending.last_sequence;
         self.current = Arc::new(pending.version);
+        self.tables.fit(self.current.total_bytes());
         Ok(self.current.clone())
     }
 

@@ -83,6 +83,10 @@ pub struct TableCacheStats {
     /// Tables closed to make room (not counting tables whose file left
     /// every version).
     pub evictions: u64,
+    /// Tables are opened mapped (`Options::mmap_reads` and the live tables
+    /// fit in the page cache's room); otherwise read with pread(2) through
+    /// the block cache.
+    pub mapped: bool,
 }
 
 /// A `FileMeta`'s hold on its open table: set by the cache when it opens
@@ -127,6 +131,12 @@ pub struct TableCache {
     blocks: Arc<BlockCache>,
     verify_checksums: bool,
     mmap_reads: bool,
+    /// Tables are opened mapped: with `mmap_reads`, while the live tables
+    /// fit in `room` (see [`fit`](Self::fit)).
+    mapped: AtomicBool,
+    /// Bytes of tables the page cache can be expected to hold
+    /// (`MemoryBudget::page_cache_room`).
+    room: u64,
     mmap_random: bool,
     /// `Options::mmap_huge` (and not `mmap_random`).
     mmap_huge: bool,
@@ -170,6 +180,53 @@ impl TableCache {
         Self::with_capacity(dir, opts, blocks, opts.table_cache_capacity())
     }
 
+    /// Sets the bytes of tables the page cache can be expected to hold
+    /// (by default the memory budget's `page_cache_room`); see
+    /// [`fit`](Self::fit).
+    pub fn set_room(&mut self, room: u64) {
+        self.room = room;
+    }
+
+    /// Chooses how tables are read from the bytes of the live tables
+    /// (`Options::mmap_reads` only; without it tables are always read with
+    /// pread). While they fit in the page cache's room, tables are mapped:
+    /// a block in memory is used in place, with no copy and no block
+    /// cache. Once they pass it, tables are read with pread(2) through the
+    /// block cache and not warmed: under a memory limit a fault of a
+    /// mapped table costs more than a read (the fault reads ahead around
+    /// the page, and reclaiming mapped pages means unmapping them), and
+    /// random gets ran at 0.7% (read-around) and 30-40% (`mmap_random`) of
+    /// the rate of pread in 128 MiB with 5.5 times that in tables
+    /// (docs/design/2026-11-29-read-path-by-fit.md). Every held table is
+    /// closed at the switch and reopened the new way on its next read
+    /// (readers holding one finish with it); a table being opened across
+    /// the switch may keep the old way until it is closed. They switch back
+    /// below 7/8 of the room, so a database at the edge does not flip with
+    /// every compaction.
+    pub fn fit(&self, live_bytes: u64) {
+        if !self.mmap_reads {
+            return;
+        }
+        let was = self.mapped.load(Ordering::Relaxed);
+        let now = if was {
+            live_bytes <= self.room
+        } else {
+            live_bytes <= self.room - self.room / 8
+        };
+        if now == was {
+            return;
+        }
+        let closed = {
+            let mut lru = self.lru.lock();
+            self.mapped.store(now, Ordering::Relaxed);
+            self.warmer.pause(!now);
+            lru.drain()
+        };
+        for table in closed {
+            self.purge((Some(table), None));
+        }
+    }
+
     /// A cache holding at most `capacity` tables (`None` = no limit; a
     /// capacity of 0 counts as 1).
     pub fn with_capacity(
@@ -184,7 +241,9 @@ impl TableCache {
             blocks,
             verify_checksums: opts.verify_checksums,
             mmap_reads: opts.mmap_reads,
+            mapped: AtomicBool::new(opts.mmap_reads),
             mmap_random: opts.mmap_random,
+            room: crate::budget::MemoryBudget::for_options(opts).page_cache_room,
             mmap_huge: opts.mmap_huge && !opts.mmap_random,
             capacity: capacity.map(|c| c.max(1)),
             warmer: Warmer::new(opts.warm_budget_bytes()),
@@ -230,7 +289,8 @@ impl TableCache {
             return Ok(t);
         }
         self.misses.fetch_add(1, Ordering::Relaxed);
-        let table = Arc::new(self.open(id, size, bytes_read)?);
+        let table = self.open(id, size, bytes_read)?;
+        let table = Arc::new(table);
         let mut evicted = Vec::new();
         let found = {
             let mut lru = self.lru.lock();
@@ -331,6 +391,7 @@ impl TableCache {
             evictions: self.evictions.load(Ordering::Relaxed),
             warmed_tables,
             warmed_bytes,
+            mapped: self.mapped.load(Ordering::Relaxed),
         }
     }
 
@@ -344,7 +405,7 @@ impl TableCache {
     fn open(&self, id: u64, size: u64, bytes_read: &Arc<Striped>) -> Result<Table> {
         let path = self.path(id);
         let mut huge = false;
-        let file = if self.mmap_reads {
+        let file = if self.mapped.load(Ordering::Relaxed) {
             let file = self.fs.open_mapped(&path)?;
             if self.mmap_random {
                 file.advise_random();
@@ -562,6 +623,12 @@ impl Lru {
         }
         let id = self.slots.get(self.tail).and_then(Option::as_ref)?.id;
         self.remove(id)
+    }
+
+    /// Removes every held table.
+    fn drain(&mut self) -> Vec<Arc<Table>> {
+        let ids: Vec<u64> = self.index.keys().copied().collect();
+        ids.into_iter().filter_map(|id| self.remove(id)).collect()
     }
 
     /// Held ids, most recently used first.
@@ -890,6 +957,64 @@ mod tests {
         drop(meta);
         tc.purged();
         assert!(!fs.exists(&path));
+    }
+
+    #[test]
+    fn tables_are_read_with_pread_once_they_outgrow_the_page_cache() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let fs: Arc<dyn FileSystem> = Arc::new(PosixFs);
+        let dir = tmp.path();
+        let mut tc = TableCache::with_capacity(
+            dir,
+            &Options::default().fs(fs.clone()),
+            Arc::new(BlockCache::new(1 << 20)),
+            None,
+        );
+        tc.set_room(1 << 20);
+        let tc = Arc::new(tc);
+        let metas = metas(&fs, dir, &tc, 3);
+        let read = |i: usize| {
+            let t = metas[i].table().expect("open");
+            assert_eq!(
+                value_of(&t, i as u64 + 1),
+                Some(format!("value{}", i + 1).into_bytes())
+            );
+            t
+        };
+        assert!(read(0).mapped_bytes() > 0, "fits: mapped");
+        assert!(tc.stats().mapped);
+
+        tc.fit(2 << 20);
+        assert!(!tc.stats().mapped);
+        assert!(tc.warmer.paused(), "no table is warmed");
+        assert_eq!(
+            tc.stats().open_tables,
+            0,
+            "held tables are closed at the switch"
+        );
+        assert_eq!(read(0).mapped_bytes(), 0, "reopened with pread");
+        assert_eq!(read(1).mapped_bytes(), 0);
+
+        // Back only below 7/8 of the room.
+        tc.fit(1 << 20);
+        assert!(!tc.stats().mapped);
+        tc.fit(800 << 10);
+        assert!(tc.stats().mapped && !tc.warmer.paused());
+        assert!(read(0).mapped_bytes() > 0 && read(2).mapped_bytes() > 0);
+    }
+
+    #[test]
+    fn without_mapped_reads_nothing_switches() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let fs: Arc<dyn FileSystem> = Arc::new(PosixFs);
+        let opts = Options::default().mmap_reads(false).fs(fs);
+        let mut tc =
+            TableCache::with_capacity(tmp.path(), &opts, Arc::new(BlockCache::new(0)), None);
+        tc.set_room(1 << 20);
+        for bytes in [u64::MAX, 0] {
+            tc.fit(bytes);
+            assert!(!tc.stats().mapped);
+        }
     }
 
     #[test]

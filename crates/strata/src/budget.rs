@@ -1,0 +1,225 @@
+//! The memory budget: how much memory one database's own structures may
+//! hold, split into shares, and how much of the page cache is left for
+//! its tables.
+//!
+//! `Options::memory_budget` is resolved once at open (−1, the default: half
+//! of the memory this process may use, that is its cgroup's limit where
+//! one is set and lower than the machine's memory, otherwise the machine's
+//! memory). Half, because the other half is the page cache the tables are
+//! read through (mapped or with `pread`) and the application's own memory:
+//! an engine that takes all of a container's memory for its caches leaves
+//! the kernel nothing to cache the files in and the host nothing to run.
+//!
+//! The budget is split into shares, each bounding what it sizes:
+//! - memtables, half of it: `max_write_buffer_number + 1` write buffers
+//!   (the active and immutable memtables, and the arena chunks of a
+//!   flushed one kept for the next), each with a 1 MiB arena chunk of
+//!   slack, stay within it; a larger `write_buffer_size` is lowered at
+//!   open. Writers then wait on a full
+//!   set of memtables, as they always do, so the share is never passed.
+//! - the block cache, a quarter: a larger `block_cache_size` is lowered.
+//! - pinned index and filter blocks and the table cache, a quarter: reported
+//!   in `stats` (`pinned_index_filter_bytes`) against this share.
+//!
+//! The rest of the memory the process may use (`page_cache_room`) is what
+//! the tables can count on staying in the page cache. While the live
+//! tables fit in it, memory-mapped tables are read with the kernel's
+//! read-around (a cold table warms in few, large reads) and may be warmed
+//! whole; once they outgrow it, the maps are advised random (a fault reads
+//! its own page, not the 128 KiB or more around it that evicts what
+//! another read needs next), scans ask for what comes next themselves,
+//! and no table is warmed (see `version::table_cache`).
+
+use crate::options::Options;
+
+/// Smallest write buffer the budget lowers `write_buffer_size` to.
+const MIN_WRITE_BUFFER: usize = 256 << 10;
+
+/// What a write buffer may hold beyond `write_buffer_size`: its arena's
+/// partly filled last chunk.
+const CHUNK_SLACK: usize = 1 << 20;
+
+/// Smallest block cache the budget lowers `block_cache_size` to.
+const MIN_BLOCK_CACHE: usize = 1 << 20;
+
+/// A resolved memory budget and its shares, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MemoryBudget {
+    /// The whole budget; 0 when there is none (`memory_budget = 0`).
+    pub total: u64,
+    /// Share of the memtables and their arena pool.
+    pub memtables: u64,
+    /// Share of the block cache.
+    pub block_cache: u64,
+    /// Share of pinned index and filter blocks and the table cache.
+    pub pins: u64,
+    /// Bytes of tables the page cache can be expected to hold: the memory
+    /// the process may use less the budget (`u64::MAX` when unknown).
+    pub page_cache_room: u64,
+}
+
+impl MemoryBudget {
+    /// Resolves `opts.memory_budget` against the memory this process may
+    /// use (`limit`, `None` when unknown).
+    pub fn resolve(opts: &Options, limit: Option<u64>) -> MemoryBudget {
+        let total = match u64::try_from(opts.memory_budget) {
+            Ok(n) => n,
+            // −1: half of what the process may use, or none when unknown.
+            Err(_) => limit.map_or(0, |m| m / 2),
+        };
+        let page_cache_room = match limit {
+            // With no budget, the engine may take any of it: count on half.
+            Some(m) if total == 0 => m / 2,
+            Some(m) => m.saturating_sub(total).max(m / 4),
+            None => u64::MAX,
+        };
+        if total == 0 {
+            return MemoryBudget {
+                page_cache_room,
+                ..MemoryBudget::default()
+            };
+        }
+        MemoryBudget {
+            total,
+            memtables: total / 2,
+            block_cache: total / 4,
+            pins: total - total / 2 - total / 4,
+            page_cache_room,
+        }
+    }
+
+    /// The budget for `opts` on this machine.
+    pub fn for_options(opts: &Options) -> MemoryBudget {
+        Self::resolve(opts, memory_limit())
+    }
+
+    /// Lowers the sizes in `opts` that would pass their shares: the write
+    /// buffer (so that `max_write_buffer_number + 1` of them fit the
+    /// memtables' share), the block cache and, for KVell, its page cache
+    /// (the memtables' share: it has no memtables). A size within its
+    /// share is left as it is; nothing is lowered without a budget.
+    pub fn apply(&self, opts: &mut Options) {
+        if self.total == 0 {
+            return;
+        }
+        let share = |b: u64| usize::try_from(b).unwrap_or(usize::MAX);
+        let buffers = opts.max_write_buffer_number.saturating_add(1).max(1);
+        let wb = (share(self.memtables) / buffers)
+            .saturating_sub(CHUNK_SLACK)
+            .max(MIN_WRITE_BUFFER);
+        opts.write_buffer_size = opts.write_buffer_size.min(wb);
+        let cache = share(self.block_cache).max(MIN_BLOCK_CACHE);
+        opts.block_cache_size = opts.block_cache_size.min(cache);
+        opts.kvell_page_cache = opts.kvell_page_cache.min(self.memtables);
+    }
+}
+
+/// Physical memory, capped by the cgroup (v2 `memory.max`, v1
+/// `memory.limit_in_bytes`) this process runs in; `None` when unknown.
+pub fn memory_limit() -> Option<u64> {
+    let total = std::fs::read_to_string("/proc/meminfo")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().strip_suffix("kB"))
+        .and_then(|v| v.trim().parse::<u64>().ok())?
+        .checked_mul(1024)?;
+    Some(cgroup_limit().map_or(total, |c| c.min(total)))
+}
+
+fn cgroup_limit() -> Option<u64> {
+    // Inside a cgroup namespace the process's own cgroup is the root of
+    // the mounted hierarchy.
+    let at_root = [
+        "/sys/fs/cgroup/memory.max",
+        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+    ]
+    .iter()
+    .filter_map(|f| std::fs::read_to_string(f).ok()?.trim().parse::<u64>().ok())
+    .min();
+    let cgroups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let own: Option<u64> = cgroups.lines().find_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        let file = if controllers.is_empty() {
+            format!("/sys/fs/cgroup{path}/memory.max")
+        } else if controllers.split(',').any(|c| c == "memory") {
+            format!("/sys/fs/cgroup/memory{path}/memory.limit_in_bytes")
+        } else {
+            return None;
+        };
+        std::fs::read_to_string(file).ok()?.trim().parse().ok()
+    });
+    match (own, at_root) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    #[test]
+    fn the_default_is_half_of_the_limit_split_in_shares() {
+        let b = MemoryBudget::resolve(&Options::default(), Some(128 * MIB));
+        assert_eq!(b.total, 64 * MIB);
+        assert_eq!(
+            (b.memtables, b.block_cache, b.pins),
+            (32 * MIB, 16 * MIB, 16 * MIB)
+        );
+        assert_eq!(b.page_cache_room, 64 * MIB);
+    }
+
+    #[test]
+    fn sizes_past_their_share_are_lowered_and_others_kept() {
+        let mut o = Options::default();
+        MemoryBudget::resolve(&o, Some(128 * MIB)).apply(&mut o);
+        // Three write buffers (two memtables and the pool), each with a
+        // chunk of slack, in 32 MiB.
+        assert_eq!(o.write_buffer_size as u64, 32 * MIB / 3 - MIB);
+        assert_eq!(o.block_cache_size as u64, 16 * MIB);
+        let mut small = Options::default()
+            .write_buffer_size(4 << 20)
+            .block_cache_size(8 << 20);
+        MemoryBudget::resolve(&small, Some(128 * MIB)).apply(&mut small);
+        assert_eq!(
+            (small.write_buffer_size, small.block_cache_size),
+            (4 << 20, 8 << 20)
+        );
+    }
+
+    #[test]
+    fn no_budget_lowers_nothing() {
+        let mut o = Options::default().memory_budget(0);
+        let b = MemoryBudget::resolve(&o, Some(64 * MIB));
+        assert_eq!(b.total, 0);
+        assert_eq!(b.page_cache_room, 32 * MIB);
+        b.apply(&mut o);
+        assert_eq!(o.write_buffer_size, Options::default().write_buffer_size);
+        let unknown = MemoryBudget::resolve(&Options::default(), None);
+        assert_eq!((unknown.total, unknown.page_cache_room), (0, u64::MAX));
+    }
+
+    #[test]
+    fn an_explicit_budget_leaves_at_least_a_quarter_to_the_page_cache() {
+        let o = Options::default().memory_budget(100 * MIB as i64);
+        let b = MemoryBudget::resolve(&o, Some(128 * MIB));
+        assert_eq!(b.total, 100 * MIB);
+        assert_eq!(b.page_cache_room, 32 * MIB);
+        let mut tiny = Options::default().memory_budget(MIB as i64);
+        MemoryBudget::resolve(&tiny, Some(128 * MIB)).apply(&mut tiny);
+        assert_eq!(tiny.write_buffer_size, MIN_WRITE_BUFFER);
+        assert_eq!(tiny.block_cache_size, MIN_BLOCK_CACHE);
+    }
+
+    #[test]
+    fn memory_limit_is_known_on_linux() {
+        if cfg!(target_os = "linux") {
+            let m = memory_limit().expect("Linux has /proc/meminfo");
+            assert!(m > 0);
+        }
+    }
+}
