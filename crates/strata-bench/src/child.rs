@@ -1001,9 +1001,24 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
     })
 }
 
-/// The child's entry point: runs the JSON `spec`, prints the result line.
-/// Returns the process exit code.
+/// The environment variable naming the `cgroup.procs` file of the memory
+/// cgroup a child runs in: the child writes its pid there before anything
+/// else.
+pub const CGROUP_PROCS_ENV: &str = "STRATA_BENCH_CGROUP_PROCS";
+
+/// The child's entry point: enters its memory cgroup ([`CGROUP_PROCS_ENV`]),
+/// runs the JSON `spec`, prints the result line. Returns the process exit
+/// code.
 pub fn child_main(spec_json: &str) -> i32 {
+    if let Some(procs) = std::env::var_os(CGROUP_PROCS_ENV) {
+        if let Err(e) = std::fs::write(&procs, std::process::id().to_string()) {
+            eprintln!(
+                "error: entering the memory cgroup ({}): {e}",
+                std::path::Path::new(&procs).display()
+            );
+            return 2;
+        }
+    }
     let spec: RunSpec = match serde_json::from_str(spec_json) {
         Ok(s) => s,
         Err(e) => {

@@ -58,6 +58,11 @@ impl MemoryCap {
         })
     }
 
+    /// The file a process writes its pid to in order to enter the cgroup.
+    pub fn procs(&self) -> &Path {
+        &self.procs
+    }
+
     /// Moves process `pid` (a child just started) into the cgroup.
     pub fn enter(&self, pid: u32) -> Result<(), String> {
         std::fs::write(&self.procs, pid.to_string())

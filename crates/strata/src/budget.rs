@@ -11,12 +11,13 @@
 //! the kernel nothing to cache the files in and the host nothing to run.
 //!
 //! The budget is split into shares, each bounding what it sizes:
-//! - memtables, half of it: `max_write_buffer_number + 1` write buffers
-//!   (the active and immutable memtables, and the arena chunks of a
-//!   flushed one kept for the next), each with a 1 MiB arena chunk of
-//!   slack, stay within it; a larger `write_buffer_size` is lowered at
-//!   open. Writers then wait on a full
-//!   set of memtables, as they always do, so the share is never passed.
+//! - memtables, half of it: the `max_write_buffer_number` memtables, each
+//!   with a 1 MiB arena chunk of slack, and the chunks of a flushed one
+//!   kept for the next (a whole write buffer where the share has room for
+//!   it, otherwise an eighth of one: larger memtables are worth more than
+//!   chunks kept ahead); a larger `write_buffer_size` is lowered at open.
+//!   Writers wait on a full set of memtables, as they always do, so the
+//!   share is not passed.
 //! - the block cache, a quarter: a larger `block_cache_size` is lowered.
 //! - pinned index and filter blocks and the table cache, a quarter: reported
 //!   in `stats` (`pinned_index_filter_bytes`) against this share.
@@ -93,6 +94,18 @@ impl MemoryBudget {
         Self::resolve(opts, memory_limit())
     }
 
+    /// The bytes of arena chunks the memtables' pool may keep when the
+    /// memtables' share has no room for a whole write buffer of them beside
+    /// the memtables (an eighth of `opts.write_buffer_size`, at least one
+    /// chunk); `None` where it has (or there is no budget): the pool then
+    /// keeps a whole write buffer.
+    pub fn chunk_pool_bytes(&self, opts: &Options) -> Option<usize> {
+        let whole = (opts.write_buffer_size.saturating_add(CHUNK_SLACK) as u64)
+            .saturating_mul(opts.max_write_buffer_number.saturating_add(1) as u64);
+        (self.total != 0 && whole > self.memtables)
+            .then(|| (opts.write_buffer_size / 8).max(CHUNK_SLACK))
+    }
+
     /// Lowers the sizes in `opts` that would pass their shares: the write
     /// buffer (so that `max_write_buffer_number + 1` of them fit the
     /// memtables' share), the block cache and, for KVell, its page cache
@@ -103,11 +116,14 @@ impl MemoryBudget {
             return;
         }
         let share = |b: u64| usize::try_from(b).unwrap_or(usize::MAX);
-        let buffers = opts.max_write_buffer_number.saturating_add(1).max(1);
-        let wb = (share(self.memtables) / buffers)
-            .saturating_sub(CHUNK_SLACK)
-            .max(MIN_WRITE_BUFFER);
-        opts.write_buffer_size = opts.write_buffer_size.min(wb);
+        if self.chunk_pool_bytes(opts).is_some() {
+            // The memtables and an eighth of a write buffer of chunks.
+            let n = opts.max_write_buffer_number.max(1);
+            let wb = (share(self.memtables).saturating_mul(8) / (8 * n + 1))
+                .saturating_sub(CHUNK_SLACK)
+                .max(MIN_WRITE_BUFFER);
+            opts.write_buffer_size = opts.write_buffer_size.min(wb);
+        }
         let cache = share(self.block_cache).max(MIN_BLOCK_CACHE);
         opts.block_cache_size = opts.block_cache_size.min(cache);
         opts.kvell_page_cache = opts.kvell_page_cache.min(self.memtables);
@@ -177,9 +193,13 @@ mod tests {
     fn sizes_past_their_share_are_lowered_and_others_kept() {
         let mut o = Options::default();
         MemoryBudget::resolve(&o, Some(128 * MIB)).apply(&mut o);
-        // Three write buffers (two memtables and the pool), each with a
-        // chunk of slack, in 32 MiB.
-        assert_eq!(o.write_buffer_size as u64, 32 * MIB / 3 - MIB);
+        // Two memtables, each with a chunk of slack, and an eighth of a
+        // write buffer of chunks in 32 MiB.
+        assert_eq!(o.write_buffer_size as u64, 32 * MIB * 8 / 17 - MIB);
+        let b = MemoryBudget::resolve(&o, Some(128 * MIB));
+        assert_eq!(b.chunk_pool_bytes(&o), Some(o.write_buffer_size / 8));
+        let pool = b.chunk_pool_bytes(&o).unwrap_or(0) as u64;
+        assert!(2 * (o.write_buffer_size as u64 + MIB) + pool <= b.memtables);
         assert_eq!(o.block_cache_size as u64, 16 * MIB);
         let mut small = Options::default()
             .write_buffer_size(4 << 20)
@@ -189,6 +209,9 @@ mod tests {
             (small.write_buffer_size, small.block_cache_size),
             (4 << 20, 8 << 20)
         );
+        // Room for a whole write buffer of chunks beside the memtables.
+        let b = MemoryBudget::resolve(&small, Some(128 * MIB));
+        assert_eq!(b.chunk_pool_bytes(&small), None);
     }
 
     #[test]

@@ -246,10 +246,14 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
     fs.sync_dir(dir)?;
 
     let tables = versions.table_cache().clone();
-    let chunks = Arc::new(crate::memtable::ChunkPool::for_write_buffer(
+    let mut pool = crate::memtable::ChunkPool::for_write_buffer(
         opts.write_buffer_size,
         crate::memtable::MemTable::shards_for(&opts),
-    ));
+    );
+    if let Some(bytes) = budget.chunk_pool_bytes(&opts) {
+        pool = pool.limited_to(bytes);
+    }
+    let chunks = Arc::new(pool);
     let mem = Arc::new(MemTable::with_options_in(
         log_number,
         &opts,

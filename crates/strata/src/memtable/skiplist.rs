@@ -182,6 +182,15 @@ impl ChunkPool {
         pool
     }
 
+    /// The pool keeping at most `bytes` of chunks (at least one), and
+    /// making at most that many ahead.
+    #[must_use]
+    pub fn limited_to(mut self, bytes: usize) -> Self {
+        self.cap = bytes.div_ceil(CHUNK_WORDS * 8).max(1);
+        self.ready = self.ready.min(self.cap);
+        self
+    }
+
     /// Chunks held (tests).
     #[cfg(test)]
     pub fn held(&self) -> usize {
