@@ -235,14 +235,16 @@ pub trait RandomAccessFile: Send + Sync + Debug {
     fn mapping(&self) -> Option<&Arc<Mapping>> {
         None
     }
-    /// Tells the OS that reads of this file's mapping are random: a page
-    /// fault then reads that page alone instead of the pages around it
-    /// (which, when memory is short, evict one another before they are
-    /// used). No-op where the file is not mapped.
+    /// Tells the OS that this file is read at random: a page fault of its
+    /// mapping, or a read of the file, then reads what it needs alone
+    /// instead of the pages around or after it (which, when memory is
+    /// short, evict one another before they are used; `POSIX_FADV_RANDOM`
+    /// for a file read with pread). No-op where the OS is not asked.
     fn advise_random(&self) {}
-    /// Asks the OS to start reading `[offset, offset + len)` of the mapping
-    /// in the background (iterators call it ahead of their position). No-op
-    /// where the file is not mapped.
+    /// Asks the OS to start reading `[offset, offset + len)` of the file
+    /// into memory in the background (iterators call it ahead of their
+    /// position: `MADV_WILLNEED` on a mapping, `POSIX_FADV_WILLNEED` on a
+    /// file read with pread). No-op where the OS is not asked.
     fn prefetch(&self, _offset: u64, _len: u64) {}
     /// Asks the OS to back the mapping with huge pages where the page cache
     /// allows (`Options::mmap_huge`). From then on [`prefetch`] asks for

@@ -686,7 +686,7 @@ struct Readahead {
     buf: Vec<u8>,
 }
 
-/// The first prefetch window of a forward scan over a mapped table, once
+/// The first prefetch window of a forward scan, once
 /// it has read [`PREFETCH_AFTER`] adjacent blocks; it doubles up to
 /// [`PREFETCH_MAX`] (a sequential iterator starts at the maximum).
 const PREFETCH_MIN: u64 = 16 << 10;
@@ -709,10 +709,12 @@ pub(crate) const FIRST_ASK: u64 = 1 << 20;
 /// The unit in which a table remembers what scans asked for.
 const ASK_PIECE: u64 = 256 << 10;
 
-/// What a forward scan has asked the OS to read ahead of it in a mapped
-/// table: with `MADV_RANDOM` on the map (see `Options::mmap_random`), a
-/// page fault reads one page, and without it the fault's read-around is
-/// read while the scan waits; a scan tells the OS what comes next.
+/// What a forward scan has asked the OS to read ahead of it: with
+/// `MADV_RANDOM` on a table's map (see `Options::mmap_random`) a page
+/// fault reads one page, without it the fault's read-around is read while
+/// the scan waits, and a table read with pread is advised random (the
+/// table cache does, once the tables outgrow the page cache); a scan tells
+/// the OS what comes next.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Prefetch {
     /// End of the last data block loaded.
@@ -937,9 +939,6 @@ impl TableIter {
     fn prefetch_after(&mut self, h: BlockHandle) {
         let limit = self.table.data_limit;
         let sequential = self.readahead.is_some();
-        if !sequential && self.table.file.mapping().is_none() {
-            return;
-        }
         if !sequential && !self.prefetch.continues(h) {
             // A new run for this cursor: it may continue the scan an
             // earlier cursor over this table stopped in.

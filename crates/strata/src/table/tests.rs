@@ -1211,3 +1211,48 @@ fn a_seek_into_an_unasked_piece_asks_before_touching_it() {
         "{later:?}"
     );
 }
+
+/// A table read with pread asks the OS for nothing on a seek (a point
+/// read reads its block alone), and a scan asks ahead of itself once it
+/// reads blocks front to back (the table cache advises such files random,
+/// so the kernel reads nothing ahead on its own).
+#[test]
+fn a_pread_table_asks_ahead_only_for_scans() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("000001.sst");
+    let kvs = entries(60_000);
+    let mut b = TableBuilder::new(
+        PosixFs.create(&path).expect("create"),
+        opts(4096, Compression::None),
+    );
+    for (k, v) in &kvs {
+        b.add(k, v).expect("add");
+    }
+    b.finish().expect("finish");
+    let file = Arc::new(RecordingMap {
+        inner: PosixFs.open_random(&path).expect("open"),
+        asked: Mutex::new(Vec::new()),
+    });
+    let t = Arc::new(
+        Table::open(
+            Arc::clone(&file) as Arc<dyn RandomAccessFile>,
+            path.clone(),
+            1,
+            Arc::new(BlockCache::new(1 << 20)),
+            true,
+        )
+        .expect("open table"),
+    );
+    assert!(t.mapped_bytes() == 0, "read with pread");
+    file.asked.lock().clear();
+    let mut it = TableIter::new(Arc::clone(&t));
+    it.seek(&seek_key(&ukey(20_000), MAX_SEQ));
+    assert!(it.valid());
+    assert!(file.asked.lock().is_empty(), "a seek asks for nothing");
+    for _ in 0..5_000 {
+        it.next();
+        assert!(it.valid());
+    }
+    let asked: Vec<(u64, u64)> = file.asked.lock().drain(..).collect();
+    assert!(!asked.is_empty(), "the scan reads ahead");
+}

@@ -414,7 +414,12 @@ impl TableCache {
             }
             file
         } else {
-            self.fs.open_random(&path)?
+            // Point lookups read one block; scans ask for what comes next
+            // themselves (`TableIter`), so the kernel's read-ahead after a
+            // read only evicts what other reads need.
+            let file = self.fs.open_random(&path)?;
+            file.advise_random();
+            file
         };
         if file.len() != size {
             return Err(Error::corruption(
