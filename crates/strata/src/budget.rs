@@ -24,12 +24,9 @@
 //!
 //! The rest of the memory the process may use (`page_cache_room`) is what
 //! the tables can count on staying in the page cache. While the live
-//! tables fit in it, memory-mapped tables are read with the kernel's
-//! read-around (a cold table warms in few, large reads) and may be warmed
-//! whole; once they outgrow it, the maps are advised random (a fault reads
-//! its own page, not the 128 KiB or more around it that evicts what
-//! another read needs next), scans ask for what comes next themselves,
-//! and no table is warmed (see `version::table_cache`).
+//! tables fit in it, tables are memory-mapped and may be warmed whole;
+//! once they outgrow it, they are read with pread through the block cache,
+//! advised random, and none is warmed (see `TableCache::fit`).
 
 use crate::options::Options;
 
@@ -107,8 +104,9 @@ impl MemoryBudget {
     }
 
     /// Lowers the sizes in `opts` that would pass their shares: the write
-    /// buffer (so that `max_write_buffer_number + 1` of them fit the
-    /// memtables' share), the block cache and, for KVell, its page cache
+    /// buffer (so that the memtables, their slack and the chunk pool of
+    /// [`chunk_pool_bytes`](Self::chunk_pool_bytes) fit the memtables'
+    /// share), the block cache and, for KVell, its page cache
     /// (the memtables' share: it has no memtables). A size within its
     /// share is left as it is; nothing is lowered without a budget.
     pub fn apply(&self, opts: &mut Options) {

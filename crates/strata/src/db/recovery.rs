@@ -40,6 +40,7 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
     let cache = Arc::new(BlockCache::new(opts.block_cache_size));
     let table_opts = TableOptions::from_options(&opts);
     let mut versions = VersionSet::new(dir, &opts, cache.clone());
+    versions.table_cache().set_room(budget.page_cache_room);
     let names = fs.list_dir(dir)?;
     let fast_dir = versions.matrix_dir().to_path_buf();
     let fast_lock = if opts.l0 == crate::options::L0Kind::Matrix && fast_dir != dir {

@@ -45,12 +45,9 @@ pub type NodePtr = *const NodeHeader;
 /// `insert`).
 ///
 /// A chunk is its own anonymous memory map, so that a freed chunk goes
-/// back to the OS at once. From the allocator, 1 MiB chunks came from its
-/// heaps once a first one was freed (glibc raises its map threshold past a
-/// freed map's size), and chunks freed there stayed resident as free
-/// lists: under a 48 MiB memory limit the process held 29-40 MiB of
-/// anonymous memory for a 24 MiB budget, against 27 MiB with chunks
-/// mapped (`tests/memory_budget.rs`).
+/// back to the OS at once; from the allocator, freed chunks stayed
+/// resident as its free lists (glibc raises its map threshold past a freed
+/// map's size; measured in docs/design/2026-11-29-read-path-by-fit.md).
 pub struct Chunk {
     base: NonNull<u64>,
     len: usize,

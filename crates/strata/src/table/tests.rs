@@ -1147,6 +1147,37 @@ impl RandomAccessFile for RecordingMap {
     }
 }
 
+/// A table of 60,000 entries in 4 KiB blocks written in `dir`, opened
+/// through `open` behind a [`RecordingMap`] (cleared after the open).
+fn recorded_table(
+    dir: &std::path::Path,
+    open: impl Fn(&std::path::Path) -> Result<Arc<dyn RandomAccessFile>>,
+) -> (Arc<RecordingMap>, Arc<Table>) {
+    let path = dir.join("000001.sst");
+    let mut b = TableBuilder::new(
+        PosixFs.create(&path).expect("create"),
+        opts(4096, Compression::None),
+    );
+    for (k, v) in &entries(60_000) {
+        b.add(k, v).expect("add");
+    }
+    b.finish().expect("finish");
+    let file = Arc::new(RecordingMap {
+        inner: open(&path).expect("open"),
+        asked: Mutex::new(Vec::new()),
+    });
+    let t = Table::open(
+        Arc::clone(&file) as Arc<dyn RandomAccessFile>,
+        path,
+        1,
+        Arc::new(BlockCache::new(1 << 20)),
+        true,
+    )
+    .expect("open table");
+    file.asked.lock().clear();
+    (file, Arc::new(t))
+}
+
 /// A cursor's first block in a piece of a mapped table that no scan asked
 /// for is asked for (with what follows it) before it is touched, so that
 /// the touch waits for one short read rather than the kernel's
@@ -1155,31 +1186,8 @@ impl RandomAccessFile for RecordingMap {
 #[test]
 fn a_seek_into_an_unasked_piece_asks_before_touching_it() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("000001.sst");
-    let kvs = entries(60_000);
-    let mut b = TableBuilder::new(
-        PosixFs.create(&path).expect("create"),
-        opts(4096, Compression::None),
-    );
-    for (k, v) in &kvs {
-        b.add(k, v).expect("add");
-    }
-    b.finish().expect("finish");
-    let file = Arc::new(RecordingMap {
-        inner: PosixFs.open_mapped(&path).expect("open"),
-        asked: Mutex::new(Vec::new()),
-    });
-    let t = Table::open(
-        Arc::clone(&file) as Arc<dyn RandomAccessFile>,
-        path.clone(),
-        1,
-        Arc::new(BlockCache::new(1 << 20)),
-        true,
-    )
-    .expect("open table");
+    let (file, t) = recorded_table(dir.path(), |p| PosixFs.open_mapped(p));
     assert!(file.len() > 4 << 20, "a table of several pieces");
-    let t = Arc::new(t);
-    file.asked.lock().clear();
     let seek = |i: usize| {
         let mut it = TableIter::new(Arc::clone(&t));
         it.seek(&seek_key(&ukey(i), MAX_SEQ));
@@ -1219,32 +1227,8 @@ fn a_seek_into_an_unasked_piece_asks_before_touching_it() {
 #[test]
 fn a_pread_table_asks_ahead_only_for_scans() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("000001.sst");
-    let kvs = entries(60_000);
-    let mut b = TableBuilder::new(
-        PosixFs.create(&path).expect("create"),
-        opts(4096, Compression::None),
-    );
-    for (k, v) in &kvs {
-        b.add(k, v).expect("add");
-    }
-    b.finish().expect("finish");
-    let file = Arc::new(RecordingMap {
-        inner: PosixFs.open_random(&path).expect("open"),
-        asked: Mutex::new(Vec::new()),
-    });
-    let t = Arc::new(
-        Table::open(
-            Arc::clone(&file) as Arc<dyn RandomAccessFile>,
-            path.clone(),
-            1,
-            Arc::new(BlockCache::new(1 << 20)),
-            true,
-        )
-        .expect("open table"),
-    );
+    let (file, t) = recorded_table(dir.path(), |p| PosixFs.open_random(p));
     assert!(t.mapped_bytes() == 0, "read with pread");
-    file.asked.lock().clear();
     let mut it = TableIter::new(Arc::clone(&t));
     it.seek(&seek_key(&ukey(20_000), MAX_SEQ));
     assert!(it.valid());

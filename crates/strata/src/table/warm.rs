@@ -294,12 +294,9 @@ mod tests {
     }
 
     #[test]
-    fn memory_limit_is_known_on_linux() {
-        if cfg!(target_os = "linux") {
-            let m = crate::budget::memory_limit().expect("Linux has /proc/meminfo");
-            assert!(m > 16 << 20, "{m}");
-            assert_eq!(default_budget(), m / 4);
-        }
+    fn the_default_budget_is_a_quarter_of_the_memory_limit() {
+        let m = crate::budget::memory_limit().unwrap_or(0);
+        assert_eq!(default_budget(), m / 4);
     }
 
     #[test]

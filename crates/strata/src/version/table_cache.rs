@@ -135,8 +135,9 @@ pub struct TableCache {
     /// fit in `room` (see [`fit`](Self::fit)).
     mapped: AtomicBool,
     /// Bytes of tables the page cache can be expected to hold
-    /// (`MemoryBudget::page_cache_room`).
-    room: u64,
+    /// (`MemoryBudget::page_cache_room`, set at open; `u64::MAX` until
+    /// then: every database fits).
+    room: AtomicU64,
     mmap_random: bool,
     /// `Options::mmap_huge` (and not `mmap_random`).
     mmap_huge: bool,
@@ -181,10 +182,10 @@ impl TableCache {
     }
 
     /// Sets the bytes of tables the page cache can be expected to hold
-    /// (by default the memory budget's `page_cache_room`); see
+    /// (the memory budget's `page_cache_room`; `u64::MAX` until set); see
     /// [`fit`](Self::fit).
-    pub fn set_room(&mut self, room: u64) {
-        self.room = room;
+    pub fn set_room(&self, room: u64) {
+        self.room.store(room, Ordering::Relaxed);
     }
 
     /// Chooses how tables are read from the bytes of the live tables
@@ -192,12 +193,9 @@ impl TableCache {
     /// pread). While they fit in the page cache's room, tables are mapped:
     /// a block in memory is used in place, with no copy and no block
     /// cache. Once they pass it, tables are read with pread(2) through the
-    /// block cache and not warmed: under a memory limit a fault of a
-    /// mapped table costs more than a read (the fault reads ahead around
-    /// the page, and reclaiming mapped pages means unmapping them), and
-    /// random gets ran at 0.7% (read-around) and 30-40% (`mmap_random`) of
-    /// the rate of pread in 128 MiB with 5.5 times that in tables
-    /// (docs/design/2026-11-29-read-path-by-fit.md). Every held table is
+    /// block cache, advised random, and not warmed: under a memory limit a
+    /// fault of a mapped table costs more than a read (measured in
+    /// docs/design/2026-11-29-read-path-by-fit.md). Every held table is
     /// closed at the switch and reopened the new way on its next read
     /// (readers holding one finish with it); a table being opened across
     /// the switch may keep the old way until it is closed. They switch back
@@ -207,11 +205,12 @@ impl TableCache {
         if !self.mmap_reads {
             return;
         }
+        let room = self.room.load(Ordering::Relaxed);
         let was = self.mapped.load(Ordering::Relaxed);
         let now = if was {
-            live_bytes <= self.room
+            live_bytes <= room
         } else {
-            live_bytes <= self.room - self.room / 8
+            live_bytes <= room - room / 8
         };
         if now == was {
             return;
@@ -243,7 +242,7 @@ impl TableCache {
             mmap_reads: opts.mmap_reads,
             mapped: AtomicBool::new(opts.mmap_reads),
             mmap_random: opts.mmap_random,
-            room: crate::budget::MemoryBudget::for_options(opts).page_cache_room,
+            room: AtomicU64::new(u64::MAX),
             mmap_huge: opts.mmap_huge && !opts.mmap_random,
             capacity: capacity.map(|c| c.max(1)),
             warmer: Warmer::new(opts.warm_budget_bytes()),
@@ -969,14 +968,13 @@ mod tests {
         let tmp = tempfile::tempdir().expect("tempdir");
         let fs: Arc<dyn FileSystem> = Arc::new(PosixFs);
         let dir = tmp.path();
-        let mut tc = TableCache::with_capacity(
+        let tc = Arc::new(TableCache::with_capacity(
             dir,
             &Options::default().fs(fs.clone()),
             Arc::new(BlockCache::new(1 << 20)),
             None,
-        );
+        ));
         tc.set_room(1 << 20);
-        let tc = Arc::new(tc);
         let metas = metas(&fs, dir, &tc, 3);
         let read = |i: usize| {
             let t = metas[i].table().expect("open");
@@ -1013,8 +1011,7 @@ mod tests {
         let tmp = tempfile::tempdir().expect("tempdir");
         let fs: Arc<dyn FileSystem> = Arc::new(PosixFs);
         let opts = Options::default().mmap_reads(false).fs(fs);
-        let mut tc =
-            TableCache::with_capacity(tmp.path(), &opts, Arc::new(BlockCache::new(0)), None);
+        let tc = TableCache::with_capacity(tmp.path(), &opts, Arc::new(BlockCache::new(0)), None);
         tc.set_room(1 << 20);
         for bytes in [u64::MAX, 0] {
             tc.fit(bytes);
