@@ -266,7 +266,8 @@ fn wal_record_ends(wal: &Path) -> Vec<u64> {
         WalRecovery::AbsoluteConsistency,
     )
     .zero_filled_end();
-    let mut ends = vec![(wal_format::HEADER_SIZE + wal_format::FILE_HEADER_LEN) as u64];
+    // A log of this build: format 4, a tagged header record.
+    let mut ends = vec![(wal_format::HEADER_SIZE + wal_format::TAGGED_FILE_HEADER_LEN) as u64];
     while r.read_record().expect("pristine wal").is_some() {
         ends.push(r.last_good_offset());
     }
@@ -291,7 +292,7 @@ fn allowed_prefixes(ends: &[u64], d: Damage) -> Vec<usize> {
         let block = wal_format::BLOCK_SIZE as u64;
         let end = ends[intact];
         let left = block - end % block;
-        if left < wal_format::HEADER_SIZE as u64 && at < end + left {
+        if left < wal_format::TAGGED_HEADER_SIZE as u64 && at < end + left {
             v.push(WAL_OPS);
         }
     }

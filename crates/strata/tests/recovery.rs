@@ -360,8 +360,10 @@ fn record_ends(fs: &MemFs, path: &Path) -> Vec<u64> {
     let file = fs.open_sequential(path).expect("open log");
     let mut r =
         strata::wal::Reader::new(file, path.to_path_buf(), WalRecovery::AbsoluteConsistency);
-    let mut ends =
-        vec![(strata::wal::format::HEADER_SIZE + strata::wal::format::FILE_HEADER_LEN) as u64];
+    // Logs of this build are of format 4 (a tagged header record).
+    let mut ends = vec![
+        (strata::wal::format::HEADER_SIZE + strata::wal::format::TAGGED_FILE_HEADER_LEN) as u64,
+    ];
     while r.read_record().expect("intact log").is_some() {
         ends.push(r.last_good_offset());
     }

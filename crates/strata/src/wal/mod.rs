@@ -17,10 +17,14 @@
 //!  | 7 + 20 bytes     | 7 + n     | 7 + n     |       |  |
 //!  +------------------+-----------+-----------+-------+--+---------------
 //!
-//! header record payload (20 bytes, type 5, always the first fragment):
-//!   magic u64 LE = "STRATWAL" | version u32 LE = 2 | log number u64 LE
-//!   (format 1 logs, whose batch entries all carry a keyspace byte, are
-//!   still replayed)
+//! header record payload (type 5, always the first fragment, untagged):
+//!   magic u64 LE = "STRATWAL" | version u32 LE | log number u64 LE
+//!   [| tag u32 LE, format 4]
+//!   (format 4 writes; formats 1-3 are still replayed; manifests write 2)
+//!
+//! format 4: every fragment after the header record is tagged:
+//!   crc:u32 LE | len:u16 LE | type:u8 | tag:u32 LE | payload[len]
+//!   crc = mask(crc32c(type ++ tag ++ payload)); type 6 = sync mark
 //! ```
 //!
 //! A record (a [`crate::batch::WriteBatch`] encoding) is the concatenation of

@@ -1,7 +1,8 @@
 //! Reads records back from a write-ahead log, applying a [`WalRecovery`] mode.
 
 use super::format::{
-    FragmentType, BLOCK_SIZE, FILE_HEADER_LEN, HEADER_SIZE, SYNCED_MARK_LEN, WAL_MAGIC, WAL_VERSION,
+    tagged_fragment_crc, FragmentType, BLOCK_SIZE, FILE_HEADER_LEN, HEADER_SIZE, SYNCED_MARK_LEN,
+    TAGGED_FILE_HEADER_LEN, TAGGED_HEADER_SIZE, TAGGED_VERSION, WAL_MAGIC, WAL_VERSION,
 };
 use crate::coding::{get_u32, get_u64, unmask_crc};
 use crate::error::{Error, Result};
@@ -13,6 +14,11 @@ use std::path::PathBuf;
 enum Frag {
     /// End of the data (possibly after a block trailer).
     Eof,
+    /// Bytes that are no fragment of this log (a tagged log only: the tag
+    /// field is not the log's): zeros ahead of the records, or a recycled
+    /// file's earlier life. The end of the log unless fragments of the log
+    /// follow ([`Reader::ours_from`]).
+    Foreign { offset: usize },
     /// A fragment whose checksum verified.
     Ok {
         ty: FragmentType,
@@ -70,6 +76,10 @@ pub struct Reader {
     header_checked: bool,
     log_number: Option<u64>,
     version: u32,
+    /// The log's tag (format 4 on), from its header record.
+    tag: Option<u32>,
+    /// Size of the fragment headers after the header record.
+    header_size: usize,
     last_good: u64,
     dropped: Option<(u64, String)>,
     skipped: u64,
@@ -98,6 +108,8 @@ impl Reader {
             header_checked: false,
             log_number: None,
             version: WAL_VERSION,
+            tag: None,
+            header_size: HEADER_SIZE,
             last_good: 0,
             dropped: None,
             skipped: 0,
@@ -135,10 +147,15 @@ impl Reader {
     /// | PointInTime            | `Ok(None)`, `dropped()`| `Ok(None)`, `dropped()`  |
     /// | SkipAnyCorrupted       | `Ok(None)`, `dropped()`| skip, count, continue    |
     ///
-    /// In a log of format 3 (sync marks, [`FragmentType::Synced`]), damage
-    /// is a torn tail unless an intact mark after it says a sync had
-    /// completed past it; in older logs and manifests, unless a complete
-    /// valid record follows it.
+    /// In a log of format 3 or later (sync marks, [`FragmentType::Synced`]),
+    /// damage is a torn tail unless an intact mark after it says a sync had
+    /// completed past it (in format 4, a mark of this log: tagged with its
+    /// tag; in format 3, any mark whose value is not past its own offset);
+    /// in older logs and manifests, unless a complete valid record follows
+    /// it. In a tagged log (format 4), bytes that carry another tag (zeros,
+    /// a recycled file's earlier life) where a fragment would start are the
+    /// end of the log when no fragment of the log follows them anywhere,
+    /// and damage otherwise.
     ///
     /// A header record that verifies but has the wrong magic or length is
     /// `Corruption` in every mode, a newer format version `NotSupported`; a
@@ -296,7 +313,7 @@ impl Reader {
                 ..
             } => {
                 let p = self.data.get(a..b).unwrap_or(&[]);
-                if p.len() != FILE_HEADER_LEN {
+                if p.len() != FILE_HEADER_LEN && p.len() != TAGGED_FILE_HEADER_LEN {
                     return Err(
                         self.corruption(0, format!("WAL header record of {} bytes", p.len()))
                     );
@@ -317,6 +334,25 @@ impl Reader {
                         self.path.display()
                     )));
                 }
+                let want = if version >= TAGGED_VERSION {
+                    TAGGED_FILE_HEADER_LEN
+                } else {
+                    FILE_HEADER_LEN
+                };
+                if p.len() != want {
+                    return Err(self.corruption(
+                        0,
+                        format!("WAL header of format {version} with {} bytes", p.len()),
+                    ));
+                }
+                if version >= TAGGED_VERSION {
+                    let tag = get_u32(p, 20).unwrap_or(0);
+                    if tag == 0 {
+                        return Err(self.corruption(0, "WAL header has tag 0"));
+                    }
+                    self.tag = Some(tag);
+                    self.header_size = TAGGED_HEADER_SIZE;
+                }
                 self.log_number = get_u64(p, 12);
                 self.version = version;
                 self.pos = next;
@@ -328,12 +364,30 @@ impl Reader {
                 format!("missing WAL header: first fragment has type {ty:?}"),
             )),
             Frag::Eof => Ok(false),
+            // Untagged framing is used for the header: never foreign.
+            Frag::Foreign { offset } => Err(self.corruption(offset, "missing WAL header")),
             Frag::Bad {
                 offset,
                 reason,
                 skip,
             } => {
                 let reason = format!("damaged WAL header: {reason}");
+                // A tagged log's fragments name its tag: with it, its
+                // records and marks can be found after a damaged header
+                // (write-ahead logs only: manifests are never tagged).
+                if self.zero_filled_end {
+                    if let Some(tag) = self.tag_in_later_fragments() {
+                        self.tag = Some(tag);
+                        self.header_size = TAGGED_HEADER_SIZE;
+                        self.version = TAGGED_VERSION;
+                    }
+                }
+                let header_len = HEADER_SIZE
+                    + if self.tag.is_some() {
+                        TAGGED_FILE_HEADER_LEN
+                    } else {
+                        FILE_HEADER_LEN
+                    };
                 // A write-ahead log whose header still reads as zeros and
                 // no mark of which says a sync completed was never synced:
                 // a power loss can leave its later pages without its first
@@ -341,12 +395,16 @@ impl Reader {
                 let never_synced = self.zero_filled_end
                     && self
                         .data
-                        .get(..HEADER_SIZE + FILE_HEADER_LEN)
+                        .get(..header_len)
                         .is_some_and(|h| h.iter().all(|&b| b == 0))
                     && self.synced_after(0) == 0;
-                if !never_synced
-                    && self.valid_record_from(skip.unwrap_or_else(|| next_block(offset)))
-                {
+                // Where records would resume: a tagged log's next fragment
+                // (the damaged header's length cannot be trusted to find it).
+                let probe = match self.tag {
+                    Some(_) => self.ours_from(0).next().unwrap_or(self.data.len()),
+                    None => skip.unwrap_or_else(|| next_block(offset)),
+                };
+                if !never_synced && self.valid_record_from(probe) {
                     return Err(self.corruption(offset, reason));
                 }
                 if self.mode == WalRecovery::AbsoluteConsistency {
@@ -364,7 +422,61 @@ impl Reader {
     /// A write-ahead log of format version 3 or later: its syncs are
     /// marked ([`FragmentType::Synced`]).
     fn has_sync_marks(&self) -> bool {
-        self.log_number.is_some() && self.version >= 3
+        (self.log_number.is_some() && self.version >= 3) || self.tag.is_some()
+    }
+
+    /// The tag named by a tagged fragment that verifies: right after a
+    /// format-4 header record, at the start of a later block (each block of
+    /// a log begins with a fragment), or a sync mark anywhere (found by its
+    /// shape: type 6, length 8).
+    fn tag_in_later_fragments(&self) -> Option<u32> {
+        let first = HEADER_SIZE + TAGGED_FILE_HEADER_LEN;
+        let marks = self
+            .data
+            .windows(3)
+            .enumerate()
+            .filter(|(_, w)| *w == [SYNCED_MARK_LEN as u8, 0, FragmentType::Synced as u8])
+            .filter_map(|(i, _)| i.checked_sub(4));
+        std::iter::once(first)
+            .chain((BLOCK_SIZE..self.data.len()).step_by(BLOCK_SIZE))
+            .chain(marks)
+            .find_map(|at| self.tagged_fragment_at(at, None))
+    }
+
+    /// The tag of a tagged fragment that verifies at `at` (with `want`,
+    /// only one with that tag), whatever its type.
+    fn tagged_fragment_at(&self, at: usize, want: Option<u32>) -> Option<u32> {
+        let h = self.data.get(at..at + TAGGED_HEADER_SIZE)?;
+        if BLOCK_SIZE - at % BLOCK_SIZE < TAGGED_HEADER_SIZE {
+            return None;
+        }
+        let tag = get_u32(h, 7)?;
+        if tag == 0 || want.is_some_and(|w| w != tag) {
+            return None;
+        }
+        let n = usize::from(u16::from_le_bytes([h[4], h[5]]));
+        if TAGGED_HEADER_SIZE + n > BLOCK_SIZE - at % BLOCK_SIZE {
+            return None;
+        }
+        let payload = self
+            .data
+            .get(at + TAGGED_HEADER_SIZE..at + TAGGED_HEADER_SIZE + n)?;
+        let ok = FragmentType::from_u8(h[6]).is_some_and(|t| t != FragmentType::Zero)
+            && tagged_fragment_crc(h[6], tag, payload) == get_u32(h, 0)?;
+        ok.then_some(tag)
+    }
+
+    /// Offsets after `pos` (exclusive) where a fragment of this (tagged)
+    /// log verifies, found by its tag, in order.
+    fn ours_from(&self, pos: usize) -> impl Iterator<Item = usize> + '_ {
+        let tag = self.tag.unwrap_or(0).to_le_bytes();
+        let from = pos + 1 + 7;
+        let hay = self.data.get(from.min(self.data.len())..).unwrap_or(&[]);
+        hay.windows(4)
+            .enumerate()
+            .filter(move |(_, w)| *w == tag)
+            .map(move |(i, _)| from + i - 7)
+            .filter(move |&at| self.tagged_fragment_at(at, self.tag).is_some())
     }
 
     /// The furthest offset up to which an intact sync mark at or after
@@ -375,6 +487,20 @@ impl Reader {
     /// from damage in it on. (Parsing keeps a record's payload from being
     /// read as a mark wherever it can.)
     fn synced_after(&self, from: usize) -> usize {
+        if self.tag.is_some() {
+            // Marks of this log, found by its tag: no payload can forge one.
+            let best = self
+                .ours_from(from.saturating_sub(1))
+                .filter_map(|at| match self.fragment(at) {
+                    Frag::Ok {
+                        ty, start, payload, ..
+                    } if start == at => Some(self.mark_value(ty, start, payload)),
+                    _ => None,
+                })
+                .max()
+                .unwrap_or(0);
+            return usize::try_from(best).unwrap_or(usize::MAX);
+        }
         let end = self.data_end.max(from).min(self.data.len());
         let mut best = 0u64;
         let mut block = from / BLOCK_SIZE * BLOCK_SIZE;
@@ -386,12 +512,15 @@ impl Reader {
             while pos < block_end && BLOCK_SIZE - pos % BLOCK_SIZE >= HEADER_SIZE {
                 match self.fragment(pos) {
                     Frag::Ok {
-                        ty, payload, next, ..
+                        ty,
+                        start,
+                        payload,
+                        next,
                     } => {
-                        best = best.max(self.mark_value(ty, payload));
+                        best = best.max(self.mark_value(ty, start, payload));
                         pos = next;
                     }
-                    Frag::Eof => break,
+                    Frag::Eof | Frag::Foreign { .. } => break,
                     Frag::Bad { .. } => {
                         self.marks_by_shape(pos, block_end, &mut best);
                         break;
@@ -423,17 +552,24 @@ impl Reader {
             } = self.fragment(pos)
             {
                 if start == pos {
-                    *best = (*best).max(self.mark_value(ty, payload));
+                    *best = (*best).max(self.mark_value(ty, start, payload));
                 }
             }
         }
     }
 
-    /// The offset a verified fragment says a sync reached, when it is a
-    /// sync mark that carries one (0 otherwise).
-    fn mark_value(&self, ty: FragmentType, (a, b): (usize, usize)) -> u64 {
-        if ty == FragmentType::Synced && b - a == SYNCED_MARK_LEN {
-            get_u64(&self.data, a).unwrap_or(0)
+    /// The offset a verified fragment at `start` says a sync reached, when
+    /// it is a sync mark that carries one (0 otherwise). A mark is written
+    /// after the sync it reports, so its value is never past its own
+    /// offset: one that claims more is no mark (a payload's bytes in the
+    /// shape of one, in an untagged log).
+    fn mark_value(&self, ty: FragmentType, start: usize, (a, b): (usize, usize)) -> u64 {
+        if ty != FragmentType::Synced || b - a != SYNCED_MARK_LEN {
+            return 0;
+        }
+        let v = get_u64(&self.data, a).unwrap_or(0);
+        if v <= start as u64 {
+            v
         } else {
             0
         }
@@ -478,6 +614,35 @@ impl Reader {
                         reason,
                         resume,
                         probe: skip.unwrap_or(resume),
+                    };
+                }
+                Frag::Foreign { offset } => {
+                    // Reading resumes at the next fragment of the log, found
+                    // once (each byte is searched once however long the
+                    // foreign region).
+                    let next = self.ours_from(offset).next();
+                    return match (partial, next) {
+                        (Some((start, _)), _) => {
+                            let resume = next.unwrap_or(self.data.len());
+                            Raw::Damage {
+                                offset: start,
+                                reason: format!(
+                                    "record starting at {start} runs into bytes of no record \
+                                     of this log at {offset}"
+                                ),
+                                resume,
+                                probe: resume,
+                            }
+                        }
+                        (None, Some(resume)) => Raw::Damage {
+                            offset,
+                            reason: "bytes of no record of this log, with records of it \
+                                     after them"
+                                .into(),
+                            resume,
+                            probe: resume,
+                        },
+                        (None, None) => Raw::Eof,
                     };
                 }
                 Frag::Ok {
@@ -537,11 +702,18 @@ impl Reader {
         }
     }
 
-    /// Parses the fragment at `pos`, skipping a block trailer first.
+    /// Parses the fragment at `pos`, skipping a block trailer first. The
+    /// header record at offset 0 is always untagged; every later fragment
+    /// of a tagged log is tagged.
     fn fragment(&self, mut pos: usize) -> Frag {
         let len = self.data.len();
+        let hs = if pos == 0 {
+            HEADER_SIZE
+        } else {
+            self.header_size
+        };
         let block_left = BLOCK_SIZE - pos % BLOCK_SIZE;
-        if block_left < HEADER_SIZE {
+        if block_left < hs {
             pos += block_left;
         }
         if pos >= len {
@@ -549,7 +721,8 @@ impl Reader {
         }
         // A zero-filled rest of a write-ahead log is its end: the writer
         // zero-fills ahead of synced records (`Writer::sync_ahead`). Zeros
-        // with anything after them are damage, as before.
+        // with anything after them are damage (in a tagged log: foreign
+        // bytes, below).
         if self.zero_filled_end && pos >= self.data_end {
             return Frag::Eof;
         }
@@ -561,40 +734,73 @@ impl Reader {
         let bad_len = |reason: String, n: usize| Frag::Bad {
             offset: pos,
             reason,
-            skip: Some(pos + HEADER_SIZE + n),
+            skip: Some(pos + hs + n),
         };
         let block_left = BLOCK_SIZE - pos % BLOCK_SIZE;
-        let Some(h) = self.data.get(pos..pos + HEADER_SIZE) else {
+        let Some(h) = self.data.get(pos..pos + hs) else {
+            // Bytes of the tag field that are present and not the log's:
+            // no fragment of it.
+            if let (Some(tag), Some(part)) = (self.tag, self.data.get(pos + 7..)) {
+                if hs == TAGGED_HEADER_SIZE
+                    && !part.is_empty()
+                    && !tag.to_le_bytes().starts_with(part)
+                {
+                    return Frag::Foreign { offset: pos };
+                }
+            }
             return bad(format!(
-                "truncated fragment header ({} of {HEADER_SIZE} bytes)",
+                "truncated fragment header ({} of {hs} bytes)",
                 len - pos
             ));
         };
         let stored = get_u32(h, 0).unwrap_or(0);
         let n = usize::from(u16::from_le_bytes([h[4], h[5]]));
         let tyb = h[6];
+        let tag = if hs == TAGGED_HEADER_SIZE {
+            let tag = get_u32(h, 7).unwrap_or(0);
+            let ours = self.tag.unwrap_or(0);
+            if tag != ours {
+                // A fragment of the log whose tag alone is damaged still
+                // verifies with the log's tag: damage, not foreign bytes.
+                let damaged_tag = hs + n <= block_left
+                    && self
+                        .data
+                        .get(pos + hs..pos + hs + n)
+                        .is_some_and(|p| tagged_fragment_crc(tyb, ours, p) == stored);
+                if !damaged_tag {
+                    return Frag::Foreign { offset: pos };
+                }
+                return bad_len(format!("fragment with a damaged tag (type {tyb})"), n);
+            }
+            Some(tag)
+        } else {
+            None
+        };
         if tyb == FragmentType::Zero as u8 {
             let reason = if stored == 0 && n == 0 {
                 "zero-filled region".to_string()
             } else {
                 format!("fragment of reserved type 0 (length {n})")
             };
-            return bad_len(reason, n.min(block_left - HEADER_SIZE));
+            return bad_len(reason, n.min(block_left - hs));
         }
-        if HEADER_SIZE + n > block_left {
+        if hs + n > block_left {
             return bad(format!(
                 "fragment length {n} crosses the block boundary ({block_left} bytes left in block)"
             ));
         }
-        let (a, b) = (pos + HEADER_SIZE, pos + HEADER_SIZE + n);
+        let (a, b) = (pos + hs, pos + hs + n);
         let Some(payload) = self.data.get(a..b) else {
             return bad(format!(
                 "truncated fragment: length {n}, {} bytes present",
                 len - a
             ));
         };
-        let actual = crc32c::crc32c_append(crc32c::crc32c(&[tyb]), payload);
-        if actual != unmask_crc(stored) {
+        let verified = match tag {
+            Some(tag) => tagged_fragment_crc(tyb, tag, payload) == stored,
+            None => crc32c::crc32c_append(crc32c::crc32c(&[tyb]), payload) == unmask_crc(stored),
+        };
+        if !verified {
             return bad_len(
                 format!("fragment checksum mismatch (type {tyb}, length {n})"),
                 n,

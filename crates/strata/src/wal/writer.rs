@@ -1,8 +1,9 @@
 //! Appends records to a write-ahead log.
 
 use super::format::{
-    fragment_header, FragmentType, BLOCK_SIZE, FILE_HEADER_LEN, HEADER_SIZE, MANIFEST_LOG_VERSION,
-    SYNCED_MARK_LEN, WAL_MAGIC, WAL_VERSION,
+    fragment_header, log_tag, tagged_fragment_header, FragmentType, BLOCK_SIZE, HEADER_SIZE,
+    MANIFEST_LOG_VERSION, SYNCED_MARK_LEN, TAGGED_FILE_HEADER_LEN, TAGGED_HEADER_SIZE,
+    TAGGED_VERSION, WAL_MAGIC, WAL_VERSION,
 };
 use crate::coding::{put_u32, put_u64};
 use crate::error::{Error, Result};
@@ -21,6 +22,12 @@ const PREALLOCATE_LOW: u64 = 256 << 10;
 pub struct Writer {
     file: Box<dyn WritableFile>,
     log_number: u64,
+    /// The log's tag, carried by every fragment after the header record
+    /// (write-ahead logs of format 4 on; `None`: untagged fragments).
+    tag: Option<u32>,
+    /// Fragment header size: [`HEADER_SIZE`], or [`TAGGED_HEADER_SIZE`]
+    /// once the header record of a tagged log is written.
+    header_size: usize,
     /// Offset inside the current block.
     block_offset: usize,
     /// End of the zero-filled region `sync_ahead` asked for.
@@ -43,8 +50,9 @@ impl Writer {
         Self::start(file, log_number, MANIFEST_LOG_VERSION)
     }
 
-    /// Starts a write-ahead log (format version 3) in an empty `file`: the
-    /// first append after each completed sync begins with a
+    /// Starts a write-ahead log (format version 4) in an empty `file`, with
+    /// a fresh tag ([`log_tag`]) in its header record and in every fragment
+    /// after it. The first append after each completed sync begins with a
     /// [`FragmentType::Synced`] mark holding how far that sync reached
     /// (written after the sync returned, so it proves it). Recovery uses
     /// the marks to tell damage a power loss may leave in blocks written
@@ -52,8 +60,19 @@ impl Writer {
     /// pages of a reserved or zero-filled log can reach the disk in any
     /// order) from damage to synced records.
     pub fn new_wal(file: Box<dyn WritableFile>, log_number: u64) -> Result<Self> {
-        let mut w = Self::start(file, log_number, WAL_VERSION)?;
-        w.marks = true;
+        Self::new_wal_format(file, log_number, WAL_VERSION)
+    }
+
+    /// [`new_wal`](Self::new_wal) writing an older format `version` (3:
+    /// sync marks, untagged fragments), which tests use to show what this
+    /// build reads.
+    pub(crate) fn new_wal_format(
+        file: Box<dyn WritableFile>,
+        log_number: u64,
+        version: u32,
+    ) -> Result<Self> {
+        let mut w = Self::start(file, log_number, version)?;
+        w.marks = version >= 3;
         Ok(w)
     }
 
@@ -64,9 +83,12 @@ impl Writer {
                 file.len()
             )));
         }
+        let tag = (version >= TAGGED_VERSION).then(|| log_tag(log_number));
         let mut w = Writer {
             file,
             log_number,
+            tag,
+            header_size: HEADER_SIZE,
             block_offset: 0,
             preallocated: 0,
             marks: false,
@@ -74,11 +96,18 @@ impl Writer {
             confirm_pending: false,
             failed: None,
         };
-        let mut header = Vec::with_capacity(FILE_HEADER_LEN);
+        let mut header = Vec::with_capacity(TAGGED_FILE_HEADER_LEN);
         put_u64(&mut header, WAL_MAGIC);
         put_u32(&mut header, version);
         put_u64(&mut header, log_number);
+        if let Some(tag) = tag {
+            put_u32(&mut header, tag);
+        }
+        // The header record itself is untagged: a reader learns the tag from it.
         w.guard(|w| w.emit(FragmentType::Header, &header))?;
+        if tag.is_some() {
+            w.header_size = TAGGED_HEADER_SIZE;
+        }
         Ok(w)
     }
 
@@ -171,6 +200,11 @@ impl Writer {
         self.log_number
     }
 
+    /// The tag of a write-ahead log of format 4 or later.
+    pub fn tag(&self) -> Option<u32> {
+        self.tag
+    }
+
     fn guard(&mut self, op: impl FnOnce(&mut Self) -> Result<()>) -> Result<()> {
         if let Some(e) = &self.failed {
             return Err(e.clone());
@@ -197,13 +231,14 @@ impl Writer {
     /// Appends a [`FragmentType::Synced`] mark holding `synced`. A block
     /// with too little room left for it is filled with a short mark.
     fn mark(&mut self) -> Result<()> {
+        let hs = self.header_size;
         let leftover = BLOCK_SIZE - self.block_offset;
-        if leftover < HEADER_SIZE + SYNCED_MARK_LEN {
-            if leftover >= HEADER_SIZE {
+        if leftover < hs + SYNCED_MARK_LEN {
+            if leftover >= hs {
                 let filler = [0u8; SYNCED_MARK_LEN];
-                self.emit(FragmentType::Synced, &filler[..leftover - HEADER_SIZE])?;
+                self.emit(FragmentType::Synced, &filler[..leftover - hs])?;
             } else if leftover > 0 {
-                self.file.append(&[0u8; HEADER_SIZE][..leftover])?;
+                self.file.append(&[0u8; TAGGED_HEADER_SIZE][..leftover])?;
             }
             self.block_offset = 0;
         }
@@ -213,16 +248,17 @@ impl Writer {
     fn write_record(&mut self, payload: &[u8]) -> Result<()> {
         let mut left = payload;
         let mut begin = true;
+        let hs = self.header_size;
         loop {
             let leftover = BLOCK_SIZE - self.block_offset;
-            if leftover < HEADER_SIZE {
+            if leftover < hs {
                 // Too little room for a header: zero-pad to the next block.
                 if leftover > 0 {
-                    self.file.append(&[0u8; HEADER_SIZE][..leftover])?;
+                    self.file.append(&[0u8; TAGGED_HEADER_SIZE][..leftover])?;
                 }
                 self.block_offset = 0;
             }
-            let avail = BLOCK_SIZE - self.block_offset - HEADER_SIZE;
+            let avail = BLOCK_SIZE - self.block_offset - hs;
             let n = left.len().min(avail);
             let (frag, rest) = left.split_at(n);
             let end = rest.is_empty();
@@ -242,7 +278,8 @@ impl Writer {
     }
 
     fn emit(&mut self, ty: FragmentType, payload: &[u8]) -> Result<()> {
-        if self.block_offset + HEADER_SIZE + payload.len() > BLOCK_SIZE {
+        let hs = self.header_size;
+        if self.block_offset + hs + payload.len() > BLOCK_SIZE {
             // A fragment across a block boundary could not be read back.
             return Err(Error::InvalidArgument(format!(
                 "a WAL fragment of {} bytes at offset {} of its block",
@@ -250,9 +287,14 @@ impl Writer {
                 self.block_offset
             )));
         }
-        self.file.append(&fragment_header(ty, payload))?;
+        match self.tag {
+            Some(tag) if hs == TAGGED_HEADER_SIZE => self
+                .file
+                .append(&tagged_fragment_header(ty, tag, payload))?,
+            _ => self.file.append(&fragment_header(ty, payload))?,
+        }
         self.file.append(payload)?;
-        self.block_offset += HEADER_SIZE + payload.len();
+        self.block_offset += hs + payload.len();
         Ok(())
     }
 }
