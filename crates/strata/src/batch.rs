@@ -24,7 +24,7 @@
 
 use crate::coding::{put_bytes, Reader};
 use crate::error::{corrupt, Error, Result};
-use crate::types::{SeqNo, ValueKind, MAX_KEY_LEN, MAX_VALUE_LEN};
+use crate::types::{SeqNo, ValueKind, MAX_BATCH_BYTES, MAX_KEY_LEN, MAX_VALUE_LEN};
 use std::fmt;
 
 /// Length of the batch header: `u64 sequence + u32 count`.
@@ -146,8 +146,15 @@ impl WriteBatch {
     }
 
     /// `InvalidArgument` if a key is longer than [`MAX_KEY_LEN`], a value
-    /// longer than [`MAX_VALUE_LEN`], or the entry count overflowed.
+    /// longer than [`MAX_VALUE_LEN`], the encoding larger than
+    /// [`MAX_BATCH_BYTES`], or the entry count overflowed.
     pub fn validate(&self) -> Result<()> {
+        if self.rep.len() > MAX_BATCH_BYTES {
+            return Err(Error::InvalidArgument(format!(
+                "write batch of {} bytes exceeds the limit of {MAX_BATCH_BYTES}",
+                self.rep.len()
+            )));
+        }
         if self.count == u32::MAX {
             return Err(Error::InvalidArgument(format!(
                 "write batch has too many entries (limit {})",
@@ -500,6 +507,24 @@ mod tests {
         want.extend(entries(&b));
         assert_eq!(entries(&a), want);
         assert_eq!(WriteBatch::decode(a.encoded()).expect("decodes"), a);
+    }
+
+    #[test]
+    fn a_batch_past_the_size_limit_is_refused() {
+        // Four values at the value limit: past 1 GiB in one batch (one WAL
+        // record, one memtable's worth).
+        let value = vec![7u8; MAX_VALUE_LEN];
+        let mut b = WriteBatch::new();
+        for i in 0..3u8 {
+            b.put([i], &value[..]);
+        }
+        assert!(b.validate().is_ok(), "three quarters of a GiB");
+        b.put([9u8], &value[..]);
+        let e = b.validate();
+        assert!(
+            matches!(&e, Err(Error::InvalidArgument(m)) if m.contains("limit")),
+            "{e:?}"
+        );
     }
 
     #[test]

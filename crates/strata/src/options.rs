@@ -12,6 +12,11 @@ use std::sync::Arc;
 
 const KIB: usize = 1024;
 const MIB: usize = 1024 * KIB;
+
+/// The largest write buffer the matrix container takes: a row (one
+/// memtable) must stay under 4 GiB, and a memtable can pass its write
+/// buffer by one commit group (at most `types::MAX_BATCH_BYTES` + 1 MiB).
+const MAX_MATRIX_WRITE_BUFFER: usize = 2048 * MIB;
 /// Descriptors `max_open_files` leaves to files other than open tables.
 const NON_TABLE_FILES: usize = 10;
 /// The smallest `max_open_files` that takes effect.
@@ -288,6 +293,17 @@ pub struct Options {
     pub target_file_size: u64,
     /// Uncompressed size of a data block. Default 4 KiB.
     pub block_size: usize,
+    /// Fit data blocks to pages: a block that nearly fills its page is cut
+    /// before the entry that would take it past the page, and the next
+    /// block starts on the next page, the gap (at most an eighth of a
+    /// page) padded with zeros. A point read that misses the page cache
+    /// then reads one 4 KiB page instead of the two an unaligned block
+    /// straddles, and cached pages hold no pieces of other blocks. Applies
+    /// to tables written without compression with a `block_size` from 2 to
+    /// 4 KiB (a block that fits one page); entries too large to fill a
+    /// page closely leave blocks unaligned. Costs the padding: about half
+    /// an entry per block. Default true.
+    pub block_align: bool,
     /// Keys between restart points in a block. Default 16.
     pub block_restart_interval: usize,
     /// Bloom filter bits per key; 0 disables filters. Default 10.
@@ -511,6 +527,7 @@ impl Default for Options {
             num_levels: 7,
             target_file_size: 64 * MIB as u64,
             block_size: 4 * KIB,
+            block_align: true,
             block_restart_interval: 16,
             bloom_bits_per_key: 10,
             block_cache_size: 32 * MIB,
@@ -605,6 +622,8 @@ setters! {
     block_size: usize,
     /// Sets `block_restart_interval`.
     block_restart_interval: usize,
+    /// Sets `block_align`.
+    block_align: bool,
     /// Sets `bloom_bits_per_key`.
     bloom_bits_per_key: usize,
     /// Sets `block_cache_size`.
@@ -765,6 +784,13 @@ impl Options {
         if self.matrix_segment_rows == 0 {
             return bad("matrix_segment_rows must be at least 1");
         }
+        // A row addresses its cells with 32-bit offsets; a memtable holds at
+        // most a write buffer plus one commit group (a batch of at most
+        // `MAX_BATCH_BYTES` and 1 MiB of others), and so does a piece of a
+        // replayed log.
+        if self.l0 == L0Kind::Matrix && self.write_buffer_size > MAX_MATRIX_WRITE_BUFFER {
+            return bad("write_buffer_size must be at most 2 GiB with l0=matrix");
+        }
         if self.kvell_workers > 256 || !(1..=1024).contains(&self.kvell_batch) {
             return bad("kvell_workers must be at most 256 and kvell_batch in 1..=1024");
         }
@@ -823,6 +849,7 @@ impl Options {
             "target_file_size" => self.target_file_size = num(name, value)?,
             "block_size" => self.block_size = num(name, value)?,
             "block_restart_interval" => self.block_restart_interval = num(name, value)?,
+            "block_align" => self.block_align = flag(name, value)?,
             "bloom_bits_per_key" => self.bloom_bits_per_key = num(name, value)?,
             "block_cache_size" => self.block_cache_size = num(name, value)?,
             "background_threads" => self.background_threads = num(name, value)?,
@@ -971,7 +998,7 @@ impl fmt::Display for Options {
             f,
             "write_buffer_size={},max_write_buffer_number={},memtable_shard_size={},memtable_index={},level0_file_num_compaction_trigger={},\
              level0_slowdown_writes_trigger={},level0_stop_writes_trigger={},max_bytes_for_level_base={},\
-             max_bytes_for_level_multiplier={},num_levels={},target_file_size={},block_size={},\
+             max_bytes_for_level_multiplier={},num_levels={},target_file_size={},block_size={},block_align={},\
              block_restart_interval={},bloom_bits_per_key={},block_cache_size={},compression={},\
              background_threads={},background_cpus={},background_nice={},wal_recovery={},verify_checksums={},flush_on_close={},mmap_reads={},mmap_random={},mmap_huge={},mmap_writes={},max_open_files={},warm_budget={},memory_budget={},\
              l0={},fast_dir={},matrix_capacity={},matrix_column_bytes={},matrix_segment_rows={},\
@@ -990,6 +1017,7 @@ impl fmt::Display for Options {
             self.num_levels,
             self.target_file_size,
             self.block_size,
+            self.block_align,
             self.block_restart_interval,
             self.bloom_bits_per_key,
             self.block_cache_size,
@@ -1080,6 +1108,25 @@ mod tests {
         assert!(o.set("nope", "1").is_err());
         assert!(o.set("block_size", "4K").is_ok());
         assert_eq!(o.block_size, 4096);
+    }
+
+    #[test]
+    fn a_matrix_write_buffer_must_fit_a_row() {
+        // A row past 4 GiB cannot be written: the flush would fail, poison
+        // the database and fail again at every reopen with the matrix.
+        let matrix = || Options::default().l0(L0Kind::Matrix);
+        assert!(matrix().write_buffer_size(2048 * MIB).validate().is_ok());
+        let e = matrix().write_buffer_size(4096 * MIB).validate();
+        assert!(matches!(e, Err(Error::InvalidArgument(_))), "{e:?}");
+        assert!(matrix()
+            .write_buffer_size(2048 * MIB + 1)
+            .validate()
+            .is_err());
+        // The table container writes tables of any size.
+        assert!(Options::default()
+            .write_buffer_size(4096 * MIB)
+            .validate()
+            .is_ok());
     }
 
     #[test]

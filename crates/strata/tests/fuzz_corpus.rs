@@ -4,7 +4,7 @@
 //! splices): a poor man's fuzzer that runs in CI. Nothing may panic.
 //!
 //! The corpus is regenerated from real engine output with
-//! `cargo test --release --test fuzz_corpus -- --ignored generate_fuzz_corpus`.
+//! `STRATA_REGENERATE_CORPUS=1 cargo test --release --test fuzz_corpus -- --ignored generate_fuzz_corpus`.
 
 mod common;
 
@@ -65,11 +65,143 @@ fn mutate(rng: &mut StdRng, seed: &[u8], other: &[u8]) -> Vec<u8> {
     v
 }
 
+/// The merge plan of the seeds: two L0 tables and one of L1, two sub-tasks.
+fn merge_plan() -> Plan {
+    Plan {
+        kind: PlanKind::Merge,
+        level: 0,
+        output_level: 1,
+        inputs: vec![4, 7],
+        next_inputs: vec![2],
+        target_file_size: 1 << 20,
+        bottommost: true,
+        compact_pointer: b"k\x01\0\0\0\0\0\0\0".to_vec(),
+        trigger: Trigger::Size,
+        rows: Vec::new(),
+        assigned: Assignment {
+            snapshots: vec![17, 40],
+            splits: vec![b"k".to_vec()],
+            first_file_number: 30,
+            file_numbers: 12,
+        },
+    }
+}
+
+/// The worker protocol as this build speaks it: a request for the second
+/// sub-task of [`merge_plan`], a reply, a metrics message and an error,
+/// each framed.
+fn worker_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    let desc = |id: u64, lo: &[u8], hi: &[u8]| FileDesc {
+        id,
+        size: 4096,
+        smallest: [lo, &b"\x01\0\0\0\0\0\0\0"[..]].concat(),
+        largest: [hi, &b"\x01\0\0\0\0\0\0\0"[..]].concat(),
+        entries: 10,
+        deletions: 1,
+        max_seq: 99,
+    };
+    let req = Request {
+        rules: strata::compaction::executor::offload::RULES.to_string(),
+        dir: "/db".into(),
+        table_opts: strata::table::TableOptions::default(),
+        plan: merge_plan(),
+        subtask: 1,
+        inputs: vec![desc(4, b"a", b"m"), desc(7, b"c", b"z")],
+        next: vec![desc(2, b"b", b"y")],
+        deeper: vec![vec![(b"a".to_vec(), b"c".to_vec())], vec![]],
+        grandparents: vec![(b"a".to_vec(), b"q".to_vec(), 8192)],
+        mode: 2,
+        threshold: 0.7,
+    };
+    let frame = |op, origin, payload: Vec<u8>| {
+        Frame {
+            op,
+            origin,
+            flags: 0,
+            request_id: 5,
+            payload,
+        }
+        .encode()
+    };
+    let reply = Reply {
+        rules: strata::compaction::executor::offload::RULES.to_string(),
+        descs: vec![desc(42, b"k", b"p"), desc(43, b"q", b"z")],
+        bytes_written: 8192,
+        dropped: 3,
+        busy_micros: [10, 20, 30],
+        cpu_micros: 55,
+        pipelined: true,
+    };
+    vec![
+        ("request", frame(Op::Compact, Origin::Host, req.encode())),
+        ("reply", frame(Op::Result, Origin::Device, reply.encode())),
+        (
+            "metrics",
+            frame(
+                Op::Metrics,
+                Origin::Device,
+                encode_metrics(&[(1, 4), (2, 900)]),
+            ),
+        ),
+        (
+            "error",
+            frame(Op::Error, Origin::Device, b"no such table".to_vec()),
+        ),
+    ]
+}
+
+/// Write-ahead logs of the current format made now (their tags are drawn
+/// afresh each time): one with synced records and their marks, and one
+/// written over the start of an older log, as a recycled file holds it.
+fn fresh_wal_seeds() -> Vec<Vec<u8>> {
+    let fs = MemFs::new();
+    fs.create_dir_all(Path::new("/seeds")).expect("mkdir");
+    let log = |name: &str, number: u64, records: usize, sync_every: usize| {
+        let path = Path::new("/seeds").join(name);
+        let mut w = strata::wal::Writer::new_wal(fs.create(&path).expect("create"), number)
+            .expect("writer");
+        for i in 0..records {
+            let mut b = WriteBatch::new();
+            b.put(format!("key{i:05}"), vec![b'v'; 40 + i % 300]);
+            b.set_sequence(1 + i as u64);
+            w.add_record(b.encoded()).expect("add");
+            if i % sync_every == 0 {
+                w.sync().expect("sync");
+            } else {
+                w.flush().expect("flush");
+            }
+        }
+        drop(w);
+        fs.read_file(&path).expect("read")
+    };
+    let marked = log("marked.wal", 40, 120, 7);
+    let older = log("older.wal", 39, 400, 50);
+    let mut recycled = log("newer.wal", 41, 60, 9);
+    recycled.extend_from_slice(older.get(recycled.len()..).unwrap_or(&[]));
+    // The first byte picks how the harness reads a log (odd: as a WAL).
+    vec![marked, recycled]
+}
+
 #[test]
 fn replay_seed_corpus_and_mutations() {
     let mut rng = StdRng::seed_from_u64(0x5eed);
     for (name, harness) in TARGETS {
-        let seeds = seeds(name);
+        let mut seeds = seeds(name);
+        if name == "worker" {
+            // The checked-in frames may be of an older protocol version.
+            let fresh: Vec<Vec<u8>> = worker_seeds().into_iter().map(|(_, f)| f).collect();
+            for s in &fresh {
+                assert!(harness(s) > 0, "a frame of this build decodes");
+            }
+            seeds.extend(fresh);
+        }
+        if name == "wal" {
+            let fresh = fresh_wal_seeds();
+            for s in &fresh {
+                assert!(harness(s) > 1, "a fresh log decodes");
+            }
+            seeds.extend(fresh);
+        }
         assert!(!seeds.is_empty(), "no seeds for {name}");
         let mut decoded = 0;
         for s in &seeds {
@@ -102,6 +234,12 @@ fn write(target: &str, name: &str, data: &[u8]) {
 #[test]
 #[ignore = "regenerates tests/fuzz_corpus from engine output"]
 fn generate_fuzz_corpus() {
+    // Run with the other ignored tests it would rewrite the checked-in
+    // corpus unasked: it acts only when asked by name and variable.
+    assert!(
+        std::env::var_os("STRATA_REGENERATE_CORPUS").is_some(),
+        "set STRATA_REGENERATE_CORPUS=1 to rewrite tests/fuzz_corpus"
+    );
     // Batches.
     let mut b = WriteBatch::new();
     b.put("key", "value");
@@ -232,90 +370,11 @@ fn generate_fuzz_corpus() {
         rows_deleted: vec![8],
     };
     write("edit", "synthetic", &e.encode());
-    let p = Plan {
-        kind: PlanKind::Merge,
-        level: 0,
-        output_level: 1,
-        inputs: vec![4, 7],
-        next_inputs: vec![2],
-        target_file_size: 1 << 20,
-        bottommost: true,
-        compact_pointer: b"k\x01\0\0\0\0\0\0\0".to_vec(),
-        trigger: Trigger::Size,
-        rows: Vec::new(),
-        assigned: Assignment {
-            snapshots: vec![17, 40],
-            splits: vec![b"k".to_vec()],
-            first_file_number: 30,
-            file_numbers: 12,
-        },
-    };
+    let p = merge_plan();
     write("plan", "merge", &p.encode());
-    // The worker protocol: a request for the second sub-task of that
-    // plan, a reply, a metrics message, each framed.
-    let desc = |id: u64, lo: &[u8], hi: &[u8]| FileDesc {
-        id,
-        size: 4096,
-        smallest: [lo, &b"\x01\0\0\0\0\0\0\0"[..]].concat(),
-        largest: [hi, &b"\x01\0\0\0\0\0\0\0"[..]].concat(),
-        entries: 10,
-        deletions: 1,
-        max_seq: 99,
-    };
-    let req = Request {
-        dir: "/db".into(),
-        table_opts: strata::table::TableOptions::default(),
-        plan: p.clone(),
-        subtask: 1,
-        inputs: vec![desc(4, b"a", b"m"), desc(7, b"c", b"z")],
-        next: vec![desc(2, b"b", b"y")],
-        deeper: vec![vec![(b"a".to_vec(), b"c".to_vec())], vec![]],
-        grandparents: vec![(b"a".to_vec(), b"q".to_vec(), 8192)],
-        mode: 2,
-        threshold: 0.7,
-    };
-    let frame = |op, origin, payload: Vec<u8>| {
-        Frame {
-            op,
-            origin,
-            flags: 0,
-            request_id: 5,
-            payload,
-        }
-        .encode()
-    };
-    write(
-        "worker",
-        "request",
-        &frame(Op::Compact, Origin::Host, req.encode()),
-    );
-    let reply = Reply {
-        descs: vec![desc(42, b"k", b"p"), desc(43, b"q", b"z")],
-        bytes_written: 8192,
-        dropped: 3,
-        busy_micros: [10, 20, 30],
-        cpu_micros: 55,
-        pipelined: true,
-    };
-    write(
-        "worker",
-        "reply",
-        &frame(Op::Result, Origin::Device, reply.encode()),
-    );
-    write(
-        "worker",
-        "metrics",
-        &frame(
-            Op::Metrics,
-            Origin::Device,
-            encode_metrics(&[(1, 4), (2, 900)]),
-        ),
-    );
-    write(
-        "worker",
-        "error",
-        &frame(Op::Error, Origin::Device, b"no such table".to_vec()),
-    );
+    for (name, frame) in worker_seeds() {
+        write("worker", name, &frame);
+    }
     let p = Plan {
         kind: PlanKind::Move,
         level: 2,

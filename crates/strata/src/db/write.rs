@@ -344,7 +344,19 @@ impl Inner {
         }
         let mut n = 0u64;
         for entry in batch.iter() {
-            let e = entry?;
+            let e = match entry {
+                Ok(e) => e,
+                Err(e) => {
+                    // Not reached while every member passed `validate`
+                    // (and `append` keeps the merge decodable). The record
+                    // is in the WAL and part of it in the memtable, under
+                    // sequence numbers `last_seq` does not cover: nothing
+                    // more may be written.
+                    let mut st = self.state.lock();
+                    self.set_bg_error(&mut st, e.clone());
+                    return Err(e);
+                }
+            };
             log.mem.add(seq + n, e.kind, e.key, e.value);
             n += 1;
         }

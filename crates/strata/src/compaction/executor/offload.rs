@@ -5,9 +5,16 @@
 //! directory ("shared files"): the worker reads the input tables and
 //! writes its outputs under the file numbers the plan reserved for its
 //! sub-task, and answers with their descriptors; the host installs every
-//! output in one edit. The host never trusts an answer blindly: a
-//! descriptor outside the reserved range, or a file whose size differs,
-//! fails the sub-task.
+//! output in one edit. Both sides name the rules they compact by
+//! ([`RULES`]: the build and the version of what a compaction keeps and
+//! drops) and refuse a peer that names others. The host checks what it
+//! can without redoing the work (`check_outputs`): each output's number,
+//! key range, order, size and properties, read from the table itself, and,
+//! once every piece is in, that the entries written and dropped over the
+//! whole plan add up to the inputs' (else the worker's pieces run here
+//! again); it does not compare the entries themselves, so a worker that
+//! follows other rules under the same name is caught only when it loses
+//! entries without counting them.
 //!
 //! If the worker cannot be reached, times out, dies or answers garbage,
 //! the host removes whatever the worker wrote under the reserved numbers
@@ -18,7 +25,7 @@
 //! The wire format (`docs/FORMAT.md` §10) is framed:
 //!
 //! ```text
-//! frame := magic "SCWK" | u8 version(1) | u8 op | u8 origin | u8 flags
+//! frame := magic "SCWK" | u8 version(2) | u8 op | u8 origin | u8 flags
 //!        | u64 request_id | u32 payload_len | payload | u32 crc32c
 //! ```
 //! little-endian; the crc32c covers every byte before it. Ops: 1 compact
@@ -42,7 +49,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub const MAGIC: [u8; 4] = *b"SCWK";
-pub const VERSION: u8 = 1;
+/// Frame version: 2 adds [`RULES`] to requests and replies.
+pub const VERSION: u8 = 2;
+
+/// The rules a host and a worker compact by: this build's version and the
+/// version of what a compaction keeps, drops or rewrites (tombstone and
+/// snapshot rules, the stale picker's drops), bumped whenever those
+/// change. A request or reply naming other rules is refused.
+pub const RULES: &str = concat!("strata ", env!("CARGO_PKG_VERSION"), ", compaction rules 1");
 /// Largest payload either side accepts.
 pub const MAX_PAYLOAD: u32 = 64 << 20;
 const HEADER: usize = 4 + 4 + 8 + 4;
@@ -180,6 +194,8 @@ pub const DEVICE_LARGE_VALUE: u64 = 16 * 1024;
 /// A compaction request: one sub-task of a plan, with the tables it reads.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Request {
+    /// The rules the host compacts by ([`RULES`]).
+    pub rules: String,
     pub dir: PathBuf,
     pub table_opts: TableOptions,
     pub plan: Plan,
@@ -200,11 +216,13 @@ fn count(r: &mut Reader<'_>, max: u64) -> Option<usize> {
 impl Request {
     pub fn encode(&self) -> Vec<u8> {
         let mut b = Vec::new();
+        put_bytes(&mut b, self.rules.as_bytes());
         put_bytes(&mut b, self.dir.as_os_str().as_encoded_bytes());
         put_varint(&mut b, self.table_opts.block_size as u64);
         put_varint(&mut b, self.table_opts.restart_interval as u64);
         put_varint(&mut b, self.table_opts.bloom_bits_per_key as u64);
         b.push(self.table_opts.compression as u8);
+        b.push(u8::from(self.table_opts.block_align));
         put_bytes(&mut b, &self.plan.encode());
         put_varint(&mut b, self.subtask as u64);
         for list in [&self.inputs, &self.next] {
@@ -236,6 +254,10 @@ impl Request {
         let mut r = Reader::new(buf);
         let bad =
             |r: &Reader<'_>, what: &str| corrupt(r.pos() as u64, format!("worker request: {what}"));
+        let rules = r.len_prefixed().ok_or_else(|| bad(&r, "truncated rules"))?;
+        let rules = std::str::from_utf8(rules)
+            .map_err(|_| bad(&r, "rules are not UTF-8"))?
+            .to_string();
         let dir = r.len_prefixed().ok_or_else(|| bad(&r, "truncated dir"))?;
         let dir = PathBuf::from(std::str::from_utf8(dir).map_err(|_| bad(&r, "dir is not UTF-8"))?);
         let small = |r: &mut Reader<'_>, max: u64| r.varint().filter(|v| *v <= max);
@@ -246,6 +268,11 @@ impl Request {
             .u8()
             .and_then(crate::options::Compression::from_u8)
             .ok_or_else(|| bad(&r, "bad compression"))?;
+        let block_align = match r.u8() {
+            Some(0) => false,
+            Some(1) => true,
+            _ => return Err(bad(&r, "bad block alignment")),
+        };
         if block_size == 0 || restart == 0 {
             return Err(bad(&r, "zero block size or restart interval"));
         }
@@ -254,6 +281,7 @@ impl Request {
             restart_interval: restart as usize,
             bloom_bits_per_key: bloom as usize,
             compression,
+            block_align,
         };
         let plan = Plan::decode(r.len_prefixed().ok_or_else(|| bad(&r, "truncated plan"))?)?;
         let subtask = count(&mut r, 1 << 16).ok_or_else(|| bad(&r, "bad sub-task"))?;
@@ -316,6 +344,7 @@ impl Request {
             return Err(bad(&r, "trailing bytes"));
         }
         Ok(Request {
+            rules,
             dir,
             table_opts,
             plan,
@@ -333,6 +362,8 @@ impl Request {
 /// A worker's answer to a compaction request.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Reply {
+    /// The rules the worker compacted by ([`RULES`]).
+    pub rules: String,
     pub descs: Vec<FileDesc>,
     pub bytes_written: u64,
     pub dropped: u64,
@@ -345,6 +376,7 @@ pub struct Reply {
 impl Reply {
     pub fn encode(&self) -> Vec<u8> {
         let mut b = Vec::new();
+        put_bytes(&mut b, self.rules.as_bytes());
         put_varint(&mut b, self.descs.len() as u64);
         for d in &self.descs {
             d.encode_into(&mut b);
@@ -362,8 +394,13 @@ impl Reply {
     pub fn decode(buf: &[u8]) -> Result<Reply> {
         let mut r = Reader::new(buf);
         let bad = |r: &Reader<'_>| corrupt(r.pos() as u64, "worker reply: truncated or malformed");
+        let rules = r.len_prefixed().ok_or_else(|| bad(&r))?;
+        let rules = std::str::from_utf8(rules).map_err(|_| bad(&r))?.to_string();
         let n = count(&mut r, 1 << 20).ok_or_else(|| bad(&r))?;
-        let mut reply = Reply::default();
+        let mut reply = Reply {
+            rules,
+            ..Reply::default()
+        };
         for _ in 0..n {
             reply
                 .descs
@@ -506,6 +543,7 @@ impl Offload {
         // The worker's working directory is not ours: send an absolute path.
         let dir = std::fs::canonicalize(env.dir).unwrap_or_else(|_| env.dir.to_path_buf());
         let req = Request {
+            rules: RULES.to_string(),
             dir,
             table_opts: env.table_opts,
             plan: job.plan.clone(),
@@ -542,6 +580,15 @@ impl Offload {
             _ => return Err(corrupt(0, "worker frame: unexpected op")),
         }
         let reply = Reply::decode(&answer.payload)?;
+        if reply.rules != RULES {
+            return Err(corrupt(
+                0,
+                format!(
+                    "compaction worker: it compacts by {:?}, this host by {RULES:?}",
+                    reply.rules
+                ),
+            ));
+        }
         check_outputs(job, env, i, &reply)?;
         let us = |m: u64| Duration::from_micros(m);
         Ok(Piece {
@@ -557,13 +604,15 @@ impl Offload {
     }
 }
 
-/// Trusts nothing a worker reports about sub-task `i`'s outputs: each one
+/// Checks what a worker reports about sub-task `i`'s outputs: each one
 /// must carry a reserved number (once), lie inside the sub-task's range and
 /// the plan's, follow the previous one in key order, and be a readable
 /// table on disk whose size and properties (key bounds, entries,
 /// deletions, newest sequence) are what the descriptor says; the bytes
-/// written must add up. Any mismatch fails the sub-task, which then runs on
-/// the host, before anything reaches the version.
+/// written must add up. Any mismatch fails the sub-task, which then runs
+/// on the host, before anything reaches the version. The entries
+/// themselves are not compared with the inputs' (`Offload::recount`
+/// checks their number over the whole plan).
 fn check_outputs(job: &Job<'_>, env: &Env<'_>, i: usize, reply: &Reply) -> Result<()> {
     let bad =
         |d: &FileDesc, why: &str| corrupt(0, format!("compaction worker: output {}: {why}", d.id));
@@ -664,6 +713,7 @@ impl Executor for Offload {
                 }
             }
         })?;
+        let pieces = self.recount(&job, &env, ctx, pieces)?;
         Ok(job.finish(pieces))
     }
 
@@ -674,6 +724,52 @@ impl Executor for Offload {
     fn offloads(&self, plan: &Plan, tracking: bool) -> bool {
         // A worker reads tables, not the matrix container's rows.
         plan.assigned.subtasks() > 1 && !tracking && plan.rows.is_empty()
+    }
+}
+
+impl Offload {
+    /// Checks that the plan's pieces account for every input entry (each
+    /// is written or dropped, whichever side ran it: `check_outputs`
+    /// cannot, since a sub-task reads only part of its tables). When they
+    /// do not, the pieces a worker ran are removed and run here again,
+    /// with fresh numbers; what this host runs is trusted as every other
+    /// executor's is.
+    fn recount(
+        &self,
+        job: &Job<'_>,
+        env: &Env<'_>,
+        ctx: &Context<'_>,
+        mut pieces: Vec<Piece>,
+    ) -> Result<Vec<Piece>> {
+        if !pieces.iter().any(|p| p.offloaded) {
+            return Ok(pieces);
+        }
+        let read: u64 = job
+            .inputs
+            .iter()
+            .chain(&job.next)
+            .map(|f| f.desc.entries)
+            .sum();
+        let accounted: u64 = pieces
+            .iter()
+            .map(|p| {
+                let written: u64 = p.descs.iter().map(|d| d.entries).sum();
+                written + p.dropped + p.stale_dropped
+            })
+            .sum();
+        if accounted == read {
+            return Ok(pieces);
+        }
+        for (i, p) in pieces.iter_mut().enumerate() {
+            if !p.offloaded {
+                continue;
+            }
+            remove_range(env.dir, ctx.fs.as_ref(), job.plan.assigned.numbers(i));
+            let mut local = run_here(job, env, i, 0..0, &self.mode, ctx.more_numbers)?;
+            local.fell_back = true;
+            *p = local;
+        }
+        Ok(pieces)
     }
 }
 
@@ -690,6 +786,12 @@ struct WorkerStats {
 
 /// Runs one request in this (worker) process.
 fn serve_request(req: Request, cfg: &WorkerConfig) -> Result<Reply> {
+    if req.rules != RULES {
+        return Err(Error::NotSupported(format!(
+            "this worker compacts by {RULES:?}, the host by {:?}",
+            req.rules
+        )));
+    }
     if !cfg.allow.is_empty() && !cfg.allow.iter().any(|a| req.dir.starts_with(a)) {
         return Err(Error::InvalidArgument(format!(
             "directory {} is not under an --allow directory",
@@ -745,6 +847,7 @@ fn serve_request(req: Request, cfg: &WorkerConfig) -> Result<Reply> {
     };
     let piece = super::run_bounded(&job, &env, req.subtask, &mode, true)?;
     Ok(Reply {
+        rules: RULES.to_string(),
         descs: piece.descs,
         bytes_written: piece.bytes_written,
         dropped: piece.dropped,
@@ -951,9 +1054,81 @@ mod tests {
         }
     }
 
+    /// A request for the whole of a small merge plan, naming `rules`.
+    fn request(rules: &str) -> Request {
+        use crate::compaction::{Assignment, PlanKind, Trigger};
+        let desc = |id: u64| FileDesc {
+            id,
+            size: 4096,
+            smallest: b"a\x01\0\0\0\0\0\0\0".to_vec(),
+            largest: b"z\x01\0\0\0\0\0\0\0".to_vec(),
+            entries: 10,
+            deletions: 0,
+            max_seq: 9,
+        };
+        Request {
+            rules: rules.to_string(),
+            dir: "/nonexistent/strata-db".into(),
+            table_opts: TableOptions::default(),
+            plan: Plan {
+                kind: PlanKind::Merge,
+                level: 0,
+                output_level: 1,
+                inputs: vec![4],
+                next_inputs: vec![],
+                target_file_size: 1 << 20,
+                bottommost: true,
+                compact_pointer: Vec::new(),
+                trigger: Trigger::Size,
+                rows: Vec::new(),
+                assigned: Assignment {
+                    snapshots: vec![],
+                    splits: vec![],
+                    first_file_number: 30,
+                    file_numbers: 4,
+                },
+            },
+            subtask: 0,
+            inputs: vec![desc(4)],
+            next: vec![],
+            deeper: vec![],
+            grandparents: vec![],
+            mode: 0,
+            threshold: 0.7,
+        }
+    }
+
+    #[test]
+    fn a_worker_refuses_a_host_that_compacts_by_other_rules() {
+        // Before the rules were named, a worker of another build compacted
+        // whatever it was sent, by its own rules.
+        let stats = WorkerStats::default();
+        let cfg = WorkerConfig::default();
+        let frame = |req: &Request| Frame {
+            op: Op::Compact,
+            origin: Origin::Host,
+            flags: 0,
+            request_id: 3,
+            payload: req.encode(),
+        };
+        let other = request("strata 0.0.1, compaction rules 0");
+        assert_eq!(Request::decode(&other.encode()).ok(), Some(other.clone()));
+        let a = answer(&stats, &cfg, frame(&other));
+        assert_eq!(a.op, Op::Error);
+        let msg = String::from_utf8_lossy(&a.payload).to_string();
+        assert!(msg.contains("compaction rules 0"), "{msg}");
+        // The same request by this build's rules gets past that check (and
+        // fails on the missing directory instead).
+        let a = answer(&stats, &cfg, frame(&request(RULES)));
+        let msg = String::from_utf8_lossy(&a.payload).to_string();
+        assert!(!msg.contains("compacts by"), "{msg}");
+        assert_eq!(stats.failures.load(Ordering::Relaxed), 2);
+    }
+
     #[test]
     fn replies_and_metrics_round_trip() {
         let r = Reply {
+            rules: RULES.to_string(),
             descs: vec![FileDesc {
                 id: 9,
                 size: 100,
