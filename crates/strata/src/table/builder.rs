@@ -2,7 +2,9 @@
 
 use super::block::BlockBuilder;
 use super::filter::BloomBuilder;
-use super::format::{compress_block, put_block_trailer, BlockHandle, Footer, FORMAT_VERSION};
+use super::format::{
+    compress_block, put_block_trailer, BlockHandle, Footer, BLOCK_TRAILER_LEN, FORMAT_VERSION,
+};
 use super::properties::{encode_properties, TableProperties};
 use crate::error::{Error, Result};
 use crate::io::WritableFile;
@@ -20,7 +22,27 @@ pub struct TableOptions {
     /// Bloom filter bits per key; 0 writes no filter.
     pub bloom_bits_per_key: usize,
     pub compression: Compression,
+    /// Start data blocks at page boundaries and fit them to their pages
+    /// (`Options::block_align`); only without compression.
+    pub block_align: bool,
 }
+
+/// The page size data blocks are aligned to ([`TableOptions::block_align`]).
+pub const ALIGN_PAGE: usize = 4096;
+
+/// Aligned, padding is written only when the rest of a page is at most
+/// this share of it, and a block is cut early (before an entry that would
+/// take it past its room) only once it fills all but this share of its
+/// room: no more than an eighth of a page is ever padding.
+const ALIGN_SLACK: usize = 8;
+
+/// What one more entry may add to a block beyond its key and value: three
+/// varints (shared and unshared key length, value length) and a restart
+/// point.
+const ENTRY_OVERHEAD: usize = 3 * 5 + 4;
+
+/// Zeros that pad a table between aligned data blocks.
+const PADDING: [u8; ALIGN_PAGE] = [0; ALIGN_PAGE];
 
 impl TableOptions {
     pub fn from_options(o: &crate::Options) -> Self {
@@ -29,6 +51,7 @@ impl TableOptions {
             restart_interval: o.block_restart_interval,
             bloom_bits_per_key: o.bloom_bits_per_key,
             compression: o.compression,
+            block_align: o.block_align,
         }
     }
 }
@@ -39,10 +62,31 @@ impl Default for TableOptions {
     }
 }
 
+impl TableOptions {
+    /// The page data blocks are fitted to, when they are aligned: without
+    /// compression, and for block sizes from half a page to a page (a
+    /// block that fits one page; smaller blocks seldom straddle a page,
+    /// larger ones always need several).
+    pub fn alignment(&self) -> Option<usize> {
+        (self.block_align
+            && self.compression == Compression::None
+            && (ALIGN_PAGE / 2..=ALIGN_PAGE).contains(&self.block_size))
+        .then_some(ALIGN_PAGE)
+    }
+}
+
 /// Streams sorted entries into a table file.
 pub struct TableBuilder {
     file: Box<dyn WritableFile>,
     opts: TableOptions,
+    /// `opts.alignment()`.
+    align: Option<usize>,
+    /// Aligned: the bytes (trailer included) the block being built should
+    /// fit, set when its first entry arrives: the block size from a page
+    /// start (or after padding to one), else what is left of the page the
+    /// block starts in, so that a table that lost its alignment (after a
+    /// block larger than a page) finds it again.
+    room: usize,
     data_block: BlockBuilder,
     index_block: BlockBuilder,
     filter: BloomBuilder,
@@ -84,6 +128,8 @@ impl TableBuilder {
         TableBuilder {
             file,
             opts,
+            align: opts.alignment(),
+            room: opts.block_size,
             data_block: BlockBuilder::new(opts.restart_interval),
             index_block: BlockBuilder::new(1),
             filter: BloomBuilder::new(),
@@ -132,6 +178,29 @@ impl TableBuilder {
         self.props.raw_key_bytes += ikey.len() as u64;
         self.props.raw_value_bytes += value.len() as u64;
         self.props.max_seq = self.props.max_seq.max(parsed.seq);
+        // Aligned, a block that nearly fills its room is cut before the
+        // entry that would take it and its trailer past the room, so that
+        // it fits its page (a less full block takes the entry and may need
+        // two pages, as unaligned).
+        if let Some(page) = self.align {
+            if !self.data_block.is_empty() {
+                let size = self.data_block.size_estimate() + BLOCK_TRAILER_LEN;
+                let room = self.room;
+                if size + ikey.len() + value.len() + ENTRY_OVERHEAD > room
+                    && size >= room - room / ALIGN_SLACK
+                {
+                    self.flush_data_block()?;
+                }
+            }
+            if self.data_block.is_empty() {
+                let rest = page - (self.offset % page as u64) as usize;
+                self.room = if rest <= page / ALIGN_SLACK {
+                    self.opts.block_size
+                } else {
+                    rest.min(self.opts.block_size)
+                };
+            }
+        }
         self.data_block.add(ikey, value);
         self.last_key.clear();
         self.last_key.extend_from_slice(ikey);
@@ -146,13 +215,27 @@ impl TableBuilder {
             return Ok(());
         }
         let raw = self.data_block.finish();
-        let res = write_block(
-            self.file.as_mut(),
-            &mut self.offset,
-            raw,
-            self.opts.compression,
-            &mut self.scratch,
-        );
+        let mut res = Ok(());
+        if let Some(page) = self.align {
+            // A block that fits a page but not the rest of this one starts
+            // on the next, when that rest is small (see `ALIGN_SLACK`). A
+            // compressed block is never aligned (`alignment`).
+            let rest = page - (self.offset % page as u64) as usize;
+            let len = raw.len() + BLOCK_TRAILER_LEN;
+            if len <= page && len > rest && rest <= page / ALIGN_SLACK {
+                res = self.file.append(&PADDING[..rest]);
+                self.offset += rest as u64;
+            }
+        }
+        let res = res.and_then(|()| {
+            write_block(
+                self.file.as_mut(),
+                &mut self.offset,
+                raw,
+                self.opts.compression,
+                &mut self.scratch,
+            )
+        });
         let handle = match res {
             Ok(h) => h,
             Err(e) => {

@@ -180,6 +180,49 @@ impl Table {
         &self.props
     }
 
+    /// Checks what lies between the data blocks, which no checksum covers:
+    /// blocks in file order, not overlapping, and the gaps (the padding of
+    /// a table fitted to pages, `Options::block_align`) zeros and shorter
+    /// than a page. `Corruption` at the first offending byte.
+    pub fn verify_padding(&self) -> Result<()> {
+        let mut it = BlockIter::new(Arc::clone(&self.index));
+        it.seek_to_first();
+        let mut end = 0u64;
+        let mut gap = Vec::new();
+        while it.valid() {
+            let h = BlockHandle::decode(it.value())
+                .map_err(|e| self.block_error(e, self.index_handle, self.index.compressed))?;
+            if h.offset < end {
+                return Err(Error::corruption(
+                    &self.path,
+                    h.offset,
+                    format!("data block overlaps the one before it (which ends at {end})"),
+                ));
+            }
+            let n = usize::try_from(h.offset - end).unwrap_or(usize::MAX);
+            if n >= super::builder::ALIGN_PAGE {
+                return Err(Error::corruption(
+                    &self.path,
+                    end,
+                    format!("{n} bytes between data blocks"),
+                ));
+            }
+            gap.resize(n, 0);
+            self.file.read_exact_at(end, &mut gap)?;
+            if let Some(i) = gap.iter().position(|&b| b != 0) {
+                return Err(Error::corruption(
+                    &self.path,
+                    end + i as u64,
+                    "a non-zero byte between data blocks",
+                ));
+            }
+            end = block_end(h);
+            it.next();
+        }
+        it.status()
+            .map_err(|e| self.block_error(e, self.index_handle, self.index.compressed))
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -731,7 +774,7 @@ impl Prefetch {
     /// or that one again.
     fn continues(&self, h: BlockHandle) -> bool {
         // `last_end` 0: nothing loaded yet.
-        self.last_end != 0 && (h.offset == self.last_end || block_end(h) == self.last_end)
+        self.last_end != 0 && (follows(self.last_end, h) || block_end(h) == self.last_end)
     }
 
     /// A run that asked for `[h.offset, until)` before loading the block
@@ -751,7 +794,7 @@ impl Prefetch {
     /// the OS for now, if any, within `limit`.
     fn advance(&mut self, h: BlockHandle, sequential: bool, limit: u64) -> Option<(u64, u64)> {
         let end = block_end(h);
-        if h.offset == self.last_end {
+        if follows(self.last_end, h) {
             self.run += 1;
         } else if end != self.last_end {
             // Not the next block, nor the last one again (a scan resuming
@@ -793,6 +836,13 @@ fn bit_of(bits: &[AtomicU64], i: u64) -> Option<(&AtomicU64, u64)> {
 /// were checked against the file).
 fn block_end(h: BlockHandle) -> u64 {
     h.end_with_trailer().unwrap_or(u64::MAX)
+}
+
+/// True when the block at `h` is the one after a block that ended at
+/// `end`: it starts there, or after the padding of an aligned table
+/// (less than a page, `builder::ALIGN_PAGE`).
+fn follows(end: u64, h: BlockHandle) -> bool {
+    h.offset >= end && h.offset - end < super::builder::ALIGN_PAGE as u64
 }
 
 /// Bidirectional iterator over a whole table (index iterator + data block

@@ -97,7 +97,177 @@ fn opts(block_size: usize, compression: Compression) -> TableOptions {
         restart_interval: 16,
         bloom_bits_per_key: 10,
         compression,
+        block_align: false,
     }
+}
+
+/// The data block handles of a table, from its index.
+fn data_handles(t: &Table) -> Vec<BlockHandle> {
+    let index = Block::new(t.index_bytes()).expect("index");
+    let mut it = BlockIter::new(Arc::new(index));
+    it.seek_to_first();
+    let mut out = Vec::new();
+    while it.valid() {
+        out.push(BlockHandle::decode(it.value()).expect("handle"));
+        it.next();
+    }
+    out
+}
+
+#[test]
+fn aligned_data_blocks_start_at_page_boundaries_and_fit_their_page() {
+    // Entries of 100-130 bytes, a few larger than a page.
+    let mut kvs: Vec<(Vec<u8>, Vec<u8>)> = (0..3000)
+        .map(|i| {
+            let len = if i % 997 == 5 { 9000 } else { 100 + i % 31 };
+            (
+                internal_key(&ukey(i), 7, ValueKind::Value as u8),
+                vec![b'v'; len],
+            )
+        })
+        .collect();
+    kvs.sort_by(|a, b| crate::types::compare_internal(&a.0, &b.0));
+    let aligned = TableOptions {
+        block_align: true,
+        ..opts(4096, Compression::None)
+    };
+    let (bytes, props) = build_mem(&kvs, aligned);
+    let t = Arc::new(open_mem(bytes.clone(), true).expect("open"));
+    let handles = data_handles(&t);
+    assert_eq!(handles.len() as u64, props.data_blocks);
+    let trailer = super::format::BLOCK_TRAILER_LEN as u64;
+    let within_a_page = |hs: &[BlockHandle]| {
+        let small: Vec<_> = hs.iter().filter(|h| h.size + trailer <= 4096).collect();
+        let inside = small
+            .iter()
+            .filter(|h| h.offset / 4096 == (h.offset + h.size + trailer - 1) / 4096)
+            .count();
+        (inside, small.len())
+    };
+    assert_eq!(handles[0].offset, 0);
+    // A block fitted to the rest of its page after a large one can miss
+    // by an entry; every other block that fits a page lies within one.
+    let (inside, small) = within_a_page(&handles);
+    assert!(
+        inside + 8 >= small,
+        "{inside} of {small} blocks within a page"
+    );
+    let mut big = 0;
+    for h in &handles {
+        if h.size + trailer > 4096 {
+            big += 1;
+            // A block past a page holds a large entry.
+            let block = Block::new(bytes[h.offset as usize..(h.offset + h.size) as usize].to_vec())
+                .expect("block");
+            let mut it = BlockIter::new(Arc::new(block));
+            it.seek_to_first();
+            let mut largest = 0;
+            while it.valid() {
+                largest = largest.max(it.value().len());
+                it.next();
+            }
+            assert_eq!(largest, 9000, "a block of {} bytes", h.size);
+        }
+    }
+    assert_eq!(big, 4, "the four 9,000-byte entries");
+    // Padding is at most an eighth of a page, and only before a page.
+    let mut padded = 0;
+    for w in handles.windows(2) {
+        let gap = w[1].offset - (w[0].offset + w[0].size + trailer);
+        assert!(
+            gap <= 512,
+            "{gap} bytes of padding after the block at {}",
+            w[0].offset
+        );
+        if gap > 0 {
+            padded += 1;
+            assert_eq!(w[1].offset % 4096, 0);
+        }
+    }
+    assert!(
+        padded > handles.len() / 2,
+        "{padded} of {} blocks padded",
+        handles.len()
+    );
+    // Blocks fill their pages: the table is at most 1/8 larger than unaligned.
+    let (plain, _) = build_mem(&kvs, opts(4096, Compression::None));
+    assert!(
+        bytes.len() * 8 <= plain.len() * 9,
+        "{} against {}",
+        bytes.len(),
+        plain.len()
+    );
+    // What no checksum covers is checked on its own: the padding is zeros.
+    t.verify_padding().expect("zeros between blocks");
+    let mut stained = bytes.clone();
+    let gap_at = handles
+        .windows(2)
+        .map(|w| (w[0].offset + w[0].size + trailer) as usize)
+        .zip(handles[1..].iter())
+        .find(|(end, next)| next.offset as usize > *end)
+        .map(|(end, _)| end)
+        .expect("a padded gap");
+    stained[gap_at] = 1;
+    let e = open_mem(stained, true)
+        .expect("open")
+        .verify_padding()
+        .expect_err("a stained gap");
+    assert!(
+        matches!(e, Error::Corruption { offset, .. } if offset == gap_at as u64),
+        "{e}"
+    );
+    // The table reads back whole, by scans, seeks and gets.
+    let mut it = TableIter::new(Arc::clone(&t));
+    assert!(collect_forward(&mut it) == kvs);
+    check_seeks(&mut TableIter::new(Arc::clone(&t)), &kvs);
+    for (k, v) in kvs.iter().step_by(37) {
+        let got = t.get(k, user_key(k)).expect("get").expect("found");
+        assert_eq!(&got.2[..], &v[..]);
+    }
+    // The same entries unaligned: blocks are cut past 4 KiB and all but a
+    // few straddle two pages or more.
+    let t = open_mem(plain, true).expect("open");
+    let plain_handles = data_handles(&t);
+    let inside = plain_handles
+        .iter()
+        .filter(|h| h.offset / 4096 == (h.offset + h.size + trailer - 1) / 4096)
+        .count();
+    assert!(
+        inside * 4 < plain_handles.len(),
+        "{inside} of {} within a page",
+        plain_handles.len()
+    );
+    // With compression, or blocks that do not fit one page, nothing is aligned.
+    let lz4 = TableOptions {
+        block_align: true,
+        ..opts(4096, Compression::Lz4)
+    };
+    assert_eq!(lz4.alignment(), None);
+    assert_eq!(aligned.alignment(), Some(4096));
+    assert_eq!(
+        TableOptions {
+            block_size: 2048,
+            ..aligned
+        }
+        .alignment(),
+        Some(4096)
+    );
+    assert_eq!(
+        TableOptions {
+            block_size: 512,
+            ..aligned
+        }
+        .alignment(),
+        None
+    );
+    assert_eq!(
+        TableOptions {
+            block_size: 16384,
+            ..aligned
+        }
+        .alignment(),
+        None
+    );
 }
 
 fn build_mem(kvs: &[(Vec<u8>, Vec<u8>)], o: TableOptions) -> (Vec<u8>, TableProperties) {

@@ -325,6 +325,7 @@ fn verify_table(fs: &dyn FileSystem, path: &Path, id: u64, expected_size: Option
             it.next();
         }
         it.status()?;
+        it.table().verify_padding()?;
         if n != expected_entries {
             return Err(Error::corruption(
                 path,
