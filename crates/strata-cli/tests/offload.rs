@@ -222,4 +222,12 @@ fn stress_crash_rounds_under_every_executor() {
         &format!("executor=offload:{addr}"),
         "12",
     );
+    // The rounds reached the worker (a host that cannot reach it falls
+    // back to compacting alone, and the rounds would pass as well).
+    let m = worker_metrics(&addr, Duration::from_secs(5)).expect("metrics");
+    let served = m
+        .iter()
+        .find(|(k, _)| *k == METRIC_SUBTASKS)
+        .map_or(0, |(_, v)| *v);
+    assert!(served > 0, "no sub-task was offloaded: {m:?}");
 }

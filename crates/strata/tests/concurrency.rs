@@ -311,13 +311,13 @@ fn concurrent_sync_puts_are_all_readable() {
         })
     };
     let mut threads = vec![writer(0)];
-    while !gate.entered.load(Ordering::Acquire) {
-        std::thread::yield_now();
-    }
+    common::wait_until("the first writer's sync to hold", || {
+        gate.entered.load(Ordering::Acquire)
+    });
     threads.extend((1..THREADS).map(writer));
-    while started.load(Ordering::Acquire) < THREADS {
-        std::thread::yield_now();
-    }
+    common::wait_until("every writer to start", || {
+        started.load(Ordering::Acquire) >= THREADS
+    });
     // Give the started writers time to reach the queue (no assertion on
     // time: a slow machine merges fewer of them, and any two suffice).
     std::thread::sleep(std::time::Duration::from_millis(200));
@@ -388,9 +388,9 @@ fn a_failed_group_sync_reaches_every_waiting_writer() {
         })
     };
     let mut threads = vec![writer(0)];
-    while !gate.entered.load(Ordering::Acquire) {
-        std::thread::yield_now();
-    }
+    common::wait_until("the first writer's sync to hold", || {
+        gate.entered.load(Ordering::Acquire)
+    });
     threads.extend((1..THREADS).map(writer));
     std::thread::sleep(std::time::Duration::from_millis(100));
     *gate.released.lock().expect("gate") = true;

@@ -305,9 +305,7 @@ fn flush_returns_while_writers_saturate() {
         })
         .collect();
     // Let the writers get going.
-    while db.stats().flush_count < 3 {
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    common::wait_until("three flushes", || db.stats().flush_count >= 3);
     let (tx, rx) = std::sync::mpsc::channel();
     {
         let db = db.clone();
@@ -430,9 +428,9 @@ fn close_waits_for_a_compaction_in_another_thread() {
     };
     // Wait until the compaction waits at the gate (it flushed nothing:
     // the memtable is empty).
-    while gate.waiting.load(Ordering::SeqCst) == 0 {
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    common::wait_until("the compaction to wait at the gate", || {
+        gate.waiting.load(Ordering::SeqCst) > 0
+    });
     let (tx, rx) = std::sync::mpsc::channel();
     {
         let db = db.clone();

@@ -125,9 +125,9 @@ fn a_close_with_an_unflushed_switch_survives_a_power_loss() {
         put(&db, &mut want);
     }
     db.flush().expect("flush");
-    while !gate.entered.load(std::sync::atomic::Ordering::SeqCst) {
-        std::thread::yield_now();
-    }
+    common::wait_until("the flush's event to hold the thread", || {
+        gate.entered.load(std::sync::atomic::Ordering::SeqCst)
+    });
     // Write until the next switch to a new log (whose memtable's flush is
     // held), and stop there: one more switch would wait for that flush.
     // (Counting log files would not do: the next log may be made ahead.)

@@ -151,6 +151,7 @@ fn bad_input_and_wrong_engine() -> Result<()> {
 
 #[test]
 fn a_damaged_slot_is_an_error_on_read_and_freed_at_open() -> Result<()> {
+    use std::os::unix::fs::FileExt;
     let d = dir();
     let s = Kvell::open(
         d.path(),
@@ -158,12 +159,36 @@ fn a_damaged_slot_is_an_error_on_read_and_freed_at_open() -> Result<()> {
     )?;
     s.put(b"a", b"1")?;
     s.put(b"b", b"2")?;
-    s.close()?;
+    // Slot 1 of the first data page holds one of the items: flip a value
+    // byte on disk while the store is open (it caches no pages).
     let slab = d.path().join(format::slab_name(0, 0));
-    let mut bytes = std::fs::read(&slab).map_err(|e| Error::io(&slab, e))?;
-    // Slot 1 of the first data page holds one of the items: flip a value byte.
-    bytes[format::PAGE + 64 + format::SLOT_HEADER + 1] ^= 0x10;
-    std::fs::write(&slab, &bytes).map_err(|e| Error::io(&slab, e))?;
+    let at = (format::PAGE + 64 + format::SLOT_HEADER + 1) as u64;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&slab)
+        .map_err(|e| Error::io(&slab, e))?;
+    let mut byte = [0u8];
+    file.read_exact_at(&mut byte, at)
+        .map_err(|e| Error::io(&slab, e))?;
+    file.write_all_at(&[byte[0] ^ 0x10], at)
+        .map_err(|e| Error::io(&slab, e))?;
+    drop(file);
+    // Reading the damaged item is an error; the other one reads.
+    let (ra, rb) = (s.get(b"a"), s.get(b"b"));
+    let damaged = [&ra, &rb]
+        .iter()
+        .filter(|r| matches!(r, Err(e) if e.is_corruption()))
+        .count();
+    assert_eq!(damaged, 1, "{ra:?} {rb:?}");
+    assert_eq!(
+        [&ra, &rb]
+            .iter()
+            .filter(|r| matches!(r, Ok(Some(_))))
+            .count(),
+        1
+    );
+    s.close()?;
     let s = Kvell::open(d.path(), opts("kvell_workers=1,kvell_page_cache=0"))?;
     // The damaged item is gone (freed), the other one is intact.
     let left: Vec<_> = [s.get(b"a")?, s.get(b"b")?].into_iter().flatten().collect();

@@ -5,6 +5,31 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use strata::{Db, Options};
 
+/// How long a test waits for something another thread must do before it
+/// fails instead of hanging (generous: a loaded 2-core machine).
+pub const LIVENESS: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Waits until `done` returns true, polling; panics naming `what` after
+/// [`LIVENESS`], so a regression that stops the awaited event fails the
+/// test instead of hanging the suite.
+pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    let mut spins = 0u32;
+    while !done() {
+        assert!(
+            start.elapsed() < LIVENESS,
+            "gave up after {LIVENESS:?} waiting for {what}"
+        );
+        // Spin briefly (the event is usually close), then sleep.
+        spins += 1;
+        if spins < 1000 {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+}
+
 /// Options that make every mechanism run on small data: tiny memtables
 /// (of two or three shards), tables and levels, so flushes and multi-level
 /// compactions happen often.
@@ -298,9 +323,9 @@ impl HoldFlush {
 
     /// Waits until the background thread is held.
     pub fn wait_entered(&self) {
-        while !self.entered.load(Ordering::Acquire) {
-            std::thread::yield_now();
-        }
+        wait_until("the flush to reach the gate", || {
+            self.entered.load(Ordering::Acquire)
+        });
     }
 
     pub fn release(&self) {
