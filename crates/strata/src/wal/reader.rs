@@ -76,10 +76,9 @@ pub struct Reader {
     header_checked: bool,
     log_number: Option<u64>,
     version: u32,
-    /// The log's tag (format 4 on), from its header record.
+    /// The log's tag (format 4 on), from its header record: fragments
+    /// after the header record are tagged exactly when it is known.
     tag: Option<u32>,
-    /// Size of the fragment headers after the header record.
-    header_size: usize,
     last_good: u64,
     dropped: Option<(u64, String)>,
     skipped: u64,
@@ -109,7 +108,6 @@ impl Reader {
             log_number: None,
             version: WAL_VERSION,
             tag: None,
-            header_size: HEADER_SIZE,
             last_good: 0,
             dropped: None,
             skipped: 0,
@@ -351,7 +349,6 @@ impl Reader {
                         return Err(self.corruption(0, "WAL header has tag 0"));
                     }
                     self.tag = Some(tag);
-                    self.header_size = TAGGED_HEADER_SIZE;
                 }
                 self.log_number = get_u64(p, 12);
                 self.version = version;
@@ -378,7 +375,6 @@ impl Reader {
                 if self.zero_filled_end {
                     if let Some(tag) = self.tag_in_later_fragments() {
                         self.tag = Some(tag);
-                        self.header_size = TAGGED_HEADER_SIZE;
                         self.version = TAGGED_VERSION;
                     }
                 }
@@ -707,10 +703,10 @@ impl Reader {
     /// of a tagged log is tagged.
     fn fragment(&self, mut pos: usize) -> Frag {
         let len = self.data.len();
-        let hs = if pos == 0 {
+        let hs = if pos == 0 || self.tag.is_none() {
             HEADER_SIZE
         } else {
-            self.header_size
+            TAGGED_HEADER_SIZE
         };
         let block_left = BLOCK_SIZE - pos % BLOCK_SIZE;
         if block_left < hs {

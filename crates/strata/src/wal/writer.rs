@@ -23,11 +23,9 @@ pub struct Writer {
     file: Box<dyn WritableFile>,
     log_number: u64,
     /// The log's tag, carried by every fragment after the header record
-    /// (write-ahead logs of format 4 on; `None`: untagged fragments).
+    /// (write-ahead logs of format 4 on; `None`: untagged fragments, and
+    /// while the header record, always untagged, is written).
     tag: Option<u32>,
-    /// Fragment header size: [`HEADER_SIZE`], or [`TAGGED_HEADER_SIZE`]
-    /// once the header record of a tagged log is written.
-    header_size: usize,
     /// Offset inside the current block.
     block_offset: usize,
     /// End of the zero-filled region `sync_ahead` asked for.
@@ -87,8 +85,7 @@ impl Writer {
         let mut w = Writer {
             file,
             log_number,
-            tag,
-            header_size: HEADER_SIZE,
+            tag: None,
             block_offset: 0,
             preallocated: 0,
             marks: false,
@@ -105,9 +102,7 @@ impl Writer {
         }
         // The header record itself is untagged: a reader learns the tag from it.
         w.guard(|w| w.emit(FragmentType::Header, &header))?;
-        if tag.is_some() {
-            w.header_size = TAGGED_HEADER_SIZE;
-        }
+        w.tag = tag;
         Ok(w)
     }
 
@@ -231,7 +226,7 @@ impl Writer {
     /// Appends a [`FragmentType::Synced`] mark holding `synced`. A block
     /// with too little room left for it is filled with a short mark.
     fn mark(&mut self) -> Result<()> {
-        let hs = self.header_size;
+        let hs = self.header_size();
         let leftover = BLOCK_SIZE - self.block_offset;
         if leftover < hs + SYNCED_MARK_LEN {
             if leftover >= hs {
@@ -248,7 +243,7 @@ impl Writer {
     fn write_record(&mut self, payload: &[u8]) -> Result<()> {
         let mut left = payload;
         let mut begin = true;
-        let hs = self.header_size;
+        let hs = self.header_size();
         loop {
             let leftover = BLOCK_SIZE - self.block_offset;
             if leftover < hs {
@@ -277,8 +272,17 @@ impl Writer {
         }
     }
 
+    /// The size of the next fragment's header.
+    fn header_size(&self) -> usize {
+        if self.tag.is_some() {
+            TAGGED_HEADER_SIZE
+        } else {
+            HEADER_SIZE
+        }
+    }
+
     fn emit(&mut self, ty: FragmentType, payload: &[u8]) -> Result<()> {
-        let hs = self.header_size;
+        let hs = self.header_size();
         if self.block_offset + hs + payload.len() > BLOCK_SIZE {
             // A fragment across a block boundary could not be read back.
             return Err(Error::InvalidArgument(format!(
@@ -288,10 +292,10 @@ impl Writer {
             )));
         }
         match self.tag {
-            Some(tag) if hs == TAGGED_HEADER_SIZE => self
+            Some(tag) => self
                 .file
                 .append(&tagged_fragment_header(ty, tag, payload))?,
-            _ => self.file.append(&fragment_header(ty, payload))?,
+            None => self.file.append(&fragment_header(ty, payload))?,
         }
         self.file.append(payload)?;
         self.block_offset += hs + payload.len();
