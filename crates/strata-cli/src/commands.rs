@@ -189,11 +189,17 @@ fn serve(cli: &Cli, args: &crate::ServeArgs) -> Result<ExitCode, CliError> {
 }
 
 /// Opens the database of `--dir` with the `--opt` options; only `create`
-/// commands may create it.
+/// commands may create it. The open's recovery report, if any, goes to stderr.
 fn open(cli: &Cli, command: &str, create: bool) -> Result<Box<dyn KvStore>, CliError> {
     let dir = cli.dir(command)?;
     let opts = cli.options(Options::default())?.create_if_missing(create);
-    Ok(strata::open(dir, opts)?)
+    let db = strata::open(dir, opts)?;
+    // What the open did not serve as written (a log tail it left out,
+    // damaged slots): on stderr, so a script's output stays the data.
+    if let Some(report) = db.recovery_report() {
+        eprintln!("strata: the open reports:\n{report}");
+    }
+    Ok(db)
 }
 
 /// Bytes as lossy UTF-8, or as lowercase hex.

@@ -62,8 +62,8 @@ pub use error::{Error, Result};
 pub use iter::DbIter;
 pub use open::open;
 pub use options::{
-    Compression, EngineKind, KvellDurability, KvellIo, Options, PickerKind, WalRecovery,
-    WriteOptions,
+    Compression, EngineKind, KvellDurability, KvellIo, KvellOnDamage, Options, PickerKind,
+    WalRecovery, WriteOptions,
 };
 pub use stats::{EngineStats, KvellStats, StatsSnapshot, StoreStats};
 pub use store::{Cursor, KvStore, Semantics, StoreSnapshot};

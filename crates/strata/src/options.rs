@@ -83,7 +83,7 @@ pub enum EngineKind {
     /// The log-structured merge tree (`Db`): WAL, memtables, tables,
     /// compaction, and the seed designs that plug into it.
     Lsm,
-    /// KVell (seed 002): shared-nothing workers, unsorted slabs of 4 KiB
+    /// KVell: shared-nothing workers, unsorted slabs of 4 KiB
     /// pages, in-memory indexes, no log, batched I/O.
     Kvell,
 }
@@ -140,12 +140,36 @@ impl KvellIo {
     }
 }
 
-/// How level 0 is stored (DESIGN §3; `l0::design` picks the container).
+/// What a KVell open does with slots that do not decode and that no intact
+/// version of their key explains (`kvell/worker/recover.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KvellOnDamage {
+    /// Keep them in place and counted: a key whose newest slot is damaged
+    /// reads as `Corruption` until it is written or deleted.
+    Keep,
+    /// Fail the open with `Corruption` naming the first one.
+    Refuse,
+    /// Erase and reuse them: the keys they held become absent. The open's
+    /// report lists what was dropped.
+    Reclaim,
+}
+
+impl KvellOnDamage {
+    pub fn name(self) -> &'static str {
+        match self {
+            KvellOnDamage::Keep => "keep",
+            KvellOnDamage::Refuse => "refuse",
+            KvellOnDamage::Reclaim => "reclaim",
+        }
+    }
+}
+
+/// How level 0 is stored (`l0::design` picks the container).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum L0Kind {
     /// Overlapping sorted tables, as LevelDB/RocksDB.
     Tables,
-    /// MatrixKV's matrix container (seed 000): one row per flush on the
+    /// MatrixKV's matrix container: one row per flush on the
     /// fast tier (`fast_dir`), cross-row hints, segment bloom filters, and
     /// column compaction into L1.
     Matrix,
@@ -160,7 +184,7 @@ impl L0Kind {
     }
 }
 
-/// How a compaction plan is executed (CoPro, seed 001; see
+/// How a compaction plan is executed (CoPro; see
 /// `compaction::executor`). Spelled as in `executor=`: `linear`,
 /// `subtasks:N`, `pipelined`, `copro[:N]`, `copro+[:N]`, `offload:ADDR`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -219,7 +243,7 @@ impl ExecutorKind {
     }
 }
 
-/// How compactions are chosen (seed 004, active compaction).
+/// How compactions are chosen (active compaction).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PickerKind {
     /// Size triggers only: L0 table count, level bytes over target.
@@ -504,6 +528,8 @@ pub struct Options {
     pub kvell_direct: bool,
     /// Most I/Os a KVell worker submits at once.
     pub kvell_batch: usize,
+    /// What the open does with damaged slots. Default `keep`.
+    pub kvell_on_damage: KvellOnDamage,
     /// The file layer; tests substitute a fault-injecting one. Default the OS.
     pub fs: Arc<dyn FileSystem>,
     /// Receivers of flush/compaction events. Default none.
@@ -555,6 +581,7 @@ impl Default for Options {
             kvell_io: KvellIo::Auto,
             kvell_direct: true,
             kvell_batch: 64,
+            kvell_on_damage: KvellOnDamage::Keep,
             fast_dir: None,
             matrix_capacity: 1 << 30,
             matrix_column_bytes: 64 * MIB as u64,
@@ -913,6 +940,11 @@ impl Options {
             "kvell_io" if value == "pread" => self.kvell_io = KvellIo::Pread,
             "kvell_direct" => self.kvell_direct = flag(name, value)?,
             "kvell_batch" => self.kvell_batch = num(name, value)?,
+            "kvell_on_damage" if value == "keep" => self.kvell_on_damage = KvellOnDamage::Keep,
+            "kvell_on_damage" if value == "refuse" => self.kvell_on_damage = KvellOnDamage::Refuse,
+            "kvell_on_damage" if value == "reclaim" => {
+                self.kvell_on_damage = KvellOnDamage::Reclaim
+            }
             "l0" if value == "tables" => self.l0 = L0Kind::Tables,
             "l0" if value == "matrix" => self.l0 = L0Kind::Matrix,
             "fast_dir" => {
@@ -1004,7 +1036,7 @@ impl fmt::Display for Options {
              l0={},fast_dir={},matrix_capacity={},matrix_column_bytes={},matrix_segment_rows={},\
              matrix_hints={},executor={},compaction_picker={},update_table_size={},stale_threshold={},read_compaction={},\
              copro_large_value={},copro_threshold={},copro_alpha={},copro_beta={},offload_timeout_ms={},\
-             engine={},kvell_workers={},kvell_page_cache={},kvell_durability={},kvell_io={},kvell_direct={},kvell_batch={}",
+             engine={},kvell_workers={},kvell_page_cache={},kvell_durability={},kvell_io={},kvell_direct={},kvell_batch={},kvell_on_damage={}",
             self.write_buffer_size,
             self.max_write_buffer_number,
             self.memtable_shard_size,
@@ -1061,6 +1093,7 @@ impl fmt::Display for Options {
             self.kvell_io.name(),
             self.kvell_direct,
             self.kvell_batch,
+            self.kvell_on_damage.name(),
         )
     }
 }
@@ -1074,7 +1107,7 @@ impl fmt::Debug for Options {
 /// Options of one write.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WriteOptions {
-    /// `fdatasync` the WAL before acknowledging (DESIGN §4). Default false:
+    /// `fdatasync` the WAL before acknowledging. Default false:
     /// a process crash loses nothing acknowledged, a power loss may lose the tail.
     pub sync: bool,
 }

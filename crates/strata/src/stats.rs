@@ -1,4 +1,4 @@
-//! Engine statistics (DESIGN §4): counters updated with relaxed atomics on
+//! Engine statistics: counters updated with relaxed atomics on
 //! the hot paths, read as a consistent-enough [`StatsSnapshot`].
 
 use std::fmt;
@@ -804,8 +804,14 @@ pub struct KvellStats {
     pub recovery_micros: u64,
     pub recovered_items: u64,
     pub recovery_bytes: u64,
-    /// Slots the open found damaged (torn by a crash, or corrupt) and freed.
+    /// Damaged slots the open kept in place: each names its key's newest
+    /// version (the key reads as `Corruption`) or no key at all.
     pub damaged_slots: u64,
+    /// Slots a crash tore that the open erased (an intact version decided
+    /// their key).
+    pub torn_slots: u64,
+    /// Damaged slots `kvell_on_damage=reclaim` erased.
+    pub reclaimed_slots: u64,
 }
 
 impl KvellStats {
@@ -836,7 +842,7 @@ impl KvellStats {
              \"read_bytes\":{},\"write_bytes\":{},\"syncs\":{},\"batches\":{},\"batched_ios\":{},\
              \"max_batch\":{},\"mean_batch\":{:.3},\"request_batches\":{},\"requests\":{},\
              \"mean_requests_per_batch\":{:.3},\"recovery_micros\":{},\"recovered_items\":{},\
-             \"recovery_bytes\":{},\"damaged_slots\":{}}}",
+             \"recovery_bytes\":{},\"damaged_slots\":{},\"torn_slots\":{},\"reclaimed_slots\":{}}}",
             self.workers,
             self.io_backend,
             self.direct_io,
@@ -863,6 +869,8 @@ impl KvellStats {
             self.recovered_items,
             self.recovery_bytes,
             self.damaged_slots,
+            self.torn_slots,
+            self.reclaimed_slots,
         )
     }
 }
@@ -900,11 +908,13 @@ impl fmt::Display for KvellStats {
         )?;
         writeln!(
             f,
-            "recovery:           {:.3} s, {} items from {:.2} MiB, {} damaged slots freed",
+            "recovery:           {:.3} s, {} items from {:.2} MiB; {} damaged slots kept, {} torn erased, {} reclaimed",
             self.recovery_micros as f64 / 1e6,
             self.recovered_items,
             mib(self.recovery_bytes),
-            self.damaged_slots
+            self.damaged_slots,
+            self.torn_slots,
+            self.reclaimed_slots
         )
     }
 }

@@ -7,23 +7,33 @@
 //! reopens on the real backend and every key must hold its last
 //! acknowledged value; a key whose write was in flight may hold the old
 //! value or one it wrote, and be absent only if the write deleted it —
-//! on a drive that writes 4 KiB atomically. On a drive that tears 512-byte
-//! sectors an in-place update may also lose the item (the documented
-//! exception, `Semantics::unsynced`). Every crash point of short histories
+//! on a drive that writes 4 KiB atomically — or read as `Corruption` when
+//! its new slot spans pages and no intact item of it is left (the open
+//! cannot tell that torn slot from an acknowledged one damaged later). On a
+//! drive that tears 512-byte sectors an in-place update may also lose the
+//! item, or read as `Corruption` (the documented exception,
+//! `Semantics::unsynced`). Every crash point of short histories
 //! is tried, under `kvell_durability=synced` and under `written` with
 //! flushes; and a process crash whose recovery is cut by a power loss.
+//!
+//! Injected I/O errors (EIO or ENOSPC in one read, write or sync call of
+//! the backend, a write failing after half its requests): the failing
+//! write returns a typed error, later writes are refused unless the failed
+//! call wrote nothing the store uses (a read, or the making of a new slab
+//! file), reads go on, and a reopen finds every acknowledged write.
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
+use std::ops::Bound;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use strata::kvell::io::{Io, Req, Submitted};
 use strata::kvell::Kvell;
-use strata::{Error, KvStore, Options, Result, WriteBatch, WriteOptions};
+use strata::{Error, KvStore, KvellIo, Options, Result, WriteBatch, WriteOptions};
 
 /// A write not yet synced: where, and the bytes it replaced.
 struct Undo {
@@ -269,6 +279,12 @@ fn history_flushed(s: &dyn KvStore, batches: &[Batch]) -> (Model, InFlight) {
     (durable, since)
 }
 
+/// Whether an item of `key` and `value` takes a slot of several pages (a
+/// write of which a crash can tear between its pages).
+fn spans_pages(key: &[u8], value: &[u8]) -> bool {
+    24 + key.len() + value.len() > 4096
+}
+
 fn check(
     dir: &Path,
     opts: &Options,
@@ -279,30 +295,45 @@ fn check(
     what: &str,
 ) {
     let s = strata::open(dir, opts.clone()).unwrap_or_else(|e| panic!("{what}: reopen: {e}"));
-    let all: Model = s
-        .scan(
-            std::ops::Bound::Unbounded,
-            std::ops::Bound::Unbounded,
-            usize::MAX,
-            false,
-        )
-        .unwrap_or_else(|e| panic!("{what}: scan: {e}"))
-        .into_iter()
-        .collect();
-    let keys: BTreeSet<&Vec<u8>> = all
+    let keys: BTreeSet<&Vec<u8>> = acked
         .keys()
-        .chain(acked.keys())
         .chain(before.keys())
+        .chain(in_flight.keys())
         .collect();
-    for k in keys {
-        let got = all.get(k);
+    let mut corrupt: Vec<&Vec<u8>> = Vec::new();
+    for &k in &keys {
+        let got = match s.get(k) {
+            Ok(g) => g,
+            Err(e) if e.is_corruption() => {
+                // A damaged slot newer than every intact version of its key
+                // reads as Corruption (the open cannot tell a torn write in
+                // flight from an acknowledged item damaged later): only a
+                // key in flight whose slot could tear, with no intact item
+                // left to fall back on, may show it.
+                let old = before.get(k);
+                let ok = in_flight.get(k).is_some_and(|written| {
+                    drive.tears_pages()
+                        || ((old.is_none() || written.contains(&None))
+                            && written.iter().flatten().any(|v| spans_pages(k, v)))
+                });
+                assert!(
+                    ok,
+                    "{what}: key {} reads as {e} (in flight: {:?})",
+                    String::from_utf8_lossy(k),
+                    in_flight.get(k).map(|w| w.len())
+                );
+                corrupt.push(k);
+                continue;
+            }
+            Err(e) => panic!("{what}: get {}: {e}", String::from_utf8_lossy(k)),
+        };
         let new = acked.get(k);
         if let Some(written) = in_flight.get(k) {
             // The write in flight: the old value or any value it wrote;
             // absent only if it was absent or deleted (or, on a drive that
             // tears pages, an in-place update was torn).
             let old = before.get(k);
-            let ok = match got {
+            let ok = match &got {
                 None => old.is_none() || written.contains(&None) || drive.tears_pages(),
                 Some(g) => Some(g) == old || written.contains(&Some(g.clone())),
             };
@@ -310,11 +341,36 @@ fn check(
                 ok,
                 "{what}: in-flight key {} is {}, which it never was (before: {:?} bytes)",
                 String::from_utf8_lossy(k),
-                got.map_or("absent".to_string(), |g| format!("{} bytes", g.len())),
+                got.as_ref()
+                    .map_or("absent".to_string(), |g| format!("{} bytes", g.len())),
                 old.map(|o| o.len())
             );
         } else {
-            assert_eq!(got, new, "{what}: key {}", String::from_utf8_lossy(k));
+            assert_eq!(
+                got.as_ref(),
+                new,
+                "{what}: key {}",
+                String::from_utf8_lossy(k)
+            );
+        }
+    }
+    // No key the history never wrote: scan the ranges between the keys
+    // that read as Corruption (a scan stops at one).
+    let mut lo: Bound<&[u8]> = Bound::Unbounded;
+    for c in corrupt.iter().map(|c| Some(c.as_slice())).chain([None]) {
+        let hi = c.map_or(Bound::Unbounded, Bound::Excluded);
+        let found = s
+            .scan(lo, hi, usize::MAX, false)
+            .unwrap_or_else(|e| panic!("{what}: scan: {e}"));
+        for (k, _) in found {
+            assert!(
+                keys.contains(&k),
+                "{what}: key {} was never written",
+                String::from_utf8_lossy(&k)
+            );
+        }
+        if let Some(c) = c {
+            lo = Bound::Excluded(c);
         }
     }
     s.close().expect("close");
@@ -632,4 +688,193 @@ fn a_failed_flush_poisons_the_worker() {
         other => panic!("a write after a failed flush: {other:?}"),
     }
     assert_eq!(s.get(b"k").expect("get"), Some(b"v".to_vec()));
+}
+
+/// Which call of a KVell I/O backend an injected error hits.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Call {
+    Read = 0,
+    Write = 1,
+    Sync = 2,
+}
+
+/// The calls of each kind so far, and the one to fail: `(kind, nth call
+/// counted from the open, errno)`.
+#[derive(Default)]
+struct FaultPlan {
+    calls: [AtomicU64; 3],
+    target: Mutex<Option<(Call, u64, i32)>>,
+    fired: AtomicU64,
+    /// The file the failed call was for.
+    fired_at: Mutex<Option<PathBuf>>,
+}
+
+impl FaultPlan {
+    /// Counts a call of `kind`; the injected error if it is the one to fail.
+    fn call(&self, kind: Call, path: &Path) -> Option<Error> {
+        let n = self.calls[kind as usize].fetch_add(1, Ordering::SeqCst) + 1;
+        match *self.target.lock().expect("plan") {
+            Some((k, at, errno)) if k == kind && at == n => {
+                self.fired.fetch_add(1, Ordering::SeqCst);
+                *self.fired_at.lock().expect("plan") = Some(path.to_path_buf());
+                Some(Error::io(path, std::io::Error::from_raw_os_error(errno)))
+            }
+            _ => None,
+        }
+    }
+
+    fn count(&self, kind: Call) -> u64 {
+        self.calls[kind as usize].load(Ordering::SeqCst)
+    }
+}
+
+/// The pread backend, with the planned call failing (a write after doing
+/// the first half of its requests).
+struct Faulty {
+    inner: Box<dyn Io>,
+    plan: Arc<FaultPlan>,
+}
+
+impl Io for Faulty {
+    fn name(&self) -> &'static str {
+        "faulty"
+    }
+    fn read(&mut self, reqs: &mut [Req<'_>], counts: &mut Submitted) -> Result<()> {
+        if let Some(e) = reqs
+            .first()
+            .and_then(|r| self.plan.call(Call::Read, r.path))
+        {
+            return Err(e);
+        }
+        self.inner.read(reqs, counts)
+    }
+    fn write(&mut self, reqs: &mut [Req<'_>], counts: &mut Submitted) -> Result<()> {
+        let Some(path) = reqs.first().map(|r| r.path.clone()) else {
+            return self.inner.write(reqs, counts);
+        };
+        if let Some(e) = self.plan.call(Call::Write, &path) {
+            let half = reqs.len() / 2;
+            self.inner.write(&mut reqs[..half], counts)?;
+            return Err(e);
+        }
+        self.inner.write(reqs, counts)
+    }
+    fn sync(&mut self, file: &File, path: &PathBuf) -> Result<()> {
+        if let Some(e) = self.plan.call(Call::Sync, path) {
+            return Err(e);
+        }
+        self.inner.sync(file, path)
+    }
+}
+
+fn open_faulty(dir: &Path, opts: &Options, plan: &Arc<FaultPlan>) -> Result<Kvell> {
+    let p = plan.clone();
+    Kvell::open_with_io(dir, opts.clone(), &move || {
+        Ok(Box::new(Faulty {
+            inner: strata::kvell::io::backend(KvellIo::Pread, 64)?,
+            plan: p.clone(),
+        }) as Box<dyn Io>)
+    })
+}
+
+/// Runs `batches` with the `n`th `kind` call after the open failing with
+/// `errno`, then checks the promises of the module doc; returns whether
+/// the fault surfaced as an error of a write or of `close`.
+fn fault_case(opts: &Options, batches: &[Batch], kind: Call, n: u64, errno: i32) -> bool {
+    let what = format!("{kind:?} call {n} failing with errno {errno}");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let plan = Arc::new(FaultPlan::default());
+    let s = open_faulty(tmp.path(), opts, &plan).expect("open");
+    *plan.target.lock().expect("plan") = Some((kind, plan.count(kind) + n, errno));
+    let (acked, after, in_flight) = history(&s, batches);
+    let failed = !in_flight.is_empty();
+    if failed {
+        // A failed read wrote nothing, and a slab that failed to be made
+        // (its `.kv.tmp`, never renamed) holds nothing: the worker goes on.
+        let harmless = kind == Call::Read
+            || plan
+                .fired_at
+                .lock()
+                .expect("plan")
+                .as_ref()
+                .is_some_and(|p| p.to_string_lossy().ends_with(".kv.tmp"));
+        // Writes are refused by the worker whose write failed (each worker
+        // owns its keys): of 16 keys, spread over the workers, some must be.
+        let mut refused = 0;
+        for i in 0..16u8 {
+            let k = [b'a', b'f', b't', b'e', b'r', i];
+            match s.put(&k, b"x") {
+                Err(Error::Poisoned(_)) => refused += 1,
+                Ok(()) => s.delete(&k).expect("delete"),
+                Err(e) => panic!("{what}: a write after the failure: {e}"),
+            }
+        }
+        assert!(
+            refused > 0 || harmless,
+            "{what}: every write after the failure was accepted"
+        );
+        for (k, v) in &acked {
+            if !in_flight.contains_key(k) {
+                let got = s.get(k).unwrap_or_else(|e| panic!("{what}: get: {e}"));
+                assert_eq!(got.as_ref(), Some(v), "{what}: a read after the failure");
+            }
+        }
+    }
+    let closed = s.close();
+    drop(s);
+    assert_eq!(
+        plan.fired.load(Ordering::SeqCst),
+        1,
+        "{what}: the fault did not fire once ({} {kind:?} calls)",
+        plan.count(kind)
+    );
+    check(
+        tmp.path(),
+        opts,
+        &after,
+        &in_flight,
+        &acked,
+        ATOMIC_4K,
+        &what,
+    );
+    failed || closed.is_err()
+}
+
+/// Every kind of call of both durability modes, 8 cases each spread over a
+/// history, half EIO and half ENOSPC; every fault must surface.
+#[test]
+fn an_io_error_in_any_call_is_typed_and_loses_nothing_acknowledged() {
+    let batches = random_batches(31, 60);
+    let mut cases = 0;
+    for opts in [options(), written()] {
+        // A healthy run counts the calls of each kind after the open.
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let plan = Arc::new(FaultPlan::default());
+        let s = open_faulty(tmp.path(), &opts, &plan).expect("open");
+        let base: Vec<u64> = [Call::Read, Call::Write, Call::Sync]
+            .iter()
+            .map(|k| plan.count(*k))
+            .collect();
+        history(&s, &batches);
+        s.close().expect("close");
+        for (i, kind) in [Call::Read, Call::Write, Call::Sync]
+            .into_iter()
+            .enumerate()
+        {
+            let calls = plan.count(kind) - base[i];
+            assert!(calls > 0, "a healthy history made no {kind:?} call");
+            let picks = 8.min(calls);
+            for j in 0..picks {
+                let n = 1 + calls * j / picks;
+                let errno = if j % 2 == 0 { libc::EIO } else { libc::ENOSPC };
+                let surfaced = fault_case(&opts, &batches, kind, n, errno);
+                assert!(
+                    surfaced,
+                    "{kind:?} call {n} of {calls}: the fault never surfaced"
+                );
+                cases += 1;
+            }
+        }
+    }
+    assert!(cases >= 40, "only {cases} fault cases");
 }

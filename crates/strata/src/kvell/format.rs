@@ -215,6 +215,37 @@ pub fn decode_slot(b: &[u8]) -> std::result::Result<Slot<'_>, Bad> {
     })
 }
 
+/// The kind, timestamp and key the header of a slot that does not decode
+/// still names: its magic, version and kind hold, its lengths are in range
+/// and its key lies within `b` (the slot's bytes). `None` when the header
+/// names nothing. The checksum is not checked (the caller found it wrong),
+/// so the key named may itself be the damaged part.
+pub fn named_by_header(b: &[u8]) -> Option<(Kind, u64, &[u8])> {
+    if b.len() < SLOT_HEADER
+        || u16::from_le_bytes([b[4], b[5]]) != SLOT_MAGIC
+        || b[6] != SLOT_VERSION
+    {
+        return None;
+    }
+    let kind = match b[7] {
+        1 => Kind::Item,
+        2 => Kind::Tombstone,
+        _ => return None,
+    };
+    let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]) as usize;
+    let (klen, vlen) = (u32_at(8), u32_at(12));
+    if klen > MAX_KEY_LEN || vlen > MAX_VALUE_LEN || SLOT_HEADER + klen > b.len() {
+        return None;
+    }
+    let mut ts = [0u8; 8];
+    ts.copy_from_slice(&b[16..24]);
+    Some((
+        kind,
+        u64::from_le_bytes(ts),
+        &b[SLOT_HEADER..SLOT_HEADER + klen],
+    ))
+}
+
 /// The header page of a slab file: magic, version, the worker and worker
 /// count, the class and its slot size, crc32c of the 28 bytes before it.
 pub fn encode_header(out: &mut [u8], worker: u32, workers: u32, class: u32) {
@@ -381,6 +412,27 @@ mod tests {
         let t = decode_slot(&page[128..192]).expect("tombstone");
         assert_eq!((t.kind, t.value.len()), (Kind::Tombstone, 0));
         assert_eq!(decode_page(&page, 0).len(), 1);
+    }
+
+    #[test]
+    fn a_damaged_slot_names_its_key_only_while_its_header_holds() {
+        let mut slot = vec![0u8; 128];
+        encode_slot(&mut slot, Kind::Item, 7, b"key", b"value");
+        // Damage in the value: the header still names the key.
+        slot[SLOT_HEADER + 4] ^= 1;
+        assert!(matches!(decode_slot(&slot), Err(Bad::Damaged(_))));
+        assert_eq!(named_by_header(&slot), Some((Kind::Item, 7, &b"key"[..])));
+        // Damage in the magic, the kind or a length: nothing is named.
+        for at in [4, 7, 11] {
+            let mut s = slot.clone();
+            s[at] ^= 0x80;
+            assert_eq!(named_by_header(&s), None, "flip at {at}");
+        }
+        // A key running past the slot names nothing either.
+        let mut s = slot.clone();
+        s[8..12].copy_from_slice(&200u32.to_le_bytes());
+        assert_eq!(named_by_header(&s), None);
+        assert_eq!(named_by_header(&[0u8; 64]), None);
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! KVell (seed 002; DESIGN §2.4): a second engine behind [`KvStore`].
+//! KVell: a second engine behind [`KvStore`].
 //!
 //! W worker threads share nothing: each owns the keys that hash to it, with
 //! one slab file per size class (slots in 4 KiB pages, items unsorted), an
@@ -44,7 +44,7 @@ const WRITTEN: Semantics = Semantics {
     atomic_batches: false,
     snapshot_scans: false,
     snapshots: false,
-    unsynced: "a process crash: acknowledged when the page write completed (O_DIRECT where the file system allows it); after a power loss each key holds its value as of the last flush() or a later one it was given (an in-place update of a one-page item torn by a power loss, on a drive without atomic 4 KiB writes, loses that item)",
+    unsynced: "a process crash: acknowledged when the page write completed (O_DIRECT where the file system allows it); after a power loss each key holds its value as of the last flush() or a later one it was given. Exceptions, both reported by the open and by verify: an in-place update of a one-page item torn by a power loss on a drive without atomic 4 KiB writes loses that item (it reads as Corruption), and a crash that tears the first write of a key (or the first after its delete) of an item over 4072 B (on such a drive, of any item) leaves the key reading as Corruption until it is written or deleted",
     synced: "a power loss for the writes of this call: their slab files are fdatasynced before they are acknowledged; a multi-key batch is not atomic (each key is written on its own)",
 };
 
@@ -53,7 +53,7 @@ const SYNCED: Semantics = Semantics {
     atomic_batches: false,
     snapshot_scans: false,
     snapshots: false,
-    unsynced: "a power loss: every I/O batch is fdatasynced before its writes are acknowledged (an in-place update of a one-page item torn by a power loss on a drive without atomic 4 KiB writes loses that item, whose new value was not acknowledged)",
+    unsynced: "a power loss: every I/O batch is fdatasynced before its writes are acknowledged. Exceptions for writes in flight at the crash, both reported by the open and by verify: an in-place update of a one-page item torn on a drive without atomic 4 KiB writes loses that item (it reads as Corruption; its new value was not acknowledged), and a torn first write of a key (or the first after its delete) of an item over 4072 B (on such a drive, of any item) leaves the key reading as Corruption until it is written or deleted",
     synced: "nothing more: every write is synced already",
 };
 
@@ -76,6 +76,8 @@ struct Inner {
     io_backend: &'static str,
     direct: bool,
     describe: String,
+    /// What the open found damaged or torn (`Kvell::recovery_report`).
+    recovery_report: Option<String>,
     user_writes: AtomicU64,
     user_reads: AtomicU64,
     user_bytes: AtomicU64,
@@ -187,6 +189,7 @@ impl Kvell {
                 direct: opts.kvell_direct,
                 batch: opts.kvell_batch,
                 cache_bytes: per_worker_cache,
+                on_damage: opts.kvell_on_damage,
             };
             let io = match make_io() {
                 Ok(io) => io,
@@ -225,6 +228,7 @@ impl Kvell {
         if let Some(e) = first_err {
             return Err(e);
         }
+        let recovery_report = damage_report(&ready);
         let io_backend = ready.first().map_or("pread", |(_, w)| w.io_name());
         let direct = ready.iter().all(|(_, w)| w.direct());
         let mut handles = Vec::new();
@@ -271,6 +275,7 @@ impl Kvell {
                 io_backend,
                 direct,
                 describe,
+                recovery_report,
                 user_writes: AtomicU64::new(0),
                 user_reads: AtomicU64::new(0),
                 user_bytes: AtomicU64::new(0),
@@ -282,6 +287,50 @@ impl Kvell {
     pub fn path(&self) -> &Path {
         &self.inner.dir
     }
+
+    /// What the open found damaged or torn, a line per slot (at most
+    /// [`worker::REPORT_LINES`] per worker; the counts are exact), or
+    /// `None` when every slot decoded. The counts are in `stats()` too
+    /// (`damaged_slots`, `torn_slots`, `reclaimed_slots`).
+    pub fn recovery_report(&self) -> Option<&str> {
+        self.inner.recovery_report.as_deref()
+    }
+}
+
+/// The open's report over every worker: counts, then each worker's lines.
+fn damage_report(ready: &[(Arc<worker::Shared>, worker::Worker)]) -> Option<String> {
+    let sum = |f: fn(&worker::Counters) -> &AtomicU64| -> u64 {
+        ready
+            .iter()
+            .map(|(s, _)| f(&s.counters).load(Relaxed))
+            .sum()
+    };
+    let (kept, torn, reclaimed) = (
+        sum(|c| &c.damaged_slots),
+        sum(|c| &c.torn_slots),
+        sum(|c| &c.reclaimed_slots),
+    );
+    if kept + torn + reclaimed == 0 {
+        return None;
+    }
+    let mut out = format!(
+        "{kept} damaged slots kept in place, {torn} torn slots erased, {reclaimed} damaged slots reclaimed"
+    );
+    let mut listed = 0u64;
+    for (_, w) in ready {
+        for line in w.damage_report() {
+            out.push('\n');
+            out.push_str(line);
+            listed += 1;
+        }
+    }
+    if listed < kept + torn + reclaimed {
+        out.push_str(&format!(
+            "\n(the first {} slots of each worker are listed)",
+            worker::REPORT_LINES
+        ));
+    }
+    Some(out)
 }
 
 impl Inner {
@@ -592,11 +641,12 @@ impl KvStore for Kvell {
         let mut k = KvellStats {
             workers: i.workers.len(),
             io_backend: i.io_backend,
-            direct_io: i.direct,
+            // A worker's first slab may be made after the open, on a file
+            // system that refuses O_DIRECT.
+            direct_io: i.direct && !i.workers.iter().any(|w| w.shared.buffered.load(Relaxed)),
             durability: i.durability.name(),
             ..KvellStats::default()
         };
-        let mut damaged = 0;
         for w in &i.workers {
             let c = &w.shared.counters;
             let l = |a: &AtomicU64| a.load(Relaxed);
@@ -619,9 +669,10 @@ impl KvStore for Kvell {
             k.recovery_micros = k.recovery_micros.max(l(&c.recovery_micros));
             k.recovered_items += l(&c.recovered_items);
             k.recovery_bytes += l(&c.recovery_bytes);
-            damaged += l(&c.damaged_slots);
+            k.damaged_slots += l(&c.damaged_slots);
+            k.torn_slots += l(&c.torn_slots);
+            k.reclaimed_slots += l(&c.reclaimed_slots);
         }
-        k.damaged_slots = damaged;
         StoreStats {
             engine: "kvell",
             user_writes: i.user_writes.load(Relaxed),
@@ -634,6 +685,10 @@ impl KvStore for Kvell {
             cache_bytes: k.page_cache_bytes,
             detail: EngineStats::Kvell(Box::new(k)),
         }
+    }
+
+    fn recovery_report(&self) -> Option<String> {
+        Kvell::recovery_report(self).map(str::to_string)
     }
 
     fn close(&self) -> Result<()> {

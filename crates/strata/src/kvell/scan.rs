@@ -41,15 +41,15 @@ pub fn check_header(
     format::check_header(header.as_slice(), path, worker, workers, class)
 }
 
-/// Calls `visit(slot, decoded)` for every slot of the slab (`len` bytes,
-/// header page first), reading 256 KiB (or one slot) at a time. Bytes past
-/// the end of the file read as zeros.
+/// Calls `visit(slot, bytes, decoded)` for every slot of the slab (`len`
+/// bytes, header page first; `bytes` are the slot's), reading 256 KiB (or
+/// one slot) at a time. Bytes past the end of the file read as zeros.
 pub fn scan_slab(
     file: &File,
     path: &Path,
     len: u64,
     class: Class,
-    mut visit: impl FnMut(u32, std::result::Result<Slot<'_>, Bad>),
+    mut visit: impl FnMut(u32, &[u8], std::result::Result<Slot<'_>, Bad>),
 ) -> Result<Shape> {
     let data_pages = len.saturating_sub(PAGE as u64).div_ceil(PAGE as u64);
     let slots = if class.pages == 1 {
@@ -88,10 +88,8 @@ pub fn scan_slab(
                 } else {
                     u as usize + i
                 } as u32;
-                visit(
-                    slot,
-                    format::decode_slot(&unit[j * class.slot..(j + 1) * class.slot]),
-                );
+                let bytes = &unit[j * class.slot..(j + 1) * class.slot];
+                visit(slot, bytes, format::decode_slot(bytes));
             }
         }
         u += n as u64;

@@ -149,20 +149,10 @@ fn bad_input_and_wrong_engine() -> Result<()> {
     s.close()
 }
 
-#[test]
-fn a_damaged_slot_is_an_error_on_read_and_freed_at_open() -> Result<()> {
+/// Flips bit `mask` of byte `at` of worker 0's class-0 slab in `dir`.
+fn flip(dir: &std::path::Path, at: u64, mask: u8) -> Result<()> {
     use std::os::unix::fs::FileExt;
-    let d = dir();
-    let s = Kvell::open(
-        d.path(),
-        opts("kvell_workers=1,kvell_page_cache=0,kvell_direct=false"),
-    )?;
-    s.put(b"a", b"1")?;
-    s.put(b"b", b"2")?;
-    // Slot 1 of the first data page holds one of the items: flip a value
-    // byte on disk while the store is open (it caches no pages).
-    let slab = d.path().join(format::slab_name(0, 0));
-    let at = (format::PAGE + 64 + format::SLOT_HEADER + 1) as u64;
+    let slab = dir.join(format::slab_name(0, 0));
     let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -171,30 +161,131 @@ fn a_damaged_slot_is_an_error_on_read_and_freed_at_open() -> Result<()> {
     let mut byte = [0u8];
     file.read_exact_at(&mut byte, at)
         .map_err(|e| Error::io(&slab, e))?;
-    file.write_all_at(&[byte[0] ^ 0x10], at)
-        .map_err(|e| Error::io(&slab, e))?;
-    drop(file);
-    // Reading the damaged item is an error; the other one reads.
+    file.write_all_at(&[byte[0] ^ mask], at)
+        .map_err(|e| Error::io(&slab, e))
+}
+
+/// A byte of the value in slot 1 of the first data page (64-byte slots).
+const SLOT1_VALUE: u64 = (format::PAGE + 64 + format::SLOT_HEADER + 1) as u64;
+
+fn kvell_stats(s: &Kvell) -> crate::KvellStats {
+    s.stats().kvell().cloned().unwrap_or_default()
+}
+
+/// Puts `a` and `b` (slots 0 and 1 of worker 0's class-0 slab) and damages
+/// slot 1's value while the store is open; returns the store, the damaged
+/// key and the intact one. Reading the damaged key is already `Corruption`.
+fn store_with_a_damaged_slot(d: &std::path::Path) -> Result<(Kvell, &'static [u8], &'static [u8])> {
+    let s = Kvell::open(
+        d,
+        opts("kvell_workers=1,kvell_page_cache=0,kvell_direct=false"),
+    )?;
+    s.put(b"a", b"1")?;
+    s.put(b"b", b"2")?;
+    flip(d, SLOT1_VALUE, 0x10)?;
     let (ra, rb) = (s.get(b"a"), s.get(b"b"));
-    let damaged = [&ra, &rb]
-        .iter()
-        .filter(|r| matches!(r, Err(e) if e.is_corruption()))
-        .count();
-    assert_eq!(damaged, 1, "{ra:?} {rb:?}");
-    assert_eq!(
-        [&ra, &rb]
-            .iter()
-            .filter(|r| matches!(r, Ok(Some(_))))
-            .count(),
-        1
-    );
+    let (bad, good): (&'static [u8], &'static [u8]) = match (&ra, &rb) {
+        (Ok(Some(_)), Err(e)) if e.is_corruption() => (b"b", b"a"),
+        (Err(e), Ok(Some(_))) if e.is_corruption() => (b"a", b"b"),
+        _ => panic!("one damaged and one intact item: {ra:?} {rb:?}"),
+    };
+    Ok((s, bad, good))
+}
+
+/// A damaged slot answers the same before and after a restart: its key
+/// reads as `Corruption`, the open counts and reports it, verify finds it,
+/// and it stays so through any number of opens until the key is written.
+#[test]
+fn a_damaged_slot_reads_as_corruption_before_and_after_a_restart() -> Result<()> {
+    let d = dir();
+    let (s, bad, good) = store_with_a_damaged_slot(d.path())?;
     s.close()?;
-    let s = Kvell::open(d.path(), opts("kvell_workers=1,kvell_page_cache=0"))?;
-    // The damaged item is gone (freed), the other one is intact.
-    let left: Vec<_> = [s.get(b"a")?, s.get(b"b")?].into_iter().flatten().collect();
-    assert_eq!(left.len(), 1);
-    assert_eq!(s.stats().kvell().expect("kvell").damaged_slots, 1);
-    s.close()
+    let o = opts("kvell_workers=1,kvell_page_cache=0");
+    for round in 0..2 {
+        let s = Kvell::open(d.path(), o.clone())?;
+        assert!(
+            matches!(s.get(bad), Err(ref e) if e.is_corruption()),
+            "round {round}: {:?}",
+            s.get(bad)
+        );
+        assert!(s.get(good)?.is_some());
+        assert!(s
+            .scan(Bound::Unbounded, Bound::Unbounded, 10, false)
+            .is_err());
+        assert_eq!(kvell_stats(&s).damaged_slots, 1, "round {round}");
+        let report = s.recovery_report().unwrap_or_default().to_string();
+        assert!(report.contains("reads as Corruption"), "{report}");
+        s.close()?;
+        let v = super::verify::verify_dir(d.path())?;
+        assert_eq!(v.damaged().count(), 1, "round {round}: {v}");
+    }
+    // Refusing opens nothing and changes nothing.
+    let refused = Kvell::open(d.path(), opts("kvell_workers=1,kvell_on_damage=refuse"));
+    assert!(
+        matches!(refused, Err(ref e) if e.is_corruption()),
+        "{:?}",
+        refused.err()
+    );
+    // Writing the key replaces the damaged slot: the store is clean again.
+    let s = Kvell::open(d.path(), o.clone())?;
+    s.put(bad, b"3")?;
+    s.close()?;
+    let s = Kvell::open(d.path(), o)?;
+    assert_eq!(s.get(bad)?, Some(b"3".to_vec()));
+    assert_eq!(kvell_stats(&s).damaged_slots, 0);
+    assert!(s.recovery_report().is_none());
+    s.close()?;
+    let v = super::verify::verify_dir(d.path())?;
+    assert!(v.is_ok(), "{v}");
+    Ok(())
+}
+
+/// `kvell_on_damage=reclaim` drops the damaged slot: its key is absent,
+/// the report says so, and later opens find a clean store.
+#[test]
+fn reclaiming_damage_makes_its_key_absent_and_says_so() -> Result<()> {
+    let d = dir();
+    let (s, bad, good) = store_with_a_damaged_slot(d.path())?;
+    s.close()?;
+    let s = Kvell::open(d.path(), opts("kvell_workers=1,kvell_on_damage=reclaim"))?;
+    assert_eq!(s.get(bad)?, None);
+    assert!(s.get(good)?.is_some());
+    let k = kvell_stats(&s);
+    assert_eq!((k.damaged_slots, k.reclaimed_slots), (0, 1));
+    let report = s.recovery_report().unwrap_or_default().to_string();
+    assert!(report.contains("reclaimed"), "{report}");
+    s.close()?;
+    let s = Kvell::open(d.path(), opts("kvell_workers=1"))?;
+    let k = kvell_stats(&s);
+    assert_eq!((k.damaged_slots, k.reclaimed_slots), (0, 0));
+    s.close()?;
+    assert!(super::verify::verify_dir(d.path())?.is_ok());
+    Ok(())
+}
+
+/// A slot whose header no longer names a key stays counted and out of use
+/// through later opens and writes.
+#[test]
+fn a_nameless_damaged_slot_is_held_out_of_use() -> Result<()> {
+    let d = dir();
+    let o = opts("kvell_workers=1,kvell_page_cache=0,kvell_direct=false");
+    let s = Kvell::open(d.path(), o.clone())?;
+    s.put(b"a", b"1")?;
+    s.put(b"b", b"2")?;
+    s.close()?;
+    // The slot magic of slot 1.
+    flip(d.path(), (format::PAGE + 64 + 4) as u64, 0x01)?;
+    for round in 0..2 {
+        let s = Kvell::open(d.path(), o.clone())?;
+        assert_eq!(kvell_stats(&s).damaged_slots, 1, "round {round}");
+        // New items of the same class never take the damaged slot.
+        for i in 0..20u32 {
+            s.put(format!("n{round}-{i}").as_bytes(), b"x")?;
+        }
+        s.close()?;
+    }
+    assert_eq!(super::verify::verify_dir(d.path())?.damaged().count(), 1);
+    Ok(())
 }
 
 /// A crash can leave a slab short of a whole-page slot's empty last pages
@@ -253,7 +344,9 @@ fn a_slot_with_a_maximal_timestamp_is_damaged() -> Result<()> {
     std::fs::write(&slab, &bytes).map_err(|e| Error::io(&slab, e))?;
     let s = Kvell::open(d.path(), o.clone())?;
     assert_eq!(s.get(b"a")?, Some(b"1".to_vec()));
-    assert_eq!(s.stats().kvell().expect("kvell").damaged_slots, 1);
+    // The intact version explains it: erased, not kept.
+    let k = kvell_stats(&s);
+    assert_eq!((k.damaged_slots, k.torn_slots), (0, 1));
     s.put(b"a", b"2")?;
     s.close()?;
     let s = Kvell::open(d.path(), o)?;
@@ -340,4 +433,95 @@ fn a_failed_open_stops_the_workers_it_started() -> Result<()> {
     let s = Kvell::open(d.path(), o)?;
     assert_eq!(s.get(b"k7")?, Some(b"v".to_vec()));
     s.close()
+}
+
+/// Whether this machine runs io_uring reads and writes, found without the
+/// engine: a ring of 64 entries can be set up (the raw system call) on a kernel of 5.6 or
+/// later (IORING_OP_READ and IORING_OP_WRITE).
+fn machine_runs_io_uring() -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut parts = release.trim().split(['.', '-']);
+    let major: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    let minor: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    if (major, minor) < (5, 6) {
+        return false;
+    }
+    // struct io_uring_params is 120 bytes.
+    let mut params = [0u8; 120];
+    // 64 entries: the ring the engine makes for `kvell_batch=64`.
+    // SAFETY: io_uring_setup writes at most the 120-byte params it is given.
+    let fd = unsafe { libc::syscall(libc::SYS_io_uring_setup, 64u32, params.as_mut_ptr()) };
+    if fd < 0 {
+        return false;
+    }
+    // SAFETY: `fd` is the ring's descriptor, owned here and closed once.
+    unsafe { libc::close(fd as i32) };
+    true
+}
+
+/// Whether a file in `dir` can be opened with O_DIRECT.
+fn takes_o_direct(dir: &std::path::Path) -> bool {
+    use std::os::unix::fs::OpenOptionsExt;
+    let probe = dir.join("o_direct_probe");
+    let ok = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(&probe)
+        .is_ok();
+    let _ = std::fs::remove_file(&probe);
+    ok
+}
+
+/// `kvell_io=auto` and `kvell_direct=true` use io_uring and O_DIRECT
+/// wherever the machine allows them, and report the fallback where it does
+/// not: a silent fallback to pread or to the page cache fails here. Where
+/// the kernel refuses io_uring, STRATA_REQUIRE_TOOLS=1 makes that a failure
+/// (CI machines must run the io_uring path).
+#[test]
+fn io_uring_and_o_direct_are_used_where_the_machine_allows_them() -> Result<()> {
+    let mut dirs = vec![dir()];
+    // tmpfs refuses O_DIRECT: the fallback to the page cache.
+    if let Ok(shm) = tempfile::tempdir_in("/dev/shm") {
+        dirs.push(shm);
+    }
+    let uring = machine_runs_io_uring();
+    for d in &dirs {
+        let direct = takes_o_direct(d.path());
+        let s = Kvell::open(
+            d.path().join("db"),
+            opts("kvell_io=auto,kvell_direct=true,kvell_workers=2"),
+        )?;
+        for i in 0..50u32 {
+            s.put(
+                format!("k{i}").as_bytes(),
+                &vec![i as u8; 100 + 90 * i as usize],
+            )?;
+        }
+        s.flush()?;
+        for i in 0..50u32 {
+            assert_eq!(
+                s.get(format!("k{i}").as_bytes())?,
+                Some(vec![i as u8; 100 + 90 * i as usize])
+            );
+        }
+        let k = s.stats().kvell().cloned().unwrap_or_default();
+        let at = d.path().display();
+        assert_eq!(
+            k.io_backend,
+            if uring { "io_uring" } else { "pread" },
+            "{at}"
+        );
+        assert_eq!(k.direct_io, direct, "{at}");
+        assert!(k.writes > 0 && k.syncs > 0, "{at}: {k:?}");
+        s.close()?;
+    }
+    if !uring {
+        assert!(
+            std::env::var("STRATA_REQUIRE_TOOLS").map_or(true, |v| v != "1"),
+            "STRATA_REQUIRE_TOOLS=1 and this kernel refuses io_uring reads and writes"
+        );
+        eprintln!("io_uring is refused here: only the pread fallback was checked");
+    }
+    Ok(())
 }

@@ -1,6 +1,9 @@
 //! `strata verify` of a KVell store: the `KVELL` file, then every slab's
-//! header page and every slot's checksum. A slot torn by a crash reads as
-//! damaged until the next open frees it.
+//! header page and every slot's checksum. Every slot that does not decode is
+//! reported: one a crash tore reads as damaged until the next open erases it
+//! (when an intact version of its key explains it); any other stays on disk,
+//! and so in every later report, until its key is written or deleted or an
+//! open with `kvell_on_damage=reclaim` drops it (`worker/recover.rs`).
 
 use super::format::{self, Bad, Class};
 use super::scan;
@@ -67,11 +70,16 @@ fn verify_slab(path: &Path, name: &str, worker: u32, workers: u32, class: u32) -
         r.bytes = len;
         scan::check_header(&file, path, len, worker, workers, class)?;
         let mut first_bad = None;
-        let mut entries = 0;
-        scan::scan_slab(&file, path, len, c, |slot, decoded| match decoded {
+        let (mut entries, mut bad) = (0, 0u64);
+        scan::scan_slab(&file, path, len, c, |slot, _, decoded| match decoded {
+            Ok(s) if s.ts >= super::worker::MAX_TS => {
+                bad += 1;
+                first_bad.get_or_insert((slot, "timestamp out of range"));
+            }
             Ok(_) => entries += 1,
             Err(Bad::Empty) => {}
             Err(Bad::Damaged(why)) => {
+                bad += 1;
                 first_bad.get_or_insert((slot, why));
             }
         })?;
@@ -82,7 +90,9 @@ fn verify_slab(path: &Path, name: &str, worker: u32, workers: u32, class: u32) -
                 file: path.to_path_buf(),
                 offset: page * format::PAGE as u64 + off as u64,
                 reason: format!(
-                    "slot {slot}: {why} (torn by a crash, or damaged; the next open frees it)"
+                    "{bad} slots do not decode; the first, slot {slot}: {why} (torn by a \
+                     crash, which the next open erases if an intact version of its key \
+                     explains it; else damaged, kept and reported by every open)"
                 ),
             });
         }

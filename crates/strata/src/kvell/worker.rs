@@ -28,9 +28,8 @@
 use super::format::{self, Class, Kind, PAGE};
 use super::io::{AlignedBuf, Io, Req, Submitted};
 use super::oneshot::Tx;
-use super::scan;
 use crate::error::{Error, Result};
-use crate::options::KvellDurability;
+use crate::options::{KvellDurability, KvellOnDamage};
 use parking_lot::RwLock;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{File, OpenOptions};
@@ -39,7 +38,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
-use std::time::Instant;
+
+mod recover;
+pub use recover::REPORT_LINES;
 
 /// Slots a `written`-mode worker may hold back (old versions waiting to be
 /// erased, tombstoned slots waiting to be reused) before it runs a sync
@@ -104,7 +105,12 @@ pub struct Counters {
     pub recovery_micros: AtomicU64,
     pub recovered_items: AtomicU64,
     pub recovery_bytes: AtomicU64,
+    /// Damaged slots the open kept in place (`worker/recover.rs`).
     pub damaged_slots: AtomicU64,
+    /// Slots a crash tore that the open erased.
+    pub torn_slots: AtomicU64,
+    /// Damaged slots `kvell_on_damage=reclaim` erased.
+    pub reclaimed_slots: AtomicU64,
 }
 
 /// The part of a worker other threads read: its index (scans walk it) and
@@ -116,6 +122,9 @@ pub struct Shared {
     /// A write failed: the slabs may hold a partial batch, so the worker
     /// refuses writes until the store is reopened.
     pub failed: AtomicBool,
+    /// A slab file of this worker is open without O_DIRECT (asked for, but
+    /// the file system refused it, or not asked for).
+    pub buffered: AtomicBool,
 }
 
 /// A worker's fixed settings.
@@ -128,6 +137,7 @@ pub struct Config {
     pub direct: bool,
     pub batch: usize,
     pub cache_bytes: u64,
+    pub on_damage: KvellOnDamage,
 }
 
 struct Slab {
@@ -162,6 +172,9 @@ pub struct Worker {
     pending_free: Vec<Loc>,
     /// Bytes of the slots in both lists.
     pending_bytes: u64,
+    /// What the open found damaged or torn, a line each (at most
+    /// [`REPORT_LINES`]).
+    damage_report: Vec<String>,
 }
 
 fn unit_of(loc: Loc) -> (Unit, usize, Class) {
@@ -204,6 +217,7 @@ impl Worker {
             pending_erase: Vec::new(),
             pending_free: Vec::new(),
             pending_bytes: 0,
+            damage_report: Vec::new(),
         };
         w.recover()?;
         Ok(w)
@@ -218,6 +232,11 @@ impl Worker {
         self.io.name()
     }
 
+    /// The open's lines on damaged and torn slots (empty when it found none).
+    pub fn damage_report(&self) -> &[String] {
+        &self.damage_report
+    }
+
     fn open_file(&mut self, path: &Path, create: bool) -> Result<File> {
         let mut o = OpenOptions::new();
         o.read(true).write(true).create(create);
@@ -227,171 +246,14 @@ impl Worker {
             match d.open(path) {
                 Ok(f) => return Ok(f),
                 // tmpfs and some others refuse O_DIRECT: use the page cache.
-                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => self.direct_ok = false,
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                    self.direct_ok = false;
+                    self.shared.buffered.store(true, Relaxed);
+                }
                 Err(e) => return Err(Error::io(path, e)),
             }
         }
         o.open(path).map_err(|e| Error::io(path, e))
-    }
-
-    /// Scans every slab of this worker: keeps the newest slot per key,
-    /// frees the rest, and erases superseded and damaged slots so that an
-    /// older version can never come back once the newer slot is reused.
-    fn recover(&mut self) -> Result<()> {
-        let start = Instant::now();
-        let mut best: HashMap<Box<[u8]>, (u64, Kind, Loc)> = HashMap::new();
-        let mut erase: Vec<Loc> = Vec::new();
-        let mut scanned = 0u64;
-        let mut damaged = 0u64;
-        for c in 0..format::classes() {
-            let path = self.cfg.dir.join(format::slab_name(self.cfg.id, c as u32));
-            if !path.exists() {
-                continue;
-            }
-            let file = self.open_file(&path, false)?;
-            let len = file.metadata().map_err(|e| Error::io(&path, e))?.len();
-            let class = Class::of(c).ok_or_else(|| Error::InvalidArgument("class".into()))?;
-            scan::check_header(&file, &path, len, self.cfg.id, self.cfg.workers, c as u32)?;
-            let mut free = Vec::new();
-            let shape = scan::scan_slab(&file, &path, len, class, |slot, decoded| {
-                let loc = Loc {
-                    class: c as u8,
-                    slot,
-                };
-                match decoded {
-                    // A timestamp this close to the end cannot come from a
-                    // counter that starts at 1 and counts writes: a crafted
-                    // or corrupt slot, which would win every recovery.
-                    Ok(s) if s.ts >= MAX_TS => {
-                        damaged += 1;
-                        erase.push(loc);
-                        free.push(slot);
-                    }
-                    Ok(s) => {
-                        self.ts = self.ts.max(s.ts + 1);
-                        match best.get_mut(s.key) {
-                            Some(b) if b.0 >= s.ts => {
-                                if s.kind == Kind::Item {
-                                    erase.push(loc);
-                                }
-                                free.push(slot);
-                            }
-                            Some(b) => {
-                                let old = std::mem::replace(b, (s.ts, s.kind, loc));
-                                if old.1 == Kind::Item {
-                                    erase.push(old.2);
-                                }
-                                if old.2.class as usize == c {
-                                    free.push(old.2.slot);
-                                } else if let Some(o) = self.slabs[old.2.class as usize].as_mut() {
-                                    o.free.push(old.2.slot);
-                                }
-                            }
-                            None => {
-                                best.insert(s.key.into(), (s.ts, s.kind, loc));
-                            }
-                        }
-                    }
-                    Err(format::Bad::Empty) => free.push(slot),
-                    Err(format::Bad::Damaged(_)) => {
-                        damaged += 1;
-                        erase.push(loc);
-                        free.push(slot);
-                    }
-                }
-            })?;
-            scanned += shape.bytes;
-            let (data_pages, slots) = (shape.data_pages, shape.slots);
-            self.slabs[c] = Some(Slab {
-                file,
-                path,
-                pages: 1 + data_pages,
-                next: slots,
-                free,
-                written: false,
-            });
-        }
-        // Slots of other classes that lost to a newer version: free them.
-        let mut late: Vec<Loc> = Vec::new();
-        let mut index = BTreeMap::new();
-        for (key, (_, kind, loc)) in best {
-            match kind {
-                Kind::Item => {
-                    index.insert(key, loc);
-                }
-                Kind::Tombstone => late.push(loc),
-            }
-        }
-        for loc in late {
-            if let Some(s) = self.slabs[loc.class as usize].as_mut() {
-                s.free.push(loc.slot);
-            }
-        }
-        // What recovery keeps must be durable before what it drops is
-        // erased: a winning slot written just before a process crash may
-        // still sit in the page cache (or the drive's), and its loser's
-        // erasure must not reach the disk without it. This also makes
-        // everything the store serves from now on durable.
-        for slab in self.slabs.iter().flatten() {
-            self.io.sync(&slab.file, &slab.path)?;
-        }
-        self.erase_slots(&erase)?;
-        let c = &self.shared.counters;
-        c.recovered_items.store(index.len() as u64, Relaxed);
-        c.recovery_bytes.store(scanned, Relaxed);
-        c.damaged_slots.store(damaged, Relaxed);
-        *self.shared.index.write() = index;
-        self.publish_sizes();
-        c.recovery_micros
-            .store(start.elapsed().as_micros() as u64, Relaxed);
-        Ok(())
-    }
-
-    /// Zeroes the headers of `locs` on disk and syncs.
-    fn erase_slots(&mut self, locs: &[Loc]) -> Result<()> {
-        if locs.is_empty() {
-            return Ok(());
-        }
-        let mut pages: HashMap<Unit, AlignedBuf> = HashMap::new();
-        for &loc in locs {
-            let (unit, off, _) = unit_of(loc);
-            let slab = match self.slabs[loc.class as usize].as_ref() {
-                Some(s) => s,
-                None => continue,
-            };
-            let buf = match pages.get_mut(&unit) {
-                Some(b) => b,
-                None => {
-                    let mut b = AlignedBuf::zeroed(PAGE);
-                    super::io::read_zero_filled(&slab.file, b.as_mut_slice(), unit.1 * PAGE as u64)
-                        .map_err(|e| Error::io(&slab.path, e))?;
-                    pages.entry(unit).or_insert(b)
-                }
-            };
-            format::erase_slot(&mut buf.as_mut_slice()[off..]);
-        }
-        let mut touched = HashSet::new();
-        let mut counts = Submitted::default();
-        let mut reqs = Vec::new();
-        for ((class, page), buf) in pages.iter_mut() {
-            if let Some(slab) = self.slabs[*class as usize].as_ref() {
-                reqs.push(Req {
-                    file: &slab.file,
-                    path: &slab.path,
-                    offset: page * PAGE as u64,
-                    buf,
-                });
-                touched.insert(*class);
-            }
-        }
-        self.io.write(&mut reqs, &mut counts)?;
-        drop(reqs);
-        for class in touched {
-            if let Some(slab) = self.slabs[class as usize].as_ref() {
-                self.io.sync(&slab.file, &slab.path)?;
-            }
-        }
-        Ok(())
     }
 
     fn publish_sizes(&self) {
@@ -888,6 +750,10 @@ impl Worker {
                         reason,
                     };
                     match format::decode_slot(bytes) {
+                        // Kept in place by the open (worker/recover.rs).
+                        Ok(s) if s.ts >= MAX_TS => {
+                            values.push(Err(corrupt("timestamp out of range".into())))
+                        }
                         // The slot must hold the key asked for: a free-list
                         // defect then shows as corruption, not another
                         // key's value.

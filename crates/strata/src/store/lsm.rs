@@ -107,6 +107,9 @@ impl KvStore for Db {
     fn stats(&self) -> StoreStats {
         StoreStats::from_lsm(Db::stats(self))
     }
+    fn recovery_report(&self) -> Option<String> {
+        Db::recovery_report(self).map(str::to_string)
+    }
     fn close(&self) -> Result<()> {
         Db::close(self)
     }

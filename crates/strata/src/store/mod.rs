@@ -152,6 +152,12 @@ pub trait KvStore: Send + Sync {
     /// compactions) is done; the active memtable stays as it is.
     fn wait_for_compactions(&self) -> Result<()>;
     fn stats(&self) -> StoreStats;
+    /// What the open found and did not serve as written, or `None` when it
+    /// found everything intact: the LSM's log records a replay left out,
+    /// KVell's damaged and torn slots.
+    fn recovery_report(&self) -> Option<String> {
+        None
+    }
     /// Stops background work and makes acknowledged writes durable; later
     /// calls fail with `Closed`.
     fn close(&self) -> Result<()>;
