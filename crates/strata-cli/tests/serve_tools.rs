@@ -1,7 +1,7 @@
 //! `strata serve` driven by the stock Redis tools: `redis-cli` (including
 //! `--pipe` and `--scan`), `redis-benchmark`, SIGTERM shutdown and restart,
 //! and three servers behind twemproxy (`nutcracker`, ketama distribution).
-//! Everything runs on free loopback ports; a missing tool (Debian packages
+//! Servers listen on ports the kernel picks and report; a missing tool (Debian packages
 //! `redis-tools`, `nutcracker`) skips that part with a note, unless
 //! `STRATA_REQUIRE_TOOLS=1` (set by `.ci/run`): then it fails the test, since
 //! these are the only SIGTERM-restart, INCR-atomicity and sharding checks.
@@ -34,10 +34,9 @@ fn require(tool: &str, package: &str, what: &str) -> bool {
     false
 }
 
-/// A free loopback port, never one handed out before in this process: the
-/// tests run in parallel, and two of them given the same port (freed by
-/// the probe, then picked again) once talked to one server (a second
-/// `strata serve` failed to bind while the first answered for both).
+/// A free loopback port for nutcracker (which cannot report a port it
+/// picked), never one handed out before in this process. `strata serve`
+/// takes `--port 0` instead (see [`serve`]).
 fn free_port() -> u16 {
     static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
     let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
@@ -76,41 +75,41 @@ impl Drop for Proc {
     }
 }
 
-fn serve(dir: &Path, port: u16) -> Proc {
-    let log = dir.with_extension(format!("{port}.log"));
+/// Starts `strata serve` on `dir` on a port the kernel picks (`--port 0`)
+/// and returns it with the port it reports on stderr ("serving the Redis
+/// protocol on ADDR"): no port is probed, freed and bound again, so no
+/// other process can take it in between.
+fn serve(dir: &Path) -> (Proc, u16) {
+    let log = dir.with_extension("serve.log");
     let child = Command::new(env!("CARGO_BIN_EXE_strata"))
         .arg("--dir")
         .arg(dir)
-        .args(["serve", "--port", &port.to_string()])
+        .args(["serve", "--port", "0"])
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).expect("log file"))
         .spawn()
         .expect("spawn strata serve");
     let mut p = Proc(child);
     let start = Instant::now();
-    while !listening(port) {
+    loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let port = text
+            .lines()
+            .filter_map(|l| l.split("serving the Redis protocol on ").nth(1))
+            .filter_map(|addr| addr.trim().rsplit(':').next()?.parse::<u16>().ok())
+            .next();
+        if let Some(port) = port {
+            return (p, port);
+        }
         if let Ok(Some(status)) = p.0.try_wait() {
-            panic!(
-                "strata serve exited with {status}: {}",
-                std::fs::read_to_string(&log).unwrap_or_default()
-            );
+            panic!("strata serve exited with {status}: {text}");
         }
         assert!(
             start.elapsed() < Duration::from_secs(30),
-            "port {port} never opened"
+            "strata serve never said where it listens: {text}"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    // Listening, but is it this server? (Another process may hold the
-    // port; then this one exits with a bind error.)
-    std::thread::sleep(Duration::from_millis(50));
-    if let Ok(Some(status)) = p.0.try_wait() {
-        panic!(
-            "strata serve exited with {status} (port {port} taken by another process?): {}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
-    }
-    p
 }
 
 fn wait_port(port: u16) {
@@ -188,8 +187,7 @@ fn redis_cli_and_benchmark() {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");
-    let port = free_port();
-    let mut server = serve(dir.path(), port);
+    let (mut server, port) = serve(dir.path());
     assert_eq!(cli(port, &["ping"]), "PONG");
     assert_eq!(cli(port, &["set", "greeting", "hello world"]), "OK");
     assert_eq!(cli(port, &["get", "greeting"]), "hello world");
@@ -257,7 +255,7 @@ fn redis_cli_and_benchmark() {
     // SIGTERM: a clean exit, and everything acknowledged is there after a restart.
     sigterm(&mut server);
     drop(server);
-    let server = serve(dir.path(), port);
+    let (server, port) = serve(dir.path());
     assert_eq!(cli(port, &["get", "greeting"]), "hello world");
     assert_eq!(cli(port, &["get", "pipe:999"]), "v999");
     assert_eq!(cli(port, &["hget", "h", "f2"]), "b");
@@ -272,12 +270,9 @@ fn three_servers_behind_twemproxy() {
         return;
     }
     let tmp = tempfile::tempdir().expect("tempdir");
-    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
-    let _servers: Vec<Proc> = ports
-        .iter()
-        .enumerate()
-        .map(|(i, p)| serve(&tmp.path().join(format!("shard{i}")), *p))
-        .collect();
+    let (_servers, ports): (Vec<Proc>, Vec<u16>) = (0..3)
+        .map(|i| serve(&tmp.path().join(format!("shard{i}"))))
+        .unzip();
     let proxy_port = free_port();
     let stats_port = free_port();
     let conf = tmp.path().join("nutcracker.yml");

@@ -17,19 +17,30 @@
 
 mod common;
 
-use common::{all, history, matching_prefix, tiny_options, HistOp, Model};
+use common::{
+    all, history, matching_prefix, tiny_options, tiny_with, HistOp, Model, EXECUTORS, MATRIX, STALE,
+};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::path::Path;
 use std::sync::Arc;
 use strata::io::fault::Op;
 use strata::io::{CrashKind, FaultError, FaultFs, FaultHandle, FileSystem, MemFs};
-use strata::{Db, Error, Options};
+use strata::{Db, Error, Options, StatsSnapshot};
 
 const DIR: &str = "/db";
 
 fn opts_on(fs: Arc<dyn FileSystem>) -> Options {
     tiny_options().fs(fs)
+}
+
+/// `opts_on` with the design `design` (an option list; "" for the defaults).
+fn design_on(design: &str, fs: Arc<dyn FileSystem>) -> Options {
+    if design.is_empty() {
+        opts_on(fs)
+    } else {
+        tiny_with(design).fs(fs)
+    }
 }
 
 fn faulty(mem: &MemFs, seed: u64) -> (Arc<dyn FileSystem>, Arc<FaultHandle>) {
@@ -132,8 +143,14 @@ fn run_until_error(db: &Db, ops: &[HistOp], reads_ok: bool, ctx: &str) -> Run {
 
 /// Reopens on `fs` (healthy) and checks the state is the history's prefix of
 /// length in `min..=max`.
-fn check_reopen(fs: Arc<dyn FileSystem>, ops: &[HistOp], min: usize, max: usize, ctx: &str) {
-    let db = match Db::open(DIR, opts_on(fs)) {
+fn check_reopen(
+    design: &str,
+    fs: Arc<dyn FileSystem>,
+    ops: &[HistOp],
+    (min, max): (usize, usize),
+    ctx: &str,
+) {
+    let db = match Db::open(DIR, design_on(design, fs)) {
         Ok(db) => db,
         Err(e) => panic!("{ctx}: healthy reopen failed: {e}"),
     };
@@ -152,11 +169,11 @@ fn check_reopen(fs: Arc<dyn FileSystem>, ops: &[HistOp], min: usize, max: usize,
 /// fault surfaced as an error of a write, `flush`, `compact_range` or
 /// `close`, or was counted as a log that could not be made ahead
 /// (`wal_spare_failures`). Fails unless the fault was injected exactly once.
-fn fault_case(ops: &[HistOp], op: Op, n: u64, error: FaultError, seed: u64) -> bool {
-    let ctx = format!("{op:?} #{n} {error:?} seed {seed}");
+fn fault_case(design: &str, ops: &[HistOp], op: Op, n: u64, error: FaultError, seed: u64) -> bool {
+    let ctx = format!("[{design}] {op:?} #{n} {error:?} seed {seed}");
     let mem = MemFs::new();
     let (fs, h) = faulty(&mem, seed);
-    let db = Db::open(DIR, opts_on(fs.clone())).expect("open");
+    let db = Db::open(DIR, design_on(design, fs.clone())).expect("open");
     let before = h.calls(op);
     h.fail_nth(op, n, error);
     let reads_ok = !matches!(op, Op::Read | Op::Open);
@@ -185,26 +202,86 @@ fn fault_case(ops: &[HistOp], op: Op, n: u64, error: FaultError, seed: u64) -> b
     let power_lost = mem.power_loss();
     let max = run.failed_write.map_or(run.acked, |i| i + 1);
     // The process went on: everything acknowledged is there.
-    check_reopen(fs, ops, run.acked, max, &ctx);
+    check_reopen(design, fs, ops, (run.acked, max), &ctx);
     // The machine lost power after the failure: every synced write is there.
-    check_reopen(Arc::new(power_lost), ops, run.sync_acked, max, &ctx);
+    check_reopen(
+        design,
+        Arc::new(power_lost),
+        ops,
+        (run.sync_acked, max),
+        &ctx,
+    );
     surfaced
 }
 
-/// Calls of each kind in a healthy run of `ops`.
-fn calibrate(ops: &[HistOp]) -> Vec<(Op, u64)> {
+/// Calls of each kind in a healthy run of `ops` under `design`, and the
+/// database's statistics at its end.
+fn calibrate(design: &str, ops: &[HistOp]) -> (Vec<(Op, u64)>, StatsSnapshot) {
     let mem = MemFs::new();
     let (fs, h) = faulty(&mem, 0);
-    let db = Db::open(DIR, opts_on(fs)).expect("open");
+    let db = Db::open(DIR, design_on(design, fs)).expect("open");
     let before: Vec<u64> = Op::ALL.iter().map(|o| h.calls(*o)).collect();
     let run = run_until_error(&db, ops, true, "calibrate");
     assert!(run.failed_write.is_none());
+    let stats = db.stats();
     drop(db);
-    Op::ALL
+    let counts = Op::ALL
         .iter()
         .zip(before)
         .map(|(o, b)| (*o, h.calls(*o) - b))
-        .collect()
+        .collect();
+    (counts, stats)
+}
+
+/// One fault per case, `picks` cases per kind of call, spread over a run
+/// of `ops` under `design`: every fault fires once, and every one in a
+/// call that writes surfaces as an error (module doc); returns the cases.
+fn sweep(design: &str, ops: &[HistOp], picks: u64, seed: u64) -> usize {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut cases = 0;
+    // Per kind: cases, and cases whose fault surfaced as an error.
+    let mut surfaced: Vec<(Op, usize, usize)> = Vec::new();
+    let (counts, _) = calibrate(design, &ops[..600]);
+    for (op, calls) in counts {
+        if calls == 0 {
+            continue;
+        }
+        surfaced.push((op, 0, 0));
+        let picks = picks.min(calls);
+        for j in 0..picks {
+            // Spread over the run, plus a random jitter.
+            let base = 1 + calls * j / picks;
+            let n = (base + rng.gen_range(0..(calls / picks).max(1))).min(calls);
+            let error = if rng.gen_bool(0.5) {
+                FaultError::Eio
+            } else {
+                FaultError::NoSpace
+            };
+            let s = fault_case(design, ops, op, n, error, seed);
+            if let Some(last) = surfaced.last_mut() {
+                last.1 += 1;
+                last.2 += usize::from(s);
+            }
+            cases += 1;
+        }
+    }
+    eprintln!("[{design}] single-fault cases: {cases}; (kind, cases, surfaced): {surfaced:?}");
+    for (op, n, s) in surfaced {
+        if matches!(op, Op::Remove | Op::List) {
+            // Removing obsolete files (and listing them) may fail: the file
+            // stays, the next open removes it, and nothing else notices.
+            assert_eq!(
+                s, 0,
+                "[{design}] {op:?}: a failed cleanup surfaced as an error"
+            );
+        } else {
+            assert_eq!(
+                s, n,
+                "[{design}] {op:?}: only {s} of {n} injected faults surfaced as an error"
+            );
+        }
+    }
+    cases
 }
 
 #[test]
@@ -215,47 +292,35 @@ fn an_io_error_anywhere_poisons_writes_and_loses_nothing_acknowledged() {
     // between runs, and a case whose call never came would test nothing (it
     // fails).
     let ops = history(seed, 800, 300, 0.3);
-    let mut rng = StdRng::seed_from_u64(seed);
-    let mut cases = 0;
-    // Per kind: cases, and cases whose fault surfaced as an error.
-    let mut surfaced: Vec<(Op, usize, usize)> = Vec::new();
-    let counts = calibrate(&ops[..600]);
-    for (op, calls) in counts {
-        if calls == 0 {
-            continue;
-        }
-        surfaced.push((op, 0, 0));
-        let picks = 12.min(calls);
-        for j in 0..picks {
-            // Spread over the run, plus a random jitter.
-            let base = 1 + calls * j / picks;
-            let n = (base + rng.gen_range(0..(calls / picks).max(1))).min(calls);
-            let error = if rng.gen_bool(0.5) {
-                FaultError::Eio
-            } else {
-                FaultError::NoSpace
-            };
-            let s = fault_case(&ops, op, n, error, seed);
-            if let Some(last) = surfaced.last_mut() {
-                last.1 += 1;
-                last.2 += usize::from(s);
-            }
-            cases += 1;
-        }
-    }
-    eprintln!("single-fault cases: {cases}; (kind, cases, surfaced): {surfaced:?}");
+    let cases = sweep("", &ops, 12, seed);
     assert!(cases > 50, "only {cases} cases");
-    for (op, n, s) in surfaced {
-        if matches!(op, Op::Remove | Op::List) {
-            // Removing obsolete files (and listing them) may fail: the file
-            // stays, the next open removes it, and nothing else notices.
-            assert_eq!(s, 0, "{op:?}: a failed cleanup surfaced as an error");
+}
+
+/// The same promises through each design's own paths: the stale picker,
+/// every in-process executor and the matrix container, each with a smaller
+/// sweep, after a healthy run showed the design at work (its own counters
+/// moved), so a fault lands in its code and not only in the shared paths.
+#[test]
+fn an_io_error_in_every_design_poisons_writes_and_loses_nothing_acknowledged() {
+    let seed = 17;
+    let ops = history(seed, 800, 300, 0.3);
+    let mut designs = vec![format!("{STALE},stale_threshold=0.05"), MATRIX.to_string()];
+    designs.extend(EXECUTORS.iter().map(|s| s.to_string()));
+    for design in &designs {
+        let (_, s) = calibrate(design, &ops[..600]);
+        let at_work = if design.starts_with("compaction_picker=stale") {
+            s.stale_compactions
+        } else if design.starts_with("l0=matrix") {
+            s.matrix.column_compactions
         } else {
-            assert_eq!(
-                s, n,
-                "{op:?}: only {s} of {n} injected faults surfaced as an error"
-            );
-        }
+            s.compaction_subtasks + s.compaction_pipelined_subtasks
+        };
+        assert!(
+            at_work > 0,
+            "[{design}] a healthy run never used the design: {s:?}"
+        );
+        let cases = sweep(design, &ops, 4, seed);
+        assert!(cases > 20, "[{design}] only {cases} cases");
     }
 }
 
@@ -285,8 +350,8 @@ fn random_faults_in_every_write_operation() {
         total_injected += injected;
         let max = run.failed_write.map_or(run.acked, |i| i + 1);
         let power_lost = mem.power_loss();
-        check_reopen(fs, &ops, run.acked, max, &ctx);
-        check_reopen(Arc::new(power_lost), &ops, run.sync_acked, max, &ctx);
+        check_reopen("", fs, &ops, (run.acked, max), &ctx);
+        check_reopen("", Arc::new(power_lost), &ops, (run.sync_acked, max), &ctx);
     }
     eprintln!("random faults: {total_injected} injected in 20 runs");
 }
@@ -343,8 +408,8 @@ fn a_failed_open_changes_nothing_a_later_open_would_notice() {
             }
             h.set_enabled(false);
             let power_lost = mem.power_loss();
-            check_reopen(fs, &ops, ops.len(), ops.len(), &ctx);
-            check_reopen(Arc::new(power_lost), &ops, ops.len(), ops.len(), &ctx);
+            check_reopen("", fs, &ops, (ops.len(), ops.len()), &ctx);
+            check_reopen("", Arc::new(power_lost), &ops, (ops.len(), ops.len()), &ctx);
         }
     }
     eprintln!("open fault cases: {failed_opens} failed opens");
@@ -379,7 +444,7 @@ fn a_full_disk_stops_writes_and_space_coming_back_heals_after_reopen() {
         // Space is back.
         h.set_enabled(false);
         let max = run.failed_write.map_or(run.acked, |i| i + 1);
-        check_reopen(fs.clone(), &ops, run.acked, max, &ctx);
+        check_reopen("", fs.clone(), &ops, (run.acked, max), &ctx);
         let db = Db::open(DIR, opts_on(fs)).expect("reopen");
         for op in &ops[..100] {
             op.write(&db).expect("write once space is back");
