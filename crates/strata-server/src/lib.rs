@@ -7,6 +7,8 @@
 //! (pipelining). Engine calls are short and run on the worker threads.
 
 pub mod cmd;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod keys;
 pub mod resp;
 

@@ -275,7 +275,7 @@ pub fn worker(data: &[u8]) -> usize {
 pub type Harness = fn(&[u8]) -> usize;
 
 /// Every harness by name (the fuzz target names).
-pub const TARGETS: [(&str, Harness); 9] = [
+pub const TARGETS: [(&str, Harness); 10] = [
     ("wal", wal),
     ("batch", batch),
     ("table", table),
@@ -285,7 +285,32 @@ pub const TARGETS: [(&str, Harness); 9] = [
     ("worker", worker),
     ("row", row),
     ("slab", slab),
+    ("options", options),
 ];
+
+/// `Options::apply` on `data` as text (invalid UTF-8 replaced): it returns,
+/// with whatever error, and never panics, and so does `validate` on what
+/// it accepted. Options it accepts print as a list that applies back to
+/// options printing the same.
+pub fn options(data: &[u8]) -> usize {
+    let spec = String::from_utf8_lossy(data);
+    let mut o = crate::Options::default();
+    if o.apply(&spec).is_err() {
+        return 0;
+    }
+    let _ = o.validate();
+    let printed = o.to_string();
+    let mut again = crate::Options::default();
+    if let Err(e) = again.apply(&printed) {
+        panic!("options print as {printed:?}, which does not apply: {e}");
+    }
+    assert_eq!(
+        again.to_string(),
+        printed,
+        "options do not print back to themselves"
+    );
+    1
+}
 
 /// `matrix::row::Row` (a matrix container row file): a row that opens is
 /// walked forward and backward, and each key is found by the searches.

@@ -240,6 +240,25 @@ fn generate_fuzz_corpus() {
         std::env::var_os("STRATA_REGENERATE_CORPUS").is_some(),
         "set STRATA_REGENERATE_CORPUS=1 to rewrite tests/fuzz_corpus"
     );
+    // Option lists (the harness prints every option of each).
+    write(
+        "options",
+        "kvell",
+        b"engine=kvell,kvell_on_damage=refuse,kvell_workers=4,write_buffer_size=64K",
+    );
+    write(
+        "options",
+        "designs",
+        b"l0=matrix,matrix_capacity=64K,compaction_picker=stale,stale_threshold=0.2,\
+          executor=copro+:3,copro_large_value=200,compression=lz4,memory_budget=-1",
+    );
+    write(
+        "options",
+        "spaces",
+        b"write_buffer_size=4M, block_size = 4K,bloom_bits_per_key=10,mmap_reads=false,\
+          wal_recovery=point-in-time,fast_dir=/tmp/x",
+    );
+
     // Batches.
     let mut b = WriteBatch::new();
     b.put("key", "value");
