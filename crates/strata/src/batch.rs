@@ -10,7 +10,7 @@
 //!
 //! `tag & 0x7f` is a [`ValueKind`] (0 delete, 1 value; 2 and 3 are reserved
 //! for merge operands and range tombstones and rejected). Bit 0x80 says a
-//! keyspace id follows (reserved for column families, DESIGN §6): this
+//! keyspace id follows (reserved for keyspaces, FORMAT.md): this
 //! version writes entries of the default keyspace without it, so they cost
 //! no byte for it, and rejects entries that carry one. Entry `i` of a batch
 //! gets sequence number `sequence + i`.

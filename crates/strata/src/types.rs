@@ -30,7 +30,7 @@ pub const MAX_BATCH_BYTES: usize = 1024 * 1024 * 1024;
 
 /// What an entry means. The values are on-disk tags: never renumber them.
 /// Values 2 and 3 are reserved for merge operands and range tombstones
-/// (DESIGN §6) and rejected by this version's decoders.
+/// (FORMAT.md) and rejected by this version's decoders.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum ValueKind {

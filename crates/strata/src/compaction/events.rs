@@ -1,6 +1,6 @@
 //! Flush and compaction output events: which table was created or removed,
 //! and (when a listener asks) which user keys went into each new table. The
-//! stale-version tracker of active compaction (DESIGN §2.5) listens here.
+//! stale-version tracker of active compaction listens here.
 
 use crate::version::FileDesc;
 

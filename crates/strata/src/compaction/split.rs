@@ -1,4 +1,4 @@
-//! Cutting a compaction into key-range sub-tasks (CoPro, seed 001).
+//! Cutting a compaction into key-range sub-tasks (CoPro).
 //!
 //! Levels ≥ 1 hold disjoint tables, so a compaction can be cut at the
 //! boundaries of its next-level input tables: each next-level table falls

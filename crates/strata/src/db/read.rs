@@ -1,5 +1,7 @@
 //! The read path: memtable → immutable memtables → L0 → L1..Ln, at one
-//! sequence number, with no lock taken.
+//! sequence number. A read takes no engine lock, except the state mutex
+//! once per table when it uses up that table's read allowance (to queue a
+//! read-triggered compaction).
 
 use super::{Db, SuperVersion};
 use crate::error::Result;

@@ -1,4 +1,4 @@
-//! MatrixKV's matrix container (seed 000, DESIGN §2.2): level 0 as rows on
+//! MatrixKV's matrix container: level 0 as rows on
 //! a fast tier instead of overlapping tables.
 //!
 //! - A flush writes one **row** ([`row`]): the memtable's entries in order,

@@ -1,4 +1,4 @@
-//! Active compaction's bookkeeping (seed 004; `docs/ARCHITECTURE.md`,
+//! Active compaction's bookkeeping (`docs/ARCHITECTURE.md`,
 //! "Active compaction"): where each key's newest on-disk version lives,
 //! and how many stale versions each table holds.
 //!

@@ -1,4 +1,4 @@
-//! CoPro+'s decision component (seed 001, §3.2–3.3, eq. 1): per sub-task,
+//! CoPro+'s decision component (the CoPro paper's §3.2–3.3, eq. 1): per sub-task,
 //! `f = α·cpu + β·mem + φ·value_share` against a threshold; at or above it
 //! the sub-task runs linear, below it pipelined.
 //!

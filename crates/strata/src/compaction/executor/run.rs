@@ -3,7 +3,7 @@
 //! the calling thread (LevelDB's loop); `pipeline.rs` spreads the same
 //! steps over three threads. Both share [`open_runs`] and [`Sieve`].
 //!
-//! Stale dropping (seed 004): a version of a key is dropped when the
+//! Stale dropping (active compaction): a version of a key is dropped when the
 //! update table names a newer version of the key (higher sequence) that is
 //! at or below `stale_horizon`, the oldest sequence any reader can hold:
 //! every snapshot and every later read then sees that newer version, which

@@ -1,4 +1,4 @@
-//! The stale-aware picker (seed 004, active compaction): the leveled size
+//! The stale-aware picker (active compaction): the leveled size
 //! triggers first; when none fires, the table with the highest share of
 //! stale versions at or above `stale_threshold` is compacted early.
 //!
