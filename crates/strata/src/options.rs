@@ -492,9 +492,10 @@ pub struct Options {
     /// before reading another table (misses its bloom filter rules out are
     /// free), and when a sampled iterator seek (1 in 8 per thread) lands on
     /// a key it covers with another table below it. Once charged one miss
-    /// per 16 KiB of its size (at least 100), it is merged into the next
-    /// level when the picker has no size-triggered (or, with the stale
-    /// picker, early) plan it can start. Default true.
+    /// per 16 KiB of its size (at least 100), and one per 16 KiB of every
+    /// table the plan would read (the next level's overlap included), it is
+    /// merged into the next level when the picker has no size-triggered
+    /// (or, with the stale picker, early) plan it can start. Default true.
     pub read_compaction: bool,
     /// CoPro+ decision (`executor=copro+`): a value larger than this is
     /// "large". Default 256 B: re-derived on the reference machine with

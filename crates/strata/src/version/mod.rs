@@ -58,9 +58,12 @@ pub struct FileMeta {
     read_allowance: AtomicI64,
 }
 
-/// Bytes of table a compaction rewrites for the cost of one lookup that
-/// searched the table in vain (LevelDB's estimate: one seek ≈ 16 KiB).
-const BYTES_PER_MISS: u64 = 16 << 10;
+/// Bytes of compaction input worth one lookup that searched a table in
+/// vain (LevelDB's estimate: one seek ≈ 16 KiB of table). A table's
+/// allowance is its own size at this rate; a read-triggered plan also
+/// needs its misses to pay for every byte it reads, the next level's
+/// overlap included (`compaction::picker::leveled::pick_by_reads`).
+pub const BYTES_PER_MISS: u64 = 16 << 10;
 /// The fewest misses a table is allowed.
 const MIN_MISSES: u64 = 100;
 
@@ -137,25 +140,40 @@ impl FileMeta {
             pin: Arc::default(),
             bytes_read: Arc::new(Striped::default()),
             obsolete: AtomicBool::new(false),
-            read_allowance: AtomicI64::new(
-                i64::try_from((desc.size / BYTES_PER_MISS).max(MIN_MISSES)).unwrap_or(i64::MAX),
-            ),
+            read_allowance: AtomicI64::new(Self::allowance(desc.size)),
             desc,
         }
     }
 
+    /// The misses a table of `size` bytes is allowed before a picker looks
+    /// at it.
+    fn allowance(size: u64) -> i64 {
+        i64::try_from((size / BYTES_PER_MISS).max(MIN_MISSES)).unwrap_or(i64::MAX)
+    }
+
     /// Charges one lookup that searched this table without finding its key
-    /// before searching another; true for the charge that used up the
-    /// table's allowance (once), after which a picker may compact it.
+    /// before searching another. True for the charge that used up the
+    /// table's allowance and for each one that doubles the misses since
+    /// (2, 4, 8, ... allowances): a picker may then compact the table, when
+    /// its misses pay for the plan ([`read_misses`](Self::read_misses)).
     pub fn charge_miss(&self) -> bool {
-        // A load first: once used up, the line is no longer written.
-        self.read_allowance.load(Ordering::Relaxed) > 0
-            && self.read_allowance.fetch_sub(1, Ordering::Relaxed) == 1
+        let allowance = Self::allowance(self.desc.size);
+        let left = self.read_allowance.fetch_sub(1, Ordering::Relaxed) - 1;
+        let misses = allowance.saturating_sub(left);
+        misses >= allowance
+            && misses % allowance == 0
+            && (misses / allowance).unsigned_abs().is_power_of_two()
     }
 
     /// True once lookups used up the table's allowance of misses.
     pub fn read_exhausted(&self) -> bool {
         self.read_allowance.load(Ordering::Relaxed) <= 0
+    }
+
+    /// Lookups charged to this table so far.
+    pub fn read_misses(&self) -> u64 {
+        let left = self.read_allowance.load(Ordering::Relaxed);
+        u64::try_from(Self::allowance(self.desc.size).saturating_sub(left)).unwrap_or(0)
     }
 
     /// A live table file named by `desc`, opened once through the table

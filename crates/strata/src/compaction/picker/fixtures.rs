@@ -5,7 +5,7 @@
 //! ```text
 //! case <name>
 //! options <name=value,...>            (Options::apply; optional)
-//! table L<level> <id> <lo>..<hi> size=<bytes> [entries=<n>] [stale=<n>]
+//! table L<level> <id> <lo>..<hi> size=<bytes> [entries=<n>] [stale=<n>] [misses=<n>]
 //! running L<level>->L<out> <lo>..<hi> [<id> ...]   (ids: its input tables)
 //! inflight <id>
 //! pick <leveled|stale> => <plan>|none
@@ -58,6 +58,8 @@ struct Case {
     opts: Options,
     tables: Vec<(usize, FileDesc)>,
     stale: HashMap<u64, u64>,
+    /// Lookups charged to a table as having searched it in vain.
+    misses: HashMap<u64, u64>,
     in_flight: InFlight,
 }
 
@@ -68,6 +70,7 @@ impl Case {
             opts: Options::default(),
             tables: Vec::new(),
             stale: HashMap::new(),
+            misses: HashMap::new(),
             in_flight: InFlight::default(),
         }
     }
@@ -80,7 +83,11 @@ impl Case {
         ));
         let mut v = Version::new(self.opts.num_levels);
         for (level, d) in &self.tables {
-            v.levels[*level].push(Arc::new(FileMeta::new(d.clone(), cache.clone())));
+            let f = Arc::new(FileMeta::new(d.clone(), cache.clone()));
+            for _ in 0..self.misses.get(&d.id).copied().unwrap_or(0) {
+                f.charge_miss();
+            }
+            v.levels[*level].push(f);
         }
         v.seal();
         let pointers = vec![Vec::new(); self.opts.num_levels];
@@ -136,6 +143,9 @@ fn picker_fixtures() {
                         "entries" => d.entries = number(val),
                         "stale" => {
                             case.stale.insert(d.id, number(val));
+                        }
+                        "misses" => {
+                            case.misses.insert(d.id, number(val));
                         }
                         _ => panic!("line {}: unknown field {k}", lineno + 1),
                     }

@@ -18,7 +18,7 @@ use super::{PickEnv, Picker};
 use crate::compaction::{Plan, PlanKind, Trigger};
 use crate::options::Options;
 use crate::types;
-use crate::version::{FileMeta, Version};
+use crate::version::{FileMeta, Version, BYTES_PER_MISS};
 use std::sync::Arc;
 
 /// Target size of `level` (>= 1).
@@ -71,11 +71,13 @@ impl Picker for Leveled {
 /// A read-triggered compaction (LevelDB's seek compaction): when no level
 /// is over its target, a table whose allowance of vain reads ran out
 /// ([`FileMeta::read_exhausted`]; `Options::read_compaction`) is merged into
-/// the next level, so
-/// that later lookups search one table fewer. From level 0 every L0
-/// table goes (they overlap); a plan that would only move tables is not
-/// made, since it would leave the lookups' path as it is. Off with
-/// `Options::read_compaction = false`.
+/// the next level, so that later lookups search one table fewer, once the
+/// misses charged to the plan's inputs pay for every byte the plan reads
+/// at [`BYTES_PER_MISS`] each, the next level's overlap included (a table
+/// of L1 over ten times its size of L2 must miss ten times its allowance).
+/// From level 0 every L0 table goes (they overlap); a plan that would only
+/// move tables is not made, since it would leave the lookups' path as it
+/// is. Off with `Options::read_compaction = false`.
 pub(super) fn pick_by_reads(env: &PickEnv<'_>) -> Option<Plan> {
     if !env.opts.read_compaction {
         return None;
@@ -94,8 +96,10 @@ pub(super) fn pick_by_reads(env: &PickEnv<'_>) -> Option<Plan> {
             } else {
                 vec![f.clone()]
             };
+            let misses: u64 = inputs.iter().map(|f| f.read_misses()).sum();
             let plan = plan_for(v, env.opts, level, inputs, Trigger::Read)
                 .filter(|p| p.kind != PlanKind::Move)
+                .filter(|p| misses.saturating_mul(BYTES_PER_MISS) >= plan_bytes(v, p))
                 .and_then(|mut p| {
                     // An early plan: the level's round robin stays put.
                     p.compact_pointer.clear();
@@ -111,6 +115,20 @@ pub(super) fn pick_by_reads(env: &PickEnv<'_>) -> Option<Plan> {
         }
     }
     None
+}
+
+/// Bytes of the tables `p` reads (its inputs and the next level's).
+fn plan_bytes(v: &Version, p: &Plan) -> u64 {
+    let of = |level: usize, ids: &[u64]| -> u64 {
+        v.levels
+            .get(level)
+            .into_iter()
+            .flatten()
+            .filter(|f| ids.contains(&f.id()))
+            .map(|f| f.desc.size)
+            .sum()
+    };
+    of(p.level, &p.inputs) + of(p.output_level, &p.next_inputs)
 }
 
 /// The most urgent size-triggered compaction that may run beside the
