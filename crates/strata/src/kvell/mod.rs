@@ -74,7 +74,6 @@ struct Inner {
     lock: Mutex<Option<Box<dyn FileLock>>>,
     durability: KvellDurability,
     io_backend: &'static str,
-    direct: bool,
     describe: String,
     /// What the open found damaged or torn (`Kvell::recovery_report`).
     recovery_report: Option<String>,
@@ -273,7 +272,6 @@ impl Kvell {
                 lock: Mutex::new(Some(lock)),
                 durability: opts.kvell_durability,
                 io_backend,
-                direct,
                 describe,
                 recovery_report,
                 user_writes: AtomicU64::new(0),
@@ -643,7 +641,7 @@ impl KvStore for Kvell {
             io_backend: i.io_backend,
             // A worker's first slab may be made after the open, on a file
             // system that refuses O_DIRECT.
-            direct_io: i.direct && !i.workers.iter().any(|w| w.shared.buffered.load(Relaxed)),
+            direct_io: !i.workers.iter().any(|w| w.shared.buffered.load(Relaxed)),
             durability: i.durability.name(),
             ..KvellStats::default()
         };

@@ -122,8 +122,8 @@ pub struct Shared {
     /// A write failed: the slabs may hold a partial batch, so the worker
     /// refuses writes until the store is reopened.
     pub failed: AtomicBool,
-    /// A slab file of this worker is open without O_DIRECT (asked for, but
-    /// the file system refused it, or not asked for).
+    /// This worker's slab files are opened without O_DIRECT: it was not
+    /// asked for, or the file system refused it (then from that slab on).
     pub buffered: AtomicBool,
 }
 
@@ -164,7 +164,6 @@ pub struct Worker {
     cache_used: u64,
     io: Box<dyn Io>,
     ts: u64,
-    direct_ok: bool,
     /// `written` mode: old slots of moved items, to be erased once the
     /// slabs holding their new versions are synced, then freed.
     pending_erase: Vec<Loc>,
@@ -205,6 +204,7 @@ enum Act {
 impl Worker {
     /// Opens the worker's slabs and rebuilds its index from them.
     pub fn open(cfg: Config, io: Box<dyn Io>, shared: Arc<Shared>) -> Result<Worker> {
+        shared.buffered.store(!cfg.direct, Relaxed);
         let mut w = Worker {
             slabs: (0..format::classes()).map(|_| None).collect(),
             shared,
@@ -212,7 +212,6 @@ impl Worker {
             cache_used: 0,
             io,
             ts: 1,
-            direct_ok: cfg.direct,
             cfg,
             pending_erase: Vec::new(),
             pending_free: Vec::new(),
@@ -225,7 +224,7 @@ impl Worker {
 
     /// Whether the slab files are open with O_DIRECT.
     pub fn direct(&self) -> bool {
-        self.direct_ok
+        !self.shared.buffered.load(Relaxed)
     }
 
     pub fn io_name(&self) -> &'static str {
@@ -240,15 +239,14 @@ impl Worker {
     fn open_file(&mut self, path: &Path, create: bool) -> Result<File> {
         let mut o = OpenOptions::new();
         o.read(true).write(true).create(create);
-        if self.direct_ok {
+        if self.direct() {
             let mut d = o.clone();
             d.custom_flags(libc::O_DIRECT);
             match d.open(path) {
                 Ok(f) => return Ok(f),
                 // tmpfs and some others refuse O_DIRECT: use the page cache.
                 Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
-                    self.direct_ok = false;
-                    self.shared.buffered.store(true, Relaxed);
+                    self.shared.buffered.store(true, Relaxed)
                 }
                 Err(e) => return Err(Error::io(path, e)),
             }

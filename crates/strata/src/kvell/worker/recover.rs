@@ -112,6 +112,22 @@ fn show(key: &[u8]) -> String {
     format!("\"{}\"{more}", shown.escape_ascii())
 }
 
+/// What the open's report says became of a damaged slot that names `key`.
+fn fate_text(fate: Fate, reclaim: bool, key: Option<&[u8]>) -> String {
+    let key = key.map_or_else(|| "?".to_string(), show);
+    match (fate, reclaim) {
+        (Fate::Torn, _) => format!(
+            "explained by an intact version of key {key} (a write or an erasure a crash cut short): erased"
+        ),
+        (Fate::Newest, false) => format!(
+            "the newest version of key {key}: it reads as Corruption until written or deleted"
+        ),
+        (Fate::Nameless, false) => "names no key: kept in place, out of use".into(),
+        (Fate::Newest, true) => format!("reclaimed (kvell_on_damage=reclaim): key {key} is absent"),
+        (Fate::Nameless, true) => "reclaimed (kvell_on_damage=reclaim)".into(),
+    }
+}
+
 impl Worker {
     /// Scans every slab of this worker and rebuilds the index (see the
     /// module doc for what becomes of each slot). Superseded versions and
@@ -217,39 +233,18 @@ impl Worker {
         let mut refusal: Option<Error> = None;
         for (d, fate) in damaged.into_iter().zip(fates) {
             let (unit, off, _) = unit_of(d.loc);
-            let path = self.slabs[d.loc.class as usize]
-                .as_ref()
-                .map(|s| s.path.clone())
-                .unwrap_or_default();
             let offset = unit.1 * PAGE as u64 + off as u64;
-            let key = d.named.as_ref().map(|n| show(&n.2));
-            let what = match (fate, reclaim) {
-                (Fate::Torn, _) => format!(
-                    "explained by an intact version of key {} (a write or an erasure a crash cut short): erased",
-                    key.as_deref().unwrap_or("?")
-                ),
-                (Fate::Newest, false) => format!(
-                    "the newest version of key {}: it reads as Corruption until written or deleted",
-                    key.as_deref().unwrap_or("?")
-                ),
-                (Fate::Nameless, false) => "names no key: kept in place, out of use".into(),
-                (Fate::Newest, true) => format!(
-                    "reclaimed (kvell_on_damage=reclaim): key {} is absent",
-                    key.as_deref().unwrap_or("?")
-                ),
-                (Fate::Nameless, true) => "reclaimed (kvell_on_damage=reclaim)".into(),
-            };
-            if fate == Fate::Torn || reclaim {
-                if fate == Fate::Torn {
-                    torn += 1;
-                } else {
-                    reclaimed += 1;
-                }
-                erase.push(d.loc);
-                late.push(d.loc);
-            } else {
-                kept += 1;
-                if self.cfg.on_damage == KvellOnDamage::Refuse && refusal.is_none() {
+            let keep = fate != Fate::Torn && !reclaim;
+            let refuse = keep && self.cfg.on_damage == KvellOnDamage::Refuse && refusal.is_none();
+            // Lines are written only while the report has room (or for the
+            // refusal): a store with many damaged slots costs no more.
+            if report.len() < REPORT_LINES || refuse {
+                let path = self.slabs[d.loc.class as usize]
+                    .as_ref()
+                    .map(|s| s.path.clone())
+                    .unwrap_or_default();
+                let what = fate_text(fate, reclaim, d.named.as_ref().map(|n| &*n.2));
+                if refuse {
                     refusal = Some(Error::Corruption {
                         file: path.clone(),
                         offset,
@@ -259,20 +254,31 @@ impl Worker {
                         ),
                     });
                 }
+                if report.len() < REPORT_LINES {
+                    report.push(format!(
+                        "{} offset {offset} (slot {}): {}; {what}",
+                        path.display(),
+                        d.loc.slot,
+                        d.reason
+                    ));
+                }
+            }
+            if !keep {
+                if fate == Fate::Torn {
+                    torn += 1;
+                } else {
+                    reclaimed += 1;
+                }
+                erase.push(d.loc);
+                late.push(d.loc);
+            } else {
+                kept += 1;
                 if let (Fate::Newest, Some((_, ts, k))) = (fate, d.named) {
                     if ts < MAX_TS {
                         self.ts = self.ts.max(ts + 1);
                     }
                     index.insert(k, d.loc);
                 }
-            }
-            if report.len() < REPORT_LINES {
-                report.push(format!(
-                    "{} offset {offset} (slot {}): {}; {what}",
-                    path.display(),
-                    d.loc.slot,
-                    d.reason
-                ));
             }
         }
         if let Some(e) = refusal {
