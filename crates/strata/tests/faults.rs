@@ -235,13 +235,14 @@ fn calibrate(design: &str, ops: &[HistOp]) -> (Vec<(Op, u64)>, StatsSnapshot) {
 
 /// One fault per case, `picks` cases per kind of call, spread over a run
 /// of `ops` under `design`: every fault fires once, and every one in a
-/// call that writes surfaces as an error (module doc); returns the cases.
-fn sweep(design: &str, ops: &[HistOp], picks: u64, seed: u64) -> usize {
+/// call that writes surfaces as an error (module doc); returns the cases
+/// and the statistics of the healthy run that counted the calls.
+fn sweep(design: &str, ops: &[HistOp], picks: u64, seed: u64) -> (usize, StatsSnapshot) {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut cases = 0;
     // Per kind: cases, and cases whose fault surfaced as an error.
     let mut surfaced: Vec<(Op, usize, usize)> = Vec::new();
-    let (counts, _) = calibrate(design, &ops[..600]);
+    let (counts, healthy) = calibrate(design, &ops[..600]);
     for (op, calls) in counts {
         if calls == 0 {
             continue;
@@ -281,7 +282,7 @@ fn sweep(design: &str, ops: &[HistOp], picks: u64, seed: u64) -> usize {
             );
         }
     }
-    cases
+    (cases, healthy)
 }
 
 #[test]
@@ -292,14 +293,15 @@ fn an_io_error_anywhere_poisons_writes_and_loses_nothing_acknowledged() {
     // between runs, and a case whose call never came would test nothing (it
     // fails).
     let ops = history(seed, 800, 300, 0.3);
-    let cases = sweep("", &ops, 12, seed);
+    let (cases, _) = sweep("", &ops, 12, seed);
     assert!(cases > 50, "only {cases} cases");
 }
 
 /// The same promises through each design's own paths: the stale picker,
 /// every in-process executor and the matrix container, each with a smaller
-/// sweep, after a healthy run showed the design at work (its own counters
-/// moved), so a fault lands in its code and not only in the shared paths.
+/// sweep; the healthy run that counts the calls must show the design at
+/// work (its own counters moved), so faults land in its code and not only
+/// in the shared paths.
 #[test]
 fn an_io_error_in_every_design_poisons_writes_and_loses_nothing_acknowledged() {
     let seed = 17;
@@ -307,7 +309,7 @@ fn an_io_error_in_every_design_poisons_writes_and_loses_nothing_acknowledged() {
     let mut designs = vec![format!("{STALE},stale_threshold=0.05"), MATRIX.to_string()];
     designs.extend(EXECUTORS.iter().map(|s| s.to_string()));
     for design in &designs {
-        let (_, s) = calibrate(design, &ops[..600]);
+        let (cases, s) = sweep(design, &ops, 4, seed);
         let at_work = if design.starts_with("compaction_picker=stale") {
             s.stale_compactions
         } else if design.starts_with("l0=matrix") {
@@ -319,7 +321,6 @@ fn an_io_error_in_every_design_poisons_writes_and_loses_nothing_acknowledged() {
             at_work > 0,
             "[{design}] a healthy run never used the design: {s:?}"
         );
-        let cases = sweep(design, &ops, 4, seed);
         assert!(cases > 20, "[{design}] only {cases} cases");
     }
 }
