@@ -34,8 +34,12 @@ pub mod budget;
 pub mod coding;
 pub mod compaction;
 mod db;
+pub mod edit;
 pub mod error;
+pub mod events;
 pub mod filename;
+#[cfg(test)]
+mod floors;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod io;
@@ -46,6 +50,7 @@ pub mod matrix;
 pub mod memtable;
 pub mod open;
 pub mod options;
+pub mod report;
 pub mod stale;
 pub mod stats;
 pub mod store;
@@ -56,9 +61,9 @@ pub mod version;
 pub mod wal;
 
 pub use batch::WriteBatch;
-pub use compaction::events::{EventListener, TableCreated, TableReason};
 pub use db::{Db, ReadOptions, Scan, Snapshot};
 pub use error::{Error, Result};
+pub use events::{EventListener, TableCreated, TableReason};
 pub use iter::DbIter;
 pub use open::open;
 pub use options::{

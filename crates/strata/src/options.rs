@@ -4,9 +4,11 @@
 //! `key=value` pairs (`Display`) and parses back from them
 //! ([`Options::set`]), so reports and failures name their configuration.
 
-use crate::compaction::events::EventListener;
 use crate::error::{Error, Result};
+use crate::events::EventListener;
 use crate::io::{FileSystem, PosixFs};
+pub use crate::table::format::Compression;
+use crate::table::TableOptions;
 use std::fmt;
 use std::sync::Arc;
 
@@ -21,33 +23,6 @@ const MAX_MATRIX_WRITE_BUFFER: usize = 2048 * MIB;
 const NON_TABLE_FILES: usize = 10;
 /// The smallest `max_open_files` that takes effect.
 const MIN_OPEN_FILES: usize = 20;
-
-/// Block compression of tables. The values are on-disk tags.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum Compression {
-    None = 0,
-    Lz4 = 1,
-    Zstd = 2,
-}
-
-impl Compression {
-    pub fn from_u8(b: u8) -> Option<Self> {
-        match b {
-            0 => Some(Compression::None),
-            1 => Some(Compression::Lz4),
-            2 => Some(Compression::Zstd),
-            _ => None,
-        }
-    }
-    fn name(self) -> &'static str {
-        match self {
-            Compression::None => "none",
-            Compression::Lz4 => "lz4",
-            Compression::Zstd => "zstd",
-        }
-    }
-}
 
 /// What recovery does with a damaged write-ahead log (RocksDB `wal_recovery_mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1111,6 +1086,25 @@ pub struct WriteOptions {
     /// `fdatasync` the WAL before acknowledging. Default false:
     /// a process crash loses nothing acknowledged, a power loss may lose the tail.
     pub sync: bool,
+}
+
+impl From<&Options> for TableOptions {
+    /// The table-format subset of `o`.
+    fn from(o: &Options) -> Self {
+        TableOptions {
+            block_size: o.block_size,
+            restart_interval: o.block_restart_interval,
+            bloom_bits_per_key: o.bloom_bits_per_key,
+            compression: o.compression,
+            block_align: o.block_align,
+        }
+    }
+}
+
+impl Default for TableOptions {
+    fn default() -> Self {
+        TableOptions::from(&Options::default())
+    }
 }
 
 #[cfg(test)]

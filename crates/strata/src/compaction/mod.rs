@@ -10,7 +10,7 @@
 //! may drop (shadowed versions, bottom-level tombstones) given the live
 //! snapshots; [`output::Outputs`] cuts the kept entries into tables.
 
-pub mod events;
+pub use crate::events;
 pub mod executor;
 pub mod filter;
 pub mod output;

@@ -252,7 +252,7 @@ mod tests {
             n += 1;
             Ok(n)
         };
-        let opts = TableOptions::from_options(&crate::Options::default());
+        let opts = TableOptions::default();
         let mut out = Outputs::new(Path::new("/db"), fs.clone(), opts, 1 << 20, &mut next);
         out.add(&internal_key(b"k", 1, ValueKind::Value as u8), b"v")
             .expect("add");
@@ -276,8 +276,10 @@ mod tests {
             n += 1;
             Ok(n)
         };
-        let mut opts = TableOptions::from_options(&crate::Options::default());
-        opts.block_size = 256;
+        let opts = TableOptions {
+            block_size: 256,
+            ..TableOptions::default()
+        };
         let mut out = Outputs::new(Path::new("/db"), fs.clone(), opts, target, &mut next)
             .align_to(grandparents);
         fs.create_dir_all(Path::new("/db")).expect("dir");

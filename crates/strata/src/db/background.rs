@@ -6,12 +6,13 @@
 //! makes memtable arena chunks ahead (`fill_chunks`).
 
 use super::compact::{compact, pick};
-use super::flush::{flush_one, TableKeys};
+use super::flush::flush_one;
 use super::spare_log;
 use super::Inner;
-use crate::compaction::events::{TableCreated, TableReason};
 use crate::error::Result;
+use crate::events::{TableCreated, TableReason};
 use crate::io::lower_priority;
+use crate::l0::TableKeys;
 use crate::version::Edit;
 
 /// The loop of the memtables' chunk filler (`ChunkPool`), at the

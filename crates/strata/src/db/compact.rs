@@ -7,12 +7,12 @@
 
 use super::cpu::Slot;
 use super::{Db, Inner, State};
-use crate::compaction::events::TableReason;
 use crate::compaction::executor::{Context, Outcome};
 use crate::compaction::picker::{self, PickEnv};
 use crate::compaction::scheduler::{self, InFlight};
 use crate::compaction::{split, Plan, PlanKind, Trigger};
 use crate::error::Result;
+use crate::events::TableReason;
 use crate::stats::Stats;
 use crate::types::SeqNo;
 use crate::version::{Edit, Version};

@@ -5,17 +5,14 @@
 //! table at least as new as its version. Flushed WALs are deleted last.
 
 use super::{Db, Inner, State};
-use crate::compaction::events::TableReason;
-use crate::compaction::filter::Dropper;
-use crate::compaction::output::Outputs;
 use crate::error::Result;
+use crate::events::TableReason;
 use crate::filename::{self, FileKind};
+use crate::l0::{TableKeys, TableSink, Written};
 use crate::memtable::MemTable;
 use crate::stats::Stats;
-use crate::types::SeqNo;
-use crate::version::{Edit, FileDesc, Version};
+use crate::version::{Edit, Version};
 use parking_lot::MutexGuard;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Flushes the oldest immutable memtable. Called and returns with the state
@@ -189,17 +186,6 @@ fn flush_one_unguarded<'a>(
     st
 }
 
-/// What a flush wrote: the L0 tables or matrix rows, and with key
-/// collection on, each piece's distinct user keys and their newest
-/// sequence numbers (tables first, then rows).
-#[derive(Default)]
-pub(crate) struct Written {
-    pub descs: Vec<FileDesc>,
-    pub rows: Vec<FileDesc>,
-    pub keys: Vec<TableKeys>,
-    pub seqs: Vec<Vec<SeqNo>>,
-}
-
 /// Writes a memtable into level 0 through its container (`Options::l0`):
 /// one table or one matrix row (none if everything was dropped).
 pub(crate) fn write_l0(
@@ -224,75 +210,6 @@ pub(crate) fn write_l0(
         snapshots,
         &mut next_number,
     )
-}
-
-/// The user keys of one table.
-pub(crate) type TableKeys = Vec<Vec<u8>>;
-
-/// Where and how a memtable is written.
-pub(crate) struct TableSink<'a> {
-    pub dir: &'a std::path::Path,
-    pub fs: Arc<dyn crate::io::FileSystem>,
-    pub table_opts: crate::table::TableOptions,
-    pub collect_keys: bool,
-    /// Tombstones may be dropped when no table of `version` holds their key.
-    /// Off during recovery, where earlier chunks of the replay are not in
-    /// `version` yet.
-    pub drop_tombstones: bool,
-}
-
-/// True if no table or row of `version`, and none of `unlisted` (pieces the
-/// caller wrote that `version` does not hold yet), may hold `uk`: a flushed
-/// tombstone of it hides nothing.
-pub(crate) fn nothing_below(version: &Version, unlisted: &[FileDesc], uk: &[u8]) -> bool {
-    !version.covers_at_or_below(0, uk)
-        && unlisted.iter().all(|d| {
-            crate::types::user_key(&d.largest) < uk || crate::types::user_key(&d.smallest) > uk
-        })
-}
-
-/// Writes `mem` into one table (no size cut: L0 tables are whole memtables).
-/// `unlisted` are tables the caller wrote that `version` does not hold yet
-/// (recovery writes several before installing them).
-pub(crate) fn write_memtable_to(
-    sink: &TableSink<'_>,
-    mem: &MemTable,
-    version: &Version,
-    unlisted: &[FileDesc],
-    snapshots: Vec<u64>,
-    next_number: &mut dyn FnMut() -> Result<u64>,
-) -> Result<Written> {
-    // Tombstones stay unless no table holds the key at all.
-    let is_bottom_for = |uk: &[u8]| sink.drop_tombstones && nothing_below(version, unlisted, uk);
-    let mut dropper = Dropper::new(snapshots, is_bottom_for);
-    let mut out = Outputs::new(
-        sink.dir,
-        sink.fs.clone(),
-        sink.table_opts,
-        u64::MAX,
-        next_number,
-    )
-    .collect_keys(sink.collect_keys);
-    let result = mem
-        .for_each(|k, v| {
-            if dropper.keep(k)? {
-                out.add(k, v)?;
-            }
-            Ok(())
-        })
-        .and_then(|()| out.finish());
-    match result {
-        Ok(descs) => Ok(Written {
-            descs,
-            rows: Vec::new(),
-            keys: std::mem::take(&mut out.keys),
-            seqs: std::mem::take(&mut out.seqs),
-        }),
-        Err(e) => {
-            out.abandon();
-            Err(e)
-        }
-    }
 }
 
 /// Removes WAL files that every memtable has moved past.
@@ -347,75 +264,4 @@ fn take_flushed(
         .partition(|w| w.log_number() >= keep_from);
     *logs = keep;
     gone
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::io::{FileSystem, MemFs};
-    use crate::table::{BlockCache, TableOptions};
-    use crate::types::{internal_key, ValueKind};
-    use crate::version::{probes, FileMeta, TableCache};
-    use crate::Options;
-    use std::path::Path;
-
-    /// The check "may this tombstone go?" examines O(log tables) per sorted
-    /// level, not every table of every level: 500 tombstones over 4,000 L1
-    /// tables make at most 500 × 2 × 13 table comparisons.
-    #[test]
-    fn the_tombstone_check_is_a_binary_search_per_level() {
-        let fs: Arc<dyn FileSystem> = Arc::new(MemFs::new());
-        let dir = Path::new("/db");
-        fs.create_dir_all(dir).expect("dir");
-        let opts = Options::default().fs(fs.clone());
-        let cache = Arc::new(TableCache::new(dir, &opts, Arc::new(BlockCache::new(0))));
-        let mut v = Version::new(7);
-        const TABLES: u64 = 4000;
-        for i in 0..TABLES {
-            let k = |c: char| format!("k{i:06}{c}").into_bytes();
-            let d = FileDesc {
-                id: i + 10,
-                size: 1000,
-                smallest: internal_key(&k('a'), 5, ValueKind::Value as u8),
-                largest: internal_key(&k('m'), 5, ValueKind::Value as u8),
-                entries: 10,
-                ..FileDesc::default()
-            };
-            v.levels[1].push(Arc::new(FileMeta::new(d, cache.clone())));
-        }
-        v.seal();
-        let mem = MemTable::new(1, 8 << 20, 1);
-        // Half the tombstones fall inside a table's range (kept), half
-        // between two tables (dropped).
-        for i in 0..500u64 {
-            let c = if i % 2 == 0 { 'c' } else { 'z' };
-            let key = format!("k{:06}{c}", i * 7);
-            mem.add(100 + i, ValueKind::Delete, key.as_bytes(), b"");
-        }
-        let sink = TableSink {
-            dir,
-            fs: fs.clone(),
-            table_opts: TableOptions::from_options(&opts),
-            collect_keys: true,
-            drop_tombstones: true,
-        };
-        let mut n = 1000;
-        let mut next = || {
-            n += 1;
-            Ok(n)
-        };
-        probes::take();
-        let written =
-            write_memtable_to(&sink, &mem, &v, &[], Vec::new(), &mut next).expect("flush");
-        let examined = probes::take();
-        assert_eq!(
-            written.keys.iter().map(Vec::len).sum::<usize>(),
-            250,
-            "the covered tombstones stay, the others go"
-        );
-        assert!(
-            examined <= 500 * 2 * 13,
-            "{examined} table comparisons for 500 tombstones over {TABLES} tables"
-        );
-    }
 }

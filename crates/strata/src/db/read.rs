@@ -5,10 +5,11 @@
 
 use super::{Db, SuperVersion};
 use crate::error::Result;
-use crate::iter::{DbIter, InternalIterator, LevelIter, MergeIter};
+use crate::iter::{DbIter, InternalIterator, MergeIter};
 use crate::memtable::MemTable;
 use crate::stats::Stats;
 use crate::types::{self, SeqNo, ValueKind};
+use crate::version::LevelIter;
 use crate::version::{ReadCharge, Version};
 use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::Ordering;

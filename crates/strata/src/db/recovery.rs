@@ -2,11 +2,11 @@
 //! they held to L0 tables, start a fresh WAL and manifest, and remove files
 //! no version needs.
 
-use super::flush::TableSink;
 use super::{Inner, LogState, State};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::filename::{self, wal_path, FileKind, CURRENT, LOCK};
+use crate::l0::TableSink;
 use crate::memtable::MemTable;
 use crate::options::{Options, WalRecovery};
 use crate::stats::Stats;
@@ -38,7 +38,7 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
     }
     let lock = fs.lock(&dir.join(LOCK))?;
     let cache = Arc::new(BlockCache::new(opts.block_cache_size));
-    let table_opts = TableOptions::from_options(&opts);
+    let table_opts = TableOptions::from(&opts);
     let mut versions = VersionSet::new(dir, &opts, cache.clone());
     versions.table_cache().set_room(budget.page_cache_room);
     let names = fs.list_dir(dir)?;

@@ -7,10 +7,12 @@
 
 pub mod fault;
 pub mod mem;
+mod memory;
 mod posix;
 
 pub use fault::{FaultError, FaultFs, FaultHandle};
 pub use mem::{CrashKind, MemFs, MemOp, OpRecord};
+pub use memory::memory_limit;
 pub use posix::PosixFs;
 
 use crate::error::Result;

@@ -68,9 +68,7 @@ impl InternalIterator for EmptyIter {
 }
 
 mod db_iter;
-mod level;
 mod merge;
 
 pub use db_iter::DbIter;
-pub use level::LevelIter;
 pub use merge::MergeIter;

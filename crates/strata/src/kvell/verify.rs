@@ -9,7 +9,7 @@ use super::format::{self, Bad, Class};
 use super::scan;
 use crate::error::{Error, Result};
 use crate::filename::FileKind;
-use crate::verify::report::{FileReport, VerifyReport};
+use crate::report::{FileReport, VerifyReport};
 use std::path::Path;
 
 /// Checks every file of the KVell store in `dir` (read-only).

@@ -24,11 +24,11 @@ pub mod column;
 pub mod row;
 
 use crate::compaction::RowSlice;
+use crate::edit::FileDesc;
 use crate::error::Result;
 use crate::io::FileSystem;
 use crate::iter::InternalIterator;
 use crate::types::{self, SeqNo, ValueKind};
-use crate::version::edit::FileDesc;
 use row::{row_name, Row, RowIter, RowSource};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

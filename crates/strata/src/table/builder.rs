@@ -2,17 +2,18 @@
 
 use super::block::BlockBuilder;
 use super::filter::BloomBuilder;
+use super::format::Compression;
 use super::format::{
     compress_block, put_block_trailer, BlockHandle, Footer, BLOCK_TRAILER_LEN, FORMAT_VERSION,
 };
 use super::properties::{encode_properties, TableProperties};
 use crate::error::{Error, Result};
 use crate::io::WritableFile;
-use crate::options::Compression;
 use crate::types::{compare_internal, parse_internal_key, user_key, ValueKind};
 use std::cmp::Ordering;
 
-/// Knobs of the table format (a subset of [`crate::Options`]).
+/// Knobs of the table format (a subset of `Options`, which converts into
+/// them; the default is that of the default options).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TableOptions {
     /// Uncompressed data block size at which a block is cut.
@@ -43,24 +44,6 @@ const ENTRY_OVERHEAD: usize = 3 * 5 + 4;
 
 /// Zeros that pad a table between aligned data blocks.
 const PADDING: [u8; ALIGN_PAGE] = [0; ALIGN_PAGE];
-
-impl TableOptions {
-    pub fn from_options(o: &crate::Options) -> Self {
-        TableOptions {
-            block_size: o.block_size,
-            restart_interval: o.block_restart_interval,
-            bloom_bits_per_key: o.bloom_bits_per_key,
-            compression: o.compression,
-            block_align: o.block_align,
-        }
-    }
-}
-
-impl Default for TableOptions {
-    fn default() -> Self {
-        Self::from_options(&crate::Options::default())
-    }
-}
 
 impl TableOptions {
     /// The page data blocks are fitted to, when they are aligned: without

@@ -57,10 +57,10 @@ fn lower_bound<T>(fences: &[u64], f: u64, handles: &[T]) -> usize {
     while len > 0 {
         if !prefetched && len <= PREFETCH_SPAN {
             if let Some(range) = fences.get(lo..lo + len) {
-                super::reader::prefetch_lines(range);
+                super::prefetch::prefetch_lines(range);
             }
             if let Some(range) = handles.get(lo..lo + len) {
-                super::reader::prefetch_lines(range);
+                super::prefetch::prefetch_lines(range);
             }
             prefetched = true;
         }

@@ -229,7 +229,7 @@ impl Bloom {
         if let Bits::Local(lines) = &self.bits {
             let i = line_of(h, lines.len());
             if let Some(line) = lines.get(i..=i) {
-                super::reader::prefetch_lines(line);
+                super::prefetch::prefetch_lines(line);
             }
         }
         h

@@ -3,8 +3,35 @@
 
 use crate::coding::{get_u32, get_u64, mask_crc, put_u32, put_u64, put_varint, unmask_crc, Reader};
 use crate::error::{corrupt, Error, Result};
-use crate::options::Compression;
 use crate::types::{MAX_KEY_LEN, MAX_VALUE_LEN};
+
+/// Block compression of tables. The values are on-disk tags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Compression {
+    None = 0,
+    Lz4 = 1,
+    Zstd = 2,
+}
+
+impl Compression {
+    pub fn from_u8(b: u8) -> Option<Self> {
+        match b {
+            0 => Some(Compression::None),
+            1 => Some(Compression::Lz4),
+            2 => Some(Compression::Zstd),
+            _ => None,
+        }
+    }
+    /// The name `Options` writes and parses.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Compression::None => "none",
+            Compression::Lz4 => "lz4",
+            Compression::Zstd => "zstd",
+        }
+    }
+}
 
 /// Last 8 bytes of every table file, written little-endian (the bytes read
 /// "BTATARTS" on disk).

@@ -31,6 +31,7 @@ mod cache;
 mod fence;
 pub mod filter;
 pub mod format;
+mod prefetch;
 mod properties;
 mod reader;
 pub mod warm;

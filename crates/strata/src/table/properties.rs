@@ -5,9 +5,9 @@
 //! key fields hold the raw internal key. Unknown tags are skipped (forward
 //! compatible); a repeated tag keeps the last value.
 
+use super::format::Compression;
 use crate::coding::{put_bytes, put_varint, Reader};
 use crate::error::{corrupt, Result};
-use crate::options::Compression;
 
 const PROPS_VERSION: u8 = 1;
 

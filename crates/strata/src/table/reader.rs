@@ -4,6 +4,7 @@ use super::block::{Block, BlockBytes, BlockIter};
 use super::cache::BlockCache;
 use super::fence::Fences;
 use super::filter::Bloom;
+use super::format::Compression;
 use super::format::{
     check_block_trailer, decode_stored_block, BlockHandle, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN,
 };
@@ -12,7 +13,6 @@ use super::warm::{self, TableWarmth, Warmer};
 use crate::error::{Error, Result};
 use crate::io::RandomAccessFile;
 use crate::iter::InternalIterator;
-use crate::options::Compression;
 use crate::stats::Striped;
 use crate::types::{parse_internal_key, ValueKind};
 use std::fmt;
@@ -664,8 +664,8 @@ impl Table {
             map.get(start..head_end),
             map.get(end.saturating_sub(1)..end),
         ) {
-            prefetch_lines(tail);
-            prefetch_lines(head);
+            super::prefetch::prefetch_lines(tail);
+            super::prefetch::prefetch_lines(head);
         }
     }
 
@@ -691,30 +691,6 @@ impl Table {
 /// Bytes of a data block a point lookup prefetches from its start (a
 /// default block and its trailer).
 const PREFETCH_BLOCK_BYTES: usize = 4096 + BLOCK_TRAILER_LEN;
-
-/// Hints the CPU to load every cache line of `items`, the last line first
-/// (a block's trailer and restart array are read before its entries).
-#[inline]
-pub(crate) fn prefetch_lines<T>(items: &[T]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        const LINE: usize = 64;
-        let p = items.as_ptr().cast::<i8>();
-        let len = std::mem::size_of_val(items);
-        if let Some(last) = len.checked_sub(1) {
-            // SAFETY: a prefetch is a hint that never faults or reads
-            // into the program; the address lies inside `items`.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(last)) };
-        }
-        for off in (0..len).step_by(LINE) {
-            // SAFETY: as above; `off < len`.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(off)) };
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = items;
-}
 
 /// The OS page size assumed by prefetch decisions.
 const PAGE: usize = 4096;

@@ -2,13 +2,13 @@
 
 use super::block::{Block, BlockBuilder, BlockIter};
 use super::filter::Bloom;
+use super::format::Compression;
 use super::format::{decode_stored_block, BlockHandle, Footer, FOOTER_LEN};
 use super::properties::decode_properties;
 use super::*;
 use crate::error::{Error, Result};
 use crate::io::{FileSystem, PosixFs, RandomAccessFile, WritableFile};
 use crate::iter::InternalIterator;
-use crate::options::Compression;
 use crate::types::{internal_key, seek_key, user_key, ValueKind, MAX_SEQ};
 use parking_lot::Mutex;
 use rand::rngs::StdRng;

@@ -238,7 +238,7 @@ impl Drop for TableWarmth {
 /// The default budget: a quarter of the memory this process may use (the
 /// machine's, or its cgroup's limit when lower).
 pub fn default_budget() -> u64 {
-    crate::budget::memory_limit().map_or(0, |m| m / 4)
+    crate::io::memory_limit().map_or(0, |m| m / 4)
 }
 
 /// A cycle-counter tick, for telling a device read from a cached page on
@@ -295,7 +295,7 @@ mod tests {
 
     #[test]
     fn the_default_budget_is_a_quarter_of_the_memory_limit() {
-        let m = crate::budget::memory_limit().unwrap_or(0);
+        let m = crate::io::memory_limit().unwrap_or(0);
         assert_eq!(default_budget(), m / 4);
     }
 

@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-pub mod report;
+pub use crate::report;
 
 pub use report::{kind_name, FileReport, VerifyReport};
 

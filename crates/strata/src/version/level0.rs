@@ -5,9 +5,10 @@
 //! whole is a container chosen at open (`crate::l0`), and the matrix
 //! container's rows are read through `Version::matrix`.
 
+use super::LevelIter;
 use super::{FileMeta, ReadCharge};
 use crate::error::Result;
-use crate::iter::{EmptyIter, InternalIterator, LevelIter};
+use crate::iter::{EmptyIter, InternalIterator};
 use crate::table::TableIter;
 use crate::types::{SeqNo, ValueKind};
 use std::sync::Arc;

@@ -266,7 +266,7 @@ impl Request {
         let bloom = small(&mut r, 64).ok_or_else(|| bad(&r, "bad bloom bits"))?;
         let compression = r
             .u8()
-            .and_then(crate::options::Compression::from_u8)
+            .and_then(crate::table::format::Compression::from_u8)
             .ok_or_else(|| bad(&r, "bad compression"))?;
         let block_align = match r.u8() {
             Some(0) => false,

@@ -2,7 +2,7 @@
 //! and (when a listener asks) which user keys went into each new table. The
 //! stale-version tracker of active compaction listens here.
 
-use crate::version::FileDesc;
+use crate::edit::FileDesc;
 
 /// Why a table was written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

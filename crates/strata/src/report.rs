@@ -25,7 +25,7 @@ impl FileReport {
     }
 }
 
-/// The result of [`super::verify_dir`]: one entry per file checked.
+/// The result of [`crate::verify::verify_dir`]: one entry per file checked.
 #[derive(Debug, Clone, Default)]
 pub struct VerifyReport {
     pub files: Vec<FileReport>,

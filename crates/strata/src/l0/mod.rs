@@ -11,10 +11,13 @@
 //! - [`Matrix`]: MatrixKV's container ([`crate::matrix`]): one row per
 //!   flush on the fast tier, column compactions, stalls by bytes.
 
+mod sink;
+
+pub(crate) use sink::{nothing_below, write_memtable_to, TableKeys, TableSink, Written};
+
 use crate::compaction::filter::Dropper;
 use crate::compaction::picker::{self, PickEnv, Picker};
 use crate::compaction::Plan;
-use crate::db::flush::{nothing_below, write_memtable_to, TableSink, Written};
 use crate::error::{Error, Result};
 use crate::matrix::row::{Row, RowWriter};
 use crate::memtable::MemTable;

@@ -3,15 +3,15 @@
 //!
 //! A table iterator's error is kept here when the cursor leaves that table,
 //! so it is sticky for the level: the iterator stays invalid and `status()`
-//! keeps returning it (see `iter::merge`). Opening a table goes through the
+//! keeps returning it (see `crate::iter::MergeIter`). Opening a table goes through the
 //! table cache and may fail (`EMFILE`, a damaged footer): that error is
 //! kept the same way; the table is never skipped.
 
-use super::InternalIterator;
+use super::FileMeta;
 use crate::error::{Error, Result};
+use crate::iter::InternalIterator;
 use crate::table::TableIter;
 use crate::types;
-use crate::version::FileMeta;
 use std::sync::Arc;
 
 /// Iterator over a level's tables (ordered by key, non-overlapping).

@@ -1,0 +1,348 @@
+//! The module floors, checked: which top-level module of this crate may
+//! name which other (`crate::x` in its non-test code, the crate root's
+//! re-exports resolved to the module they come from), and that no new
+//! import cycle appears. [`ALLOWED`] is the graph as it stands; the cycles
+//! it still holds are listed in [`KNOWN_CYCLES`], each to be cut by a move
+//! (docs/design/2026-11-29-l0-home-plan.md) and then deleted from the list.
+//! A new import fails the test until the table says it belongs.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Each module and the modules it may import (besides the leaves every
+/// module may use: `error`, `coding`, `types`, `filename`).
+const ALLOWED: &[(&str, &[&str])] = &[
+    ("batch", &[]),
+    ("budget", &["io", "options"]),
+    ("coding", &[]),
+    (
+        "compaction",
+        &[
+            "events", "io", "iter", "matrix", "options", "stale", "table", "version",
+        ],
+    ),
+    (
+        "db",
+        &[
+            "batch",
+            "budget",
+            "compaction",
+            "events",
+            "io",
+            "iter",
+            "l0",
+            "matrix",
+            "memtable",
+            "options",
+            "stale",
+            "stats",
+            "table",
+            "version",
+            "wal",
+        ],
+    ),
+    ("edit", &[]),
+    ("error", &[]),
+    ("events", &["edit"]),
+    ("filename", &[]),
+    (
+        "fuzzing",
+        &[
+            "batch",
+            "compaction",
+            "io",
+            "iter",
+            "kvell",
+            "matrix",
+            "options",
+            "table",
+            "version",
+            "wal",
+        ],
+    ),
+    ("io", &[]),
+    ("iter", &[]),
+    ("kvell", &["io", "options", "report"]),
+    (
+        "l0",
+        &[
+            "compaction",
+            "io",
+            "matrix",
+            "memtable",
+            "options",
+            "table",
+            "version",
+        ],
+    ),
+    (
+        "matrix",
+        &[
+            "compaction",
+            "edit",
+            "io",
+            "iter",
+            "options",
+            "table",
+            "version",
+        ],
+    ),
+    ("memtable", &["iter", "table"]),
+    ("open", &["db", "kvell", "options", "store"]),
+    ("options", &["events", "io", "table"]),
+    ("report", &[]),
+    ("stale", &[]),
+    ("stats", &[]),
+    ("store", &["batch", "db", "iter", "options", "stats"]),
+    ("table", &["io", "iter", "stats"]),
+    ("types", &[]),
+    (
+        "verify",
+        &[
+            "batch", "io", "iter", "kvell", "matrix", "options", "report", "table", "version",
+            "wal",
+        ],
+    ),
+    (
+        "version",
+        &[
+            "edit", "io", "iter", "matrix", "options", "stats", "table", "wal",
+        ],
+    ),
+    ("wal", &["io", "options"]),
+];
+
+/// Modules every module may import.
+const LEAVES: &[&str] = &["error", "coding", "types", "filename"];
+
+/// The groups of modules that import one another (strongly connected
+/// components of the import graph), each sorted; cutting a cycle changes
+/// its group here.
+const KNOWN_CYCLES: &[&[&str]] = &[&["compaction", "matrix", "version"]];
+
+/// The crate's `src` directory.
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+/// Every `.rs` file under `dir`.
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The text of `file` that is compiled outside tests: without comments,
+/// and cut at a trailing `#[cfg(test)]` module.
+fn non_test_code(file: &Path) -> String {
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    let text = match text.find("#[cfg(test)]\nmod ") {
+        Some(i) => &text[..i],
+        None => &text[..],
+    };
+    text.lines()
+        .map(|l| l.split("//").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The first path segment of every `crate::` path in `code`, the
+/// segments of a `crate::{a::x, b}` group included.
+fn crate_paths(code: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = code;
+    while let Some(i) = rest.find("crate::") {
+        rest = &rest[i + "crate::".len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            // Top-level items of the group, up to its closing brace.
+            let mut depth = 1;
+            let mut item = String::new();
+            for c in group.chars() {
+                match c {
+                    '{' => depth += 1,
+                    '}' => depth -= 1,
+                    _ => {}
+                }
+                if depth == 0 || (depth == 1 && c == ',') {
+                    out.push(first_segment(&item));
+                    item.clear();
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    item.push(c);
+                }
+            }
+        } else {
+            out.push(first_segment(rest));
+        }
+    }
+    out.retain(|s| !s.is_empty());
+    out
+}
+
+fn first_segment(path: &str) -> String {
+    path.trim_start()
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect()
+}
+
+/// The crate root's re-exports: name → the module it comes from.
+fn reexports() -> BTreeMap<String, String> {
+    let lib = non_test_code(&src().join("lib.rs"));
+    let mut out = BTreeMap::new();
+    for stmt in lib.split(';') {
+        let Some(body) = stmt.trim().strip_prefix("pub use ") else {
+            continue;
+        };
+        let module = first_segment(body);
+        let names = match (body.find('{'), body.rfind('}')) {
+            (Some(a), Some(b)) if a < b => body[a + 1..b].to_string(),
+            _ => body.rsplit("::").next().unwrap_or("").to_string(),
+        };
+        for n in names.split(',') {
+            let n = n
+                .trim()
+                .rsplit("::")
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_string();
+            if !n.is_empty() {
+                out.insert(n, module.clone());
+            }
+        }
+    }
+    out
+}
+
+/// The module graph of the crate as it is: module → modules it names.
+fn graph() -> BTreeMap<String, BTreeSet<String>> {
+    let root = src();
+    let names = reexports();
+    let mut modules: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
+    for e in std::fs::read_dir(&root).expect("src").flatten() {
+        let p = e.path();
+        let stem = p
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("")
+            .to_string();
+        if p.is_dir() {
+            let mut files = Vec::new();
+            rust_files(&p, &mut files);
+            modules.entry(stem).or_default().extend(files);
+        } else if p.extension().is_some_and(|x| x == "rs") && stem != "lib" && stem != "floors" {
+            modules.entry(stem).or_default().push(p);
+        }
+    }
+    let mut g = BTreeMap::new();
+    for (m, files) in &modules {
+        let mut deps = BTreeSet::new();
+        for f in files {
+            let base = f.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if base == "tests.rs" || base == "fixtures.rs" {
+                continue;
+            }
+            for seg in crate_paths(&non_test_code(f)) {
+                let target = names.get(&seg).cloned().unwrap_or(seg);
+                if &target != m && modules.contains_key(&target) {
+                    deps.insert(target);
+                }
+            }
+        }
+        g.insert(m.clone(), deps);
+    }
+    g
+}
+
+/// The strongly connected groups of two or more modules of `g` (every
+/// module of a group reaches every other), each sorted.
+fn cycles(g: &BTreeMap<String, BTreeSet<String>>) -> BTreeSet<Vec<String>> {
+    let reach = |from: &str| {
+        let mut seen = BTreeSet::new();
+        let mut stack = vec![from.to_string()];
+        while let Some(m) = stack.pop() {
+            if seen.insert(m.clone()) {
+                stack.extend(g.get(&m).into_iter().flatten().cloned());
+            }
+        }
+        seen
+    };
+    let reached: BTreeMap<&String, BTreeSet<String>> = g.keys().map(|m| (m, reach(m))).collect();
+    let mut out = BTreeSet::new();
+    for (a, from_a) in &reached {
+        let group: Vec<String> = from_a
+            .iter()
+            .filter(|b| reached.get(b).is_some_and(|r| r.contains(*a)))
+            .cloned()
+            .collect();
+        if group.len() > 1 {
+            out.insert(group);
+        }
+    }
+    out
+}
+
+#[test]
+fn every_import_is_allowed_by_the_floors() {
+    let allowed: BTreeMap<&str, BTreeSet<&str>> = ALLOWED
+        .iter()
+        .map(|(m, deps)| {
+            (
+                *m,
+                deps.iter().copied().chain(LEAVES.iter().copied()).collect(),
+            )
+        })
+        .collect();
+    let g = graph();
+    assert!(g.len() > 20, "the modules were found: {g:?}");
+    let mut bad = Vec::new();
+    for (m, deps) in &g {
+        let Some(ok) = allowed.get(m.as_str()) else {
+            bad.push(format!("{m}: a module the floors do not list"));
+            continue;
+        };
+        for d in deps {
+            if !ok.contains(d.as_str()) {
+                bad.push(format!("{m} imports {d}"));
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "imports outside the floors (src/floors.rs):\n{}",
+        bad.join("\n")
+    );
+}
+
+#[test]
+fn no_new_import_cycle() {
+    let known: BTreeSet<Vec<String>> = KNOWN_CYCLES
+        .iter()
+        .map(|c| c.iter().map(|s| s.to_string()).collect())
+        .collect();
+    let found = cycles(&graph());
+    let new: Vec<_> = found.difference(&known).collect();
+    assert!(new.is_empty(), "import cycles grew or appeared: {new:?}");
+    let gone: Vec<_> = known.difference(&found).collect();
+    assert!(
+        gone.is_empty(),
+        "cycles cut, delete them from KNOWN_CYCLES: {gone:?}"
+    );
+}
+
+#[test]
+fn the_parser_reads_groups_and_plain_paths() {
+    let code = "use crate::{options::{Options, X}, table::Table};\nlet x = crate::io::read();";
+    assert_eq!(crate_paths(code), vec!["options", "table", "io"]);
+}
