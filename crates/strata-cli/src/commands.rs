@@ -160,6 +160,7 @@ pub fn run(cli: &Cli) -> Result<ExitCode, CliError> {
                 reply_delay: std::time::Duration::from_millis(*reply_delay_ms),
                 cpus: cpus.clone(),
                 allow,
+                ..Default::default()
             };
             strata::compaction::executor::offload::serve(listen, &cfg, || {
                 println!("compaction worker listening on {listen}");

@@ -112,15 +112,75 @@ fn serve(dir: &Path) -> (Proc, u16) {
     }
 }
 
-fn wait_port(port: u16) {
-    let start = Instant::now();
-    while !listening(port) {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "port {port} never opened"
+/// Starts nutcracker in front of the servers on `ports` and returns it
+/// with the port it proxies on. It cannot report a port it picked, so its
+/// two ports are probed: should another process take one before
+/// nutcracker binds it, nutcracker exits and the next attempt takes fresh
+/// ones. Its pool's name is new each attempt and its stats port must
+/// report it, so a listener that is not this nutcracker is never taken for
+/// it.
+fn start_nutcracker(tmp: &Path, ports: &[u16]) -> (Proc, u16) {
+    for attempt in 0..5 {
+        let (proxy_port, stats_port) = (free_port(), free_port());
+        let pool = format!("strata{}x{attempt}", std::process::id());
+        let conf = tmp.join(format!("nutcracker{attempt}.yml"));
+        let mut yml = format!(
+            "{pool}:\n  listen: 127.0.0.1:{proxy_port}\n  hash: fnv1a_64\n  distribution: ketama\n  \
+             redis: true\n  auto_eject_hosts: false\n  timeout: 5000\n  servers:\n"
         );
-        std::thread::sleep(Duration::from_millis(20));
+        for (i, p) in ports.iter().enumerate() {
+            yml.push_str(&format!("   - 127.0.0.1:{p}:1 shard{i}\n"));
+        }
+        std::fs::write(&conf, yml).expect("write nutcracker.yml");
+        let check = Command::new("nutcracker")
+            .arg("-t")
+            .arg("-c")
+            .arg(&conf)
+            .output()
+            .expect("nutcracker -t");
+        assert!(check.status.success(), "bad nutcracker config: {check:?}");
+        let mut proxy = Proc(
+            Command::new("nutcracker")
+                .arg("-c")
+                .arg(&conf)
+                .args(["-s", &stats_port.to_string(), "-a", "127.0.0.1"])
+                .arg("-o")
+                .arg(tmp.join(format!("nutcracker{attempt}.log")))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn nutcracker"),
+        );
+        let start = Instant::now();
+        loop {
+            if !matches!(proxy.0.try_wait(), Ok(None)) {
+                break; // it exited: a port was taken
+            }
+            if stats(stats_port).contains(&pool) && listening(proxy_port) {
+                if matches!(proxy.0.try_wait(), Ok(None)) {
+                    return (proxy, proxy_port);
+                }
+                break;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "nutcracker never listened on {proxy_port} (stats {stats_port})"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
+    panic!("nutcracker exited on five pairs of free ports");
+}
+
+/// What a nutcracker stats port answers (its JSON), or "" if nothing does.
+fn stats(port: u16) -> String {
+    use std::io::Read;
+    let mut text = String::new();
+    if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+        let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+        let _ = s.read_to_string(&mut text);
+    }
+    text
 }
 
 fn cli(port: u16, args: &[&str]) -> String {
@@ -273,37 +333,7 @@ fn three_servers_behind_twemproxy() {
     let (_servers, ports): (Vec<Proc>, Vec<u16>) = (0..3)
         .map(|i| serve(&tmp.path().join(format!("shard{i}"))))
         .unzip();
-    let proxy_port = free_port();
-    let stats_port = free_port();
-    let conf = tmp.path().join("nutcracker.yml");
-    let mut yml = format!(
-        "strata:\n  listen: 127.0.0.1:{proxy_port}\n  hash: fnv1a_64\n  distribution: ketama\n  \
-         redis: true\n  auto_eject_hosts: false\n  timeout: 5000\n  servers:\n"
-    );
-    for (i, p) in ports.iter().enumerate() {
-        yml.push_str(&format!("   - 127.0.0.1:{p}:1 shard{i}\n"));
-    }
-    std::fs::write(&conf, yml).expect("write nutcracker.yml");
-    let check = Command::new("nutcracker")
-        .arg("-t")
-        .arg("-c")
-        .arg(&conf)
-        .output()
-        .expect("nutcracker -t");
-    assert!(check.status.success(), "bad nutcracker config: {check:?}");
-    let proxy = Proc(
-        Command::new("nutcracker")
-            .arg("-c")
-            .arg(&conf)
-            .args(["-s", &stats_port.to_string(), "-a", "127.0.0.1"])
-            .arg("-o")
-            .arg(tmp.path().join("nutcracker.log"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn nutcracker"),
-    );
-    wait_port(proxy_port);
+    let (proxy, proxy_port) = start_nutcracker(tmp.path(), &ports);
 
     let n = 300;
     let mut cmds = String::new();

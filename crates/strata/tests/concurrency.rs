@@ -431,23 +431,90 @@ fn one_background_thread_is_kept_for_flushes() {
     assert!(s.flush_count > 0, "{s}");
 }
 
+/// Holds the first compaction that writes into level 2 or deeper inside
+/// its event (its outputs stay in flight) until a compaction on another
+/// thread announces a table: proof that the two ran at once.
+#[derive(Default)]
+struct HoldDeep {
+    /// 0: nothing held yet; 1: holding; 2: released by another
+    /// compaction; 3: gave up after `LIVENESS`.
+    state: Mutex<u8>,
+    cv: Condvar,
+    holder: Mutex<Option<std::thread::ThreadId>>,
+}
+
+impl HoldDeep {
+    fn state(&self) -> u8 {
+        *self.state.lock().expect("state")
+    }
+}
+
+impl strata::EventListener for HoldDeep {
+    fn on_table_created(&self, e: &strata::TableCreated<'_>) {
+        if !matches!(e.reason, strata::TableReason::Compaction) {
+            return;
+        }
+        let me = std::thread::current().id();
+        let mut st = self.state.lock().expect("state");
+        let now = *st;
+        match now {
+            0 if e.level >= 2 => {
+                *st = 1;
+                *self.holder.lock().expect("holder") = Some(me);
+                let deadline = std::time::Instant::now() + common::LIVENESS;
+                while *st == 1 {
+                    let left = deadline.saturating_duration_since(std::time::Instant::now());
+                    if left.is_zero() {
+                        *st = 3;
+                        break;
+                    }
+                    st = self.cv.wait_timeout(st, left).expect("wait").0;
+                }
+            }
+            1 if *self.holder.lock().expect("holder") != Some(me) => {
+                *st = 2;
+                self.cv.notify_all();
+            }
+            _ => {}
+        }
+    }
+}
+
 /// With four background threads (and a CPU budget of four, whatever the
 /// machine's cores) the scheduler runs compactions side by side (of
 /// different levels, or of one level where their tables and output
 /// ranges do not meet), under every executor, and the data stays exact.
+/// The first compaction into level 2 is held until another one has run
+/// beside it, so the overlap does not depend on timing; writes go on
+/// until then (they fill level 0, whose compaction meets nothing held).
 #[test]
 fn compactions_run_side_by_side() {
     for exec in ["linear", "copro:2"] {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut opts = tiny_options().background_threads(4).background_cpus(4);
+        let hold = Arc::new(HoldDeep::default());
+        let mut opts = tiny_options()
+            .background_threads(4)
+            .background_cpus(4)
+            .listener(hold.clone());
         opts.apply(&format!("executor={exec}")).expect("options");
         let db = open(dir.path(), opts);
         let mut model = std::collections::BTreeMap::new();
-        for i in 0u64..40_000 {
+        let mut i = 0u64;
+        while hold.state() != 2 {
+            assert!(
+                hold.state() != 3,
+                "[{exec}] the held compaction waited {:?} for another one",
+                common::LIVENESS
+            );
+            assert!(
+                i < 2_000_000,
+                "[{exec}] after {i} puts no compaction into level 2 was held, or none ran beside it"
+            );
             let k = format!("k{:08}", i.wrapping_mul(2_654_435_761) % 20_000).into_bytes();
             let v = format!("v{i}").into_bytes();
             db.put(&k, &v).expect("put");
             model.insert(k, v);
+            i += 1;
         }
         db.wait_for_compactions().expect("wait");
         let s = db.stats();

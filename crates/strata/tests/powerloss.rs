@@ -20,7 +20,8 @@
 //! sync marks must let recovery open at the first gap.
 //!
 //! More cases: `STRATA_POWERLOSS_CASES=2000 cargo test --release --test powerloss -- --ignored`
-//! (`STRATA_POWERLOSS_SEED=n` fixes the master seed).
+//! (`STRATA_POWERLOSS_SEED=n` fixes the master seed, `STRATA_PL_THREADS=n`
+//! runs the cases on n threads at once).
 
 mod common;
 
@@ -30,9 +31,10 @@ use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
+use strata::compaction::executor::offload::{serve, WorkerConfig, WorkerFs};
 use strata::filename::{self, FileKind};
-use strata::io::FileSystem;
 use strata::io::{CrashKind, MemFs, MemOp, OpRecord};
+use strata::io::{FileLock, FileSystem, RandomAccessFile, SequentialFile, WritableFile};
 use strata::{Db, EventListener, Options, TableCreated, TableReason};
 
 const DIR: &str = "/db";
@@ -43,8 +45,12 @@ fn opts(fs: &MemFs) -> Options {
 
 /// Runs `ops` on a fresh database with options `o` (whose file system is
 /// `fs`) until `fs` reports its crash point; returns the number of ops
-/// that must survive the crash.
-fn run_with(fs: &MemFs, o: Options, ops: &[HistOp], kind: CrashKind) -> usize {
+/// that must survive the crash. With `settle`, every operation waits for
+/// the flushes and compactions it started: with one background thread the
+/// run's file operations are then the same from run to run (but for the
+/// first spare log, made beside the first writes), so a crash point's
+/// number names the same work in every case.
+fn run_with(fs: &MemFs, o: Options, ops: &[HistOp], kind: CrashKind, settle: bool) -> usize {
     let db = Db::open(DIR, o).expect("open");
     let mut required = 0;
     for (i, op) in ops.iter().enumerate() {
@@ -61,6 +67,9 @@ fn run_with(fs: &MemFs, o: Options, ops: &[HistOp], kind: CrashKind) -> usize {
             db.compact_range::<&[u8], _>(..).expect("compact_range");
         }
         op.write(&db).expect("write");
+        if settle {
+            db.wait_for_compactions().expect("wait");
+        }
         let acked = op.sync || kind == CrashKind::Process;
         if acked && !fs.crashed() {
             required = i + 1;
@@ -193,19 +202,32 @@ struct Case {
     seed: u64,
     crash_at: u64,
     kind: CrashKind,
+    /// Wait for the background work after every operation (see
+    /// [`run_with`]).
+    settle: bool,
 }
 
 fn check_case(ops: &[HistOp], c: &Case) {
-    check_case_on(&MemFs::new(), tiny_options(), ops, c);
+    check_case_on(&MemFs::new(), tiny_options(), ops, c, &no_hook);
 }
+
+/// What a case calls with each file system it opens the database on
+/// (the run's, the crashed copy, the copy after the second power loss)
+/// just before it does: a compaction worker serving the case follows it.
+type OnFs<'a> = &'a (dyn Fn(&MemFs) + Sync);
+
+fn no_hook(_: &MemFs) {}
 
 /// `check_case` on `fs` (fresh) with `base` options (the file system is set
 /// here).
-fn check_case_on(fs: &MemFs, base: Options, ops: &[HistOp], c: &Case) {
+fn check_case_on(fs: &MemFs, base: Options, ops: &[HistOp], c: &Case, on_fs: OnFs<'_>) {
     let ctx = format!("seed {} crash_at {} {:?}", c.seed, c.crash_at, c.kind);
-    let opts = |fs: &MemFs| base.clone().fs(Arc::new(fs.clone()));
+    let opts = |fs: &MemFs| {
+        on_fs(fs);
+        base.clone().fs(Arc::new(fs.clone()))
+    };
     fs.crash_at(c.crash_at, c.kind);
-    let required = run_with(fs, opts(fs), ops, c.kind);
+    let required = run_with(fs, opts(fs), ops, c.kind, c.settle);
     let crashed = fs.captured().unwrap_or_else(|| fs.crash_clone(c.kind));
     let db = match Db::open(DIR, opts(&crashed)) {
         Ok(db) => db,
@@ -264,22 +286,33 @@ fn check_case_on(fs: &MemFs, base: Options, ops: &[HistOp], c: &Case) {
 }
 
 /// Mutating file operations of a full run (sets the range of crash points).
-fn calibrate(ops: &[HistOp], base: &Options) -> u64 {
+fn calibrate(ops: &[HistOp], base: &Options, on_fs: OnFs<'_>) -> u64 {
     let fs = MemFs::new();
+    on_fs(&fs);
     run_with(
         &fs,
         base.clone().fs(Arc::new(fs.clone())),
         ops,
         CrashKind::PowerLoss,
+        false,
     );
     fs.ops()
 }
 
-fn run_cases(cases: usize, base: &Options) {
-    let master: u64 = std::env::var("STRATA_POWERLOSS_SEED")
+/// The master seed: `STRATA_POWERLOSS_SEED`, or a random one.
+fn master_seed() -> u64 {
+    std::env::var("STRATA_POWERLOSS_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or_else(rand::random);
+        .unwrap_or_else(rand::random)
+}
+
+fn run_cases(cases: usize, base: &Options) {
+    run_cases_from(master_seed(), cases, base, &no_hook);
+}
+
+/// `cases` random cases under `base`, drawn from `master`.
+fn run_cases_from(master: u64, cases: usize, base: &Options, on_fs: OnFs<'_>) {
     eprintln!("powerloss: master seed {master}, {cases} cases");
     let mut rng = StdRng::seed_from_u64(master);
     let mut i = 0;
@@ -287,7 +320,7 @@ fn run_cases(cases: usize, base: &Options) {
         // A few histories, many crash points each.
         let seed = rng.gen();
         let ops = history(seed, 700, 300, 0.3);
-        let total = calibrate(&ops, base);
+        let total = calibrate(&ops, base, on_fs);
         for _ in 0..25.min(cases - i) {
             let kind = match rng.gen_range(0..7) {
                 0 => CrashKind::Process,
@@ -300,8 +333,9 @@ fn run_cases(cases: usize, base: &Options) {
                 seed,
                 crash_at: rng.gen_range(1..=total + total / 10),
                 kind,
+                settle: false,
             };
-            check_case_on(&MemFs::new(), base.clone(), &ops, &c);
+            check_case_on(&MemFs::new(), base.clone(), &ops, &c, on_fs);
             i += 1;
         }
     }
@@ -310,7 +344,11 @@ fn run_cases(cases: usize, base: &Options) {
 /// The statistics of one run of a case-sized history under `o`, without a
 /// crash (to check that the cases' histories drive a design's paths).
 fn uncrashed_stats(o: &Options) -> strata::StatsSnapshot {
-    let fs = MemFs::new();
+    uncrashed_stats_on(&MemFs::new(), o)
+}
+
+/// [`uncrashed_stats`] on `fs` (fresh).
+fn uncrashed_stats_on(fs: &MemFs, o: &Options) -> strata::StatsSnapshot {
     let db = Db::open(DIR, o.clone().fs(Arc::new(fs.clone()))).expect("open");
     for op in history(11, 700, 300, 0.3) {
         op.write(&db).expect("write");
@@ -360,6 +398,78 @@ fn power_loss_with_the_matrix_container() {
     );
 }
 
+/// Passes every call to the `MemFs` set last: one compaction worker
+/// serves case after case, each on a file system of its own.
+#[derive(Clone, Debug)]
+struct CurrentFs(Arc<parking_lot::Mutex<MemFs>>);
+
+impl CurrentFs {
+    fn set(&self, fs: &MemFs) {
+        *self.0.lock() = fs.clone();
+    }
+    fn get(&self) -> MemFs {
+        self.0.lock().clone()
+    }
+}
+
+macro_rules! to_current {
+    ($($name:ident($($a:ident: $t:ty),*) -> $r:ty;)*) => {
+        $(fn $name(&self, $($a: $t),*) -> $r { self.get().$name($($a),*) })*
+    };
+}
+
+impl FileSystem for CurrentFs {
+    to_current! {
+        create_dir_all(path: &Path) -> strata::Result<()>;
+        create(path: &Path) -> strata::Result<Box<dyn WritableFile>>;
+        create_log(path: &Path) -> strata::Result<Box<dyn WritableFile>>;
+        open_random(path: &Path) -> strata::Result<Arc<dyn RandomAccessFile>>;
+        open_mapped(path: &Path) -> strata::Result<Arc<dyn RandomAccessFile>>;
+        open_sequential(path: &Path) -> strata::Result<Box<dyn SequentialFile>>;
+        rename(from: &Path, to: &Path) -> strata::Result<()>;
+        remove_file(path: &Path) -> strata::Result<()>;
+        remove_unused_file(path: &Path) -> strata::Result<()>;
+        list_dir(path: &Path) -> strata::Result<Vec<String>>;
+        exists(path: &Path) -> bool;
+        file_size(path: &Path) -> strata::Result<u64>;
+        sync_dir(path: &Path) -> strata::Result<()>;
+        lock(path: &Path) -> strata::Result<Box<dyn FileLock>>;
+    }
+}
+
+/// The same under the offload executor, its worker (a thread of this
+/// process, over a real socket) reading and writing the case's file
+/// system: crash points fall inside the worker's table writes too, and a
+/// table it wrote must be durable before the host's edit names it.
+#[test]
+fn power_loss_with_the_offload_executor() {
+    let current = CurrentFs(Arc::new(parking_lot::Mutex::new(MemFs::new())));
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let addr = format!("unix:{}", tmp.path().join("w.sock").display());
+    let cfg = WorkerConfig {
+        fs: WorkerFs(Arc::new(current.clone())),
+        ..Default::default()
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    let serve_addr = addr.clone();
+    std::thread::spawn(move || {
+        let _ = serve(&serve_addr, &cfg, || {
+            let _ = tx.send(());
+        });
+    });
+    rx.recv_timeout(common::LIVENESS).expect("worker listening");
+    let o = common::tiny_with(&format!("executor=offload:{addr}"));
+    // The cases' histories do reach the worker.
+    let fs = MemFs::new();
+    current.set(&fs);
+    let s = uncrashed_stats_on(&fs, &o);
+    assert!(
+        s.compaction_offloaded_subtasks > 0 && s.compaction_offload_fallbacks == 0,
+        "{s}"
+    );
+    run_cases_from(master_seed(), 40, &o, &|fs| current.set(fs));
+}
+
 /// Every crash point of a short history under l0=matrix with the rows on
 /// a fast directory: a power loss between a row's write, the edit naming
 /// it and the removal of its WAL (all counted as the flush), and inside
@@ -380,22 +490,48 @@ fn power_loss_at_every_operation_with_the_matrix_container() {
         "matrix",
         8,
         &base,
+        // Counts seen: flushes 69-75, column compactions 181-185,
+        // switches 26-33, log writes 803-818 (the first spare log and the
+        // fast directory's rows shift a few points between runs).
         &[
-            (Work::Flush, 20),
-            // How many column compactions the history starts depends on
-            // the background thread's timing (18 to 34 points seen), so
-            // the floor only proves they are reached.
-            (Work::Compaction(1), 8),
-            (Work::Switch, 10),
-            (Work::LogWrite, 50),
+            (Work::Flush, 62),
+            (Work::Compaction(1), 165),
+            (Work::Switch, 23),
+            (Work::LogWrite, 760),
         ],
     );
 }
 
+/// Cases run on several threads at once, each design beside the others:
+/// every engine's background work then interleaves with its writes
+/// differently than when it runs alone (a recovery defect was once found
+/// only that way).
+#[test]
+fn power_loss_cases_on_several_threads_at_once() {
+    std::thread::scope(|s| {
+        for spec in ["", common::STALE, "executor=pipelined", common::MATRIX] {
+            s.spawn(move || run_cases(20, &common::tiny_with(spec)));
+        }
+    });
+}
+
+/// `STRATA_POWERLOSS_CASES` cases (2,000) under `STRATA_POWERLOSS_OPTS`,
+/// split over `STRATA_PL_THREADS` threads (1) running at once.
 #[test]
 #[ignore = "long; set STRATA_POWERLOSS_CASES"]
 fn power_loss_many() {
-    run_cases(env_num("STRATA_POWERLOSS_CASES", 2000), &env_options());
+    let (cases, threads) = (
+        env_num("STRATA_POWERLOSS_CASES", 2000),
+        env_num("STRATA_PL_THREADS", 1).max(1),
+    );
+    let (base, master) = (env_options(), master_seed());
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let (n, base) = (cases / threads + usize::from(t < cases % threads), &base);
+            // Thread t's master seed is the printed one plus t.
+            s.spawn(move || run_cases_from(master.wrapping_add(t as u64), n, base, &no_hook));
+        }
+    });
 }
 
 /// The work a crash point hit.
@@ -487,12 +623,13 @@ fn power_loss_at_every_operation_of_a_short_history() {
         "tables",
         7,
         &deep_options,
+        // Counts seen: 296-297, 221-223, 99-100, 26-27, 804-805.
         &[
-            (Work::Flush, 20),
-            (Work::Compaction(1), 20),
-            (Work::Compaction(2), 10),
-            (Work::Switch, 10),
-            (Work::LogWrite, 50),
+            (Work::Flush, 280),
+            (Work::Compaction(1), 210),
+            (Work::Compaction(2), 90),
+            (Work::Switch, 24),
+            (Work::LogWrite, 780),
         ],
     );
 }
@@ -502,6 +639,10 @@ fn power_loss_at_every_operation_of_a_short_history() {
 /// directory changes; the plain ones are counted by the work in flight,
 /// and each kind of work in `mins` must be hit at least that often.
 fn every_crash_point(name: &str, seed: u64, base: &dyn Fn() -> Options, mins: &[(Work, usize)]) {
+    // One background thread, and every operation settles (`run_with`): the
+    // work at each crash point is then the same from case to case, and the
+    // counts below do not depend on timing.
+    let base = || base().background_threads(1);
     let ops = history(seed, 200, 150, 0.5);
     let total = {
         let fs = MemFs::new();
@@ -510,6 +651,7 @@ fn every_crash_point(name: &str, seed: u64, base: &dyn Fn() -> Options, mins: &[
             base().fs(Arc::new(fs.clone())),
             &ops,
             CrashKind::PowerLoss,
+            true,
         );
         fs.ops()
     };
@@ -528,7 +670,9 @@ fn every_crash_point(name: &str, seed: u64, base: &dyn Fn() -> Options, mins: &[
                     seed,
                     crash_at: n,
                     kind,
+                    settle: true,
                 },
+                &no_hook,
             );
             if kind == CrashKind::PowerLoss {
                 let w = classify(&fs.journal(), &work.0.lock());
@@ -601,14 +745,15 @@ fn scattered_unsynced_log_pages_open_at_the_first_gap() {
     for (seed, sync) in [(77, 0.0), (78, 0.02)] {
         let ops = history(seed, 400, 300, sync);
         let base = tiny_options().write_buffer_size(256 << 10);
-        let total = calibrate(&ops, &base);
+        let total = calibrate(&ops, &base, &no_hook);
         for s in 0..40u64 {
             let c = Case {
                 seed,
                 crash_at: total / 3 + s * total / 60,
                 kind: CrashKind::PowerLossScattered(s),
+                settle: false,
             };
-            check_case_on(&MemFs::new(), base.clone(), &ops, &c);
+            check_case_on(&MemFs::new(), base.clone(), &ops, &c, &no_hook);
         }
     }
 }
@@ -668,7 +813,9 @@ fn power_loss_replay_case() {
                             seed: v[0],
                             crash_at: v[1],
                             kind,
+                            settle: false,
                         },
+                        &no_hook,
                     );
                 }
             });
@@ -722,6 +869,7 @@ fn a_crash_while_creating_the_database_does_not_block_the_next_open() {
                     seed: 5,
                     crash_at: n,
                     kind,
+                    settle: false,
                 },
             );
         }

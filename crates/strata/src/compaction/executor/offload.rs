@@ -798,7 +798,8 @@ fn serve_request(req: Request, cfg: &WorkerConfig) -> Result<Reply> {
             req.dir.display()
         )));
     }
-    let opts = Options::default();
+    let fs: Arc<dyn FileSystem> = cfg.fs.0.clone();
+    let opts = Options::default().fs(fs.clone());
     let cache = Arc::new(TableCache::new(
         &req.dir,
         &opts,
@@ -824,7 +825,6 @@ fn serve_request(req: Request, cfg: &WorkerConfig) -> Result<Reply> {
         deeper: req.deeper,
         grandparents: req.grandparents,
     };
-    let fs: Arc<dyn FileSystem> = Arc::new(PosixFs);
     let env = Env {
         dir: &req.dir,
         fs: &fs,
@@ -908,6 +908,27 @@ pub struct WorkerConfig {
     /// Serve only requests for table directories under one of these
     /// (absolute paths); empty: any directory this user may write.
     pub allow: Vec<PathBuf>,
+    /// The file system the worker reads input tables from and writes its
+    /// outputs to: the operating system's by default; a worker serving a
+    /// host that keeps its files elsewhere (a test's `MemFs`) is given the
+    /// host's.
+    pub fs: WorkerFs,
+}
+
+/// The file system of a [`WorkerConfig`].
+#[derive(Clone)]
+pub struct WorkerFs(pub Arc<dyn FileSystem>);
+
+impl Default for WorkerFs {
+    fn default() -> Self {
+        WorkerFs(Arc::new(PosixFs))
+    }
+}
+
+impl std::fmt::Debug for WorkerFs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WorkerFs")
+    }
 }
 
 /// Connections served at once; more are closed at once.
