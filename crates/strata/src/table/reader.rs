@@ -986,8 +986,12 @@ impl TableIter {
         self.data.as_ref().is_some_and(|d| d.valid())
     }
 
+    /// Moves to the next non-empty data block while the current one is
+    /// done. Errors are absorbed only once the data iterator is invalid
+    /// (an error always makes it so, and the index's status changes only
+    /// when the index moves), not at every entry of a scan.
     fn skip_empty_blocks_forward(&mut self) {
-        while self.absorb_errors() && !self.data_valid() {
+        while !self.data_valid() && self.absorb_errors() {
             if !self.index.valid() {
                 self.data = None;
                 return;
@@ -1001,8 +1005,10 @@ impl TableIter {
         }
     }
 
+    /// [`skip_empty_blocks_forward`](Self::skip_empty_blocks_forward)
+    /// backwards.
     fn skip_empty_blocks_backward(&mut self) {
-        while self.absorb_errors() && !self.data_valid() {
+        while !self.data_valid() && self.absorb_errors() {
             if !self.index.valid() {
                 self.data = None;
                 return;
