@@ -19,7 +19,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use strata::compaction::executor::offload::{
-    serve, worker_metrics, Frame, Op, Reply, WorkerConfig, WorkerFs, METRIC_SUBTASKS,
+    serve, worker_metrics, Frame, Op, Reply, WorkerConfig, WorkerFs, METRIC_FAILURES,
+    METRIC_SUBTASKS,
 };
 use strata::io::{FileSystem, PosixFs, RandomAccessFile, SequentialFile, WritableFile};
 use strata::{Db, Options};
@@ -86,29 +87,54 @@ fn orphans(db: &Db, dir: &Path) -> usize {
     on_disk.saturating_sub(live)
 }
 
-/// Writes a history under `opts`, then checks the data, that no sub-task
-/// was taken from the worker (`fallbacks > 0`, nothing offloaded), and,
-/// after a reopen, the data again and that no orphan table is left.
-fn run_failing(dir: &Path, opts: Options, what: &str) -> strata::StatsSnapshot {
-    let db = open(dir, opts.clone());
+/// Waits until the worker at `addr` has answered (or failed) `requests`
+/// requests: after that it writes nothing more.
+fn wait_worker_idle(addr: &str, requests: u64) {
+    common::wait_until("the worker to finish every request", || {
+        worker_metrics(addr, Duration::from_secs(5)).is_ok_and(|m| {
+            let get = |k: u8| m.iter().find(|(n, _)| *n == k).map_or(0, |(_, v)| *v);
+            get(METRIC_SUBTASKS) + get(METRIC_FAILURES) >= requests
+        })
+    });
+}
+
+/// Writes a history under `opts`, then checks the data and that no
+/// sub-task was taken from the worker (`fallbacks > 0`, nothing
+/// offloaded); once the worker at `worker` (if any) has finished every
+/// request, reopens the database without the offload executor and checks
+/// the data again and that no orphan table is left. Returns the
+/// statistics before the reopen, and `count` read with them.
+fn run_failing(
+    dir: &Path,
+    opts: Options,
+    what: &str,
+    count: &AtomicU64,
+    worker: Option<&str>,
+) -> (strata::StatsSnapshot, u64) {
+    let db = open(dir, opts);
     let mut model = Model::new();
     write(&db, &mut model, 6000);
     db.wait_for_compactions().expect("wait");
     check(&db, &model, what);
     let s = db.stats();
+    let counted = count.load(Ordering::SeqCst);
     assert!(s.compaction_count > 0, "{what}: {s}");
     assert!(s.compaction_offload_fallbacks > 0, "{what}: {s}");
     assert_eq!(s.compaction_offloaded_subtasks, 0, "{what}: {s}");
     db.close().expect("close");
     drop(db);
-    let db = open(dir, opts);
+    if let Some(addr) = worker {
+        wait_worker_idle(addr, s.compaction_offload_fallbacks);
+    }
+    let db = open(dir, tiny_with(""));
     check(&db, &model, &format!("{what}, reopened"));
+    db.wait_for_compactions().expect("wait");
     assert_eq!(
         orphans(&db, dir),
         0,
         "{what}: orphan tables after the reopen"
     );
-    s
+    (s, counted)
 }
 
 #[test]
@@ -116,7 +142,13 @@ fn an_unreachable_worker_means_compacting_here() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let nobody = format!("unix:{}", tmp.path().join("nobody.sock").display());
     let dir = tmp.path().join("db");
-    run_failing(&dir, options(&nobody, 2000), "unreachable");
+    run_failing(
+        &dir,
+        options(&nobody, 2000),
+        "unreachable",
+        &AtomicU64::new(0),
+        None,
+    );
 }
 
 #[test]
@@ -133,7 +165,13 @@ fn a_worker_answering_after_the_timeout_is_not_waited_for() {
         },
     );
     let dir = tmp.path().join("db");
-    run_failing(&dir, options(&addr, 150), "late answers");
+    run_failing(
+        &dir,
+        options(&addr, 150),
+        "late answers",
+        &AtomicU64::new(0),
+        Some(&addr),
+    );
 }
 
 /// A file system that takes `delay` before creating each table file (a
@@ -200,20 +238,16 @@ fn a_worker_still_writing_when_the_host_gives_up_leaves_nothing_behind() {
     let s = db.stats();
     assert!(s.compaction_offload_fallbacks > 0, "{s}");
     assert_eq!(s.compaction_offloaded_subtasks, 0, "{s}");
-    // Let the worker finish a sub-task the host gave up on: its tables
-    // are on disk and named by no version.
-    common::wait_until("the worker to finish a sub-task late", || {
-        worker_metrics(&addr, Duration::from_secs(5))
-            .ok()
-            .and_then(|m| m.iter().find(|(k, _)| *k == METRIC_SUBTASKS).map(|m| m.1))
-            .is_some_and(|n| n > 0)
-    });
+    // Let the worker finish every sub-task the host gave up on: their
+    // tables are on disk and named by no version.
+    wait_worker_idle(&addr, s.compaction_offload_fallbacks);
     assert!(slow.created.load(Ordering::Relaxed) > 0);
     assert!(orphans(&db, &dir) > 0, "the late tables are on disk");
     db.close().expect("close");
     drop(db);
-    let db = open(&dir, opts);
+    let db = open(&dir, tiny_with(""));
     check(&db, &model, "slow writer, reopened");
+    db.wait_for_compactions().expect("wait");
     assert_eq!(orphans(&db, &dir), 0, "orphan tables after the reopen");
 }
 
@@ -299,8 +333,13 @@ fn a_worker_that_lies_about_its_tables_is_caught_before_they_are_installed() {
         let lies = start_liar(&listen, &honest, lie);
         let addr = format!("unix:{}", listen.display());
         let dir = tmp.path().join("db");
-        let s = run_failing(&dir, options(&addr, 20_000), &format!("{lie:?}"));
-        let told = lies.load(Ordering::Relaxed);
+        let (s, told) = run_failing(
+            &dir,
+            options(&addr, 20_000),
+            &format!("{lie:?}"),
+            &lies,
+            Some(&honest),
+        );
         assert!(told > 0, "{lie:?}: the worker was asked and lied");
         assert_eq!(
             s.compaction_offload_fallbacks, told,
