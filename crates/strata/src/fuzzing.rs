@@ -316,7 +316,7 @@ pub fn options(data: &[u8]) -> usize {
 /// walked forward and backward, and each key is found by the searches.
 pub fn row(data: &[u8]) -> usize {
     use crate::iter::InternalIterator;
-    use crate::matrix::row::{Row, RowIter};
+    use crate::l0::matrix::row::{Row, RowIter};
     let Ok(r) = Row::from_vec(data.to_vec()) else {
         return 0;
     };

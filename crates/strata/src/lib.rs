@@ -46,7 +46,6 @@ pub mod io;
 pub mod iter;
 pub mod kvell;
 pub(crate) mod l0;
-pub mod matrix;
 pub mod memtable;
 pub mod open;
 pub mod options;

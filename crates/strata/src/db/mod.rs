@@ -532,7 +532,7 @@ impl Inner {
             let mut m = current.matrix.clone();
             let mut rows = Vec::new();
             for d in &edit.rows_added {
-                match crate::matrix::RowMeta::open(d.clone(), &self.opts.fs, &m.cfg.dir) {
+                match crate::l0::matrix::RowMeta::open(d.clone(), &self.opts.fs, &m.cfg.dir) {
                     Ok(r) => rows.push(r),
                     Err(e) => return (self.state.lock(), Err(e)),
                 }

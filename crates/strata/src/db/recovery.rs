@@ -92,7 +92,7 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
         }
     }
     for name in names.iter().chain(&row_names) {
-        if let Some(n) = crate::matrix::row::parse_row_name(name) {
+        if let Some(n) = crate::l0::matrix::row::parse_row_name(name) {
             versions.mark_file_number_used(n);
         }
     }
@@ -363,7 +363,7 @@ fn claim_fast_dir(
         let strangers = fs
             .list_dir(fast)?
             .iter()
-            .any(|n| crate::matrix::row::parse_row_name(n).is_some());
+            .any(|n| crate::l0::matrix::row::parse_row_name(n).is_some());
         if strangers {
             return Err(Error::InvalidArgument(format!(
                 "fast_dir {} holds matrix rows of an unknown database",
@@ -401,7 +401,7 @@ fn remove_obsolete_files(inner: &Inner, st: &State) -> Result<()> {
     let fast_dir = st.versions.matrix_dir();
     if fs.exists(fast_dir) {
         for name in fs.list_dir(fast_dir)? {
-            if let Some(n) = crate::matrix::row::parse_row_name(&name) {
+            if let Some(n) = crate::l0::matrix::row::parse_row_name(&name) {
                 if !rows.contains(&n) {
                     fs.remove_file(&fast_dir.join(&name))?;
                 }

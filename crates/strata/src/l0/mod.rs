@@ -8,9 +8,10 @@
 //!
 //! - [`Tables`]: LevelDB's L0: one table per flush, L0→L1 compactions of
 //!   all overlapping tables, stalls by table count.
-//! - [`Matrix`]: MatrixKV's container ([`crate::matrix`]): one row per
+//! - [`Matrix`]: MatrixKV's container ([`crate::l0::matrix`]): one row per
 //!   flush on the fast tier, column compactions, stalls by bytes.
 
+pub(crate) mod matrix;
 mod sink;
 
 pub(crate) use sink::{nothing_below, write_memtable_to, TableKeys, TableSink, Written};
@@ -19,7 +20,7 @@ use crate::compaction::filter::Dropper;
 use crate::compaction::picker::{self, PickEnv, Picker};
 use crate::compaction::Plan;
 use crate::error::{Error, Result};
-use crate::matrix::row::{Row, RowWriter};
+use crate::l0::matrix::row::{Row, RowWriter};
 use crate::memtable::MemTable;
 use crate::options::{L0Kind, Options};
 use crate::types::SeqNo;
@@ -125,7 +126,7 @@ impl L0Container for Tables {
     }
 }
 
-/// MatrixKV's container (`crate::matrix`).
+/// MatrixKV's container (`crate::l0::matrix`).
 pub struct Matrix;
 
 impl L0Container for Matrix {
@@ -144,7 +145,7 @@ impl L0Container for Matrix {
         let earlier_top = match earlier.rows_added.last() {
             Some(d) => Some(Row::open(
                 &*sink.fs,
-                &dir.join(crate::matrix::row::row_name(d.id)),
+                &dir.join(crate::l0::matrix::row::row_name(d.id)),
             )?),
             None => None,
         };
@@ -175,7 +176,7 @@ impl L0Container for Matrix {
                 return Some(p);
             }
         }
-        crate::matrix::column::pick_column(v, env.opts, env.in_flight)
+        crate::l0::matrix::column::pick_column(v, env.opts, env.in_flight)
             .and_then(|p| env.admit(p))
             .or_else(|| levels.pick(env))
     }
@@ -184,7 +185,7 @@ impl L0Container for Matrix {
         if v.level_files(0) > 0 {
             return picker::pick_range(v, opts, 0, None, None);
         }
-        crate::matrix::column::pick_all(v, opts)
+        crate::l0::matrix::column::pick_all(v, opts)
     }
 
     fn pressure(&self, v: &Version, opts: &Options) -> Pressure {

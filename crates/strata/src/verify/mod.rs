@@ -139,7 +139,7 @@ pub fn verify_dir(dir: &Path, opts: &Options) -> Result<VerifyReport> {
     let mut row_files: Vec<(u64, String)> = if fs.exists(fast) {
         fs.list_dir(fast)?
             .into_iter()
-            .filter_map(|n| Some((crate::matrix::row::parse_row_name(&n)?, n)))
+            .filter_map(|n| Some((crate::l0::matrix::row::parse_row_name(&n)?, n)))
             .collect()
     } else {
         Vec::new()
@@ -149,7 +149,7 @@ pub fn verify_dir(dir: &Path, opts: &Options) -> Result<VerifyReport> {
         let path = fast.join(name);
         let bytes = fs.file_size(&path).unwrap_or(0);
         let checked =
-            crate::matrix::row::Row::open(fs, &path).and_then(|r| match live_rows.get(id) {
+            crate::l0::matrix::row::Row::open(fs, &path).and_then(|r| match live_rows.get(id) {
                 Some(want) if *want != bytes => Err(Error::corruption(
                     &path,
                     0,
@@ -176,7 +176,7 @@ pub fn verify_dir(dir: &Path, opts: &Options) -> Result<VerifyReport> {
     }
     for id in live_rows.keys() {
         if !row_files.iter().any(|(r, _)| r == id) {
-            let name = crate::matrix::row::row_name(*id);
+            let name = crate::l0::matrix::row::row_name(*id);
             report.files.push(FileReport {
                 kind: FileKind::Row,
                 error: Some(Error::corruption(

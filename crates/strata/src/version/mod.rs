@@ -274,7 +274,7 @@ pub struct Version {
     pub levels: Vec<Vec<Arc<FileMeta>>>,
     /// The matrix container's rows (`l0=matrix`; empty otherwise). They
     /// are newer than every table of level 0.
-    pub matrix: crate::matrix::Matrix,
+    pub matrix: crate::l0::matrix::Matrix,
     /// Every table by id, built on the first [`Version::table_by_id`]
     /// (only the stale picker asks), reset by [`Version::seal`].
     by_id: OnceLock<HashMap<u64, Arc<FileMeta>>>,
@@ -284,7 +284,7 @@ impl Version {
     pub fn new(num_levels: usize) -> Self {
         Version {
             levels: vec![Vec::new(); num_levels],
-            matrix: crate::matrix::Matrix::default(),
+            matrix: crate::l0::matrix::Matrix::default(),
             by_id: OnceLock::new(),
         }
     }

@@ -45,7 +45,7 @@ pub struct VersionSet {
     pub manifest_bytes_written: u64,
     compact_pointers: Vec<Vec<u8>>,
     /// The matrix container's settings (rows live in `matrix.dir`).
-    matrix: Arc<crate::matrix::Config>,
+    matrix: Arc<crate::l0::matrix::Config>,
 }
 
 impl VersionSet {
@@ -54,7 +54,7 @@ impl VersionSet {
     pub fn new(dir: &Path, opts: &Options, cache: Arc<BlockCache>) -> Self {
         let matrix = Arc::new(matrix_config(dir, opts));
         let mut v = Version::new(opts.num_levels);
-        v.matrix = crate::matrix::Matrix::new(matrix.clone(), Arc::default());
+        v.matrix = crate::l0::matrix::Matrix::new(matrix.clone(), Arc::default());
         VersionSet {
             matrix,
             dir: dir.to_path_buf(),
@@ -229,7 +229,7 @@ impl VersionSet {
                 ));
             }
             let meta =
-                crate::matrix::RowMeta::open(d, &self.fs, &self.matrix.dir).map_err(|e| {
+                crate::l0::matrix::RowMeta::open(d, &self.fs, &self.matrix.dir).map_err(|e| {
                     if e.io_kind() == Some(std::io::ErrorKind::NotFound) {
                         Error::corruption(
                             &manifest_path,
@@ -284,7 +284,7 @@ impl VersionSet {
         &mut self,
         edit: &mut Edit,
         opened: Vec<Arc<FileMeta>>,
-        with_rows: Option<crate::matrix::Matrix>,
+        with_rows: Option<crate::l0::matrix::Matrix>,
     ) -> Result<PendingEdit> {
         if let Some(n) = edit.log_number {
             // Recovery replays logs from this number on: moving it back
@@ -335,7 +335,7 @@ impl VersionSet {
             None => edit
                 .rows_added
                 .iter()
-                .map(|d| crate::matrix::RowMeta::open(d.clone(), &self.fs, &self.matrix.dir))
+                .map(|d| crate::l0::matrix::RowMeta::open(d.clone(), &self.fs, &self.matrix.dir))
                 .collect::<Result<_>>()?,
         };
         let removed_rows = v.matrix.apply(rows, &edit.row_cursors, &edit.rows_deleted);
@@ -466,8 +466,8 @@ impl VersionSet {
 }
 
 /// The matrix container's settings in `opts` for the database in `dir`.
-fn matrix_config(dir: &Path, opts: &Options) -> crate::matrix::Config {
-    crate::matrix::Config {
+fn matrix_config(dir: &Path, opts: &Options) -> crate::l0::matrix::Config {
+    crate::l0::matrix::Config {
         dir: opts.fast_dir.clone().unwrap_or_else(|| dir.to_path_buf()),
         segment_rows: opts.matrix_segment_rows.max(1),
         row_bytes: opts.write_buffer_size as u64,
@@ -523,7 +523,7 @@ pub(crate) fn check_header(rec: &[u8]) -> Result<()> {
 pub struct PendingEdit {
     version: Version,
     removed: Vec<Arc<FileMeta>>,
-    removed_rows: Vec<Arc<crate::matrix::RowMeta>>,
+    removed_rows: Vec<Arc<crate::l0::matrix::RowMeta>>,
     added: Vec<u64>,
     compact_pointers: Vec<(usize, Vec<u8>)>,
     log_number: u64,

@@ -7,7 +7,7 @@ use crate::compaction::{Plan, PlanKind};
 use crate::error::{Error, Result};
 use crate::filename::table_path;
 use crate::io::FileSystem;
-use crate::matrix::RowMeta;
+use crate::l0::matrix::RowMeta;
 use crate::stale::CompactionChange;
 use crate::version::{Edit, FileDesc, FileMeta, Version};
 use std::path::Path;

@@ -79,7 +79,7 @@ pub fn open_runs(job: &Job<'_>, range: Range<'_>) -> Result<Vec<Box<dyn Internal
     };
     let mut runs: Vec<Box<dyn InternalIterator>> = Vec::new();
     for (row, from, to) in &job.rows {
-        runs.push(Box::new(crate::matrix::row::RowIter::new(
+        runs.push(Box::new(crate::l0::matrix::row::RowIter::new(
             row.clone(),
             *from,
             *to,
