@@ -44,7 +44,7 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
     let names = fs.list_dir(dir)?;
     let fast_dir = versions.matrix_dir().to_path_buf();
     let fast_lock = if opts.l0 == crate::options::L0Kind::Matrix && fast_dir != dir {
-        Some(claim_fast_dir(&*fs, dir, &fast_dir)?)
+        Some(crate::l0::matrix::fast_dir::claim(&*fs, dir, &fast_dir)?)
     } else {
         None
     };
@@ -329,52 +329,6 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
     Ok(inner)
 }
 
-/// Makes `fast` (the matrix container's own directory) this database's:
-/// creates it (durably), locks it, and records the database directory in
-/// `fast/OWNER`. Refuses a directory another database owns (or holding
-/// rows of unknown origin): opening would delete that database's rows as
-/// orphans, or a flush would overwrite them.
-fn claim_fast_dir(
-    fs: &dyn crate::io::FileSystem,
-    dir: &Path,
-    fast: &Path,
-) -> Result<Box<dyn crate::io::FileLock>> {
-    if !fs.exists(fast) {
-        fs.create_dir_all(fast)?;
-        if let Some(parent) = fast.parent().filter(|p| !p.as_os_str().is_empty()) {
-            fs.sync_dir(parent)?;
-        }
-    }
-    let lock = fs.lock(&fast.join(LOCK))?;
-    let me = dir.display().to_string();
-    let owner_path = fast.join("OWNER");
-    if fs.exists(&owner_path) {
-        let owner = crate::io::read_all(fs, &owner_path)?;
-        let owner = String::from_utf8_lossy(&owner);
-        if owner.trim_end() != me {
-            return Err(Error::InvalidArgument(format!(
-                "fast_dir {} belongs to the database in {} (rows are kept per database: \
-                 give this one a directory of its own)",
-                fast.display(),
-                owner.trim_end()
-            )));
-        }
-    } else {
-        let strangers = fs
-            .list_dir(fast)?
-            .iter()
-            .any(|n| crate::l0::matrix::row::parse_row_name(n).is_some());
-        if strangers {
-            return Err(Error::InvalidArgument(format!(
-                "fast_dir {} holds matrix rows of an unknown database",
-                fast.display()
-            )));
-        }
-        crate::io::write_atomic(fs, fast, "OWNER", format!("{me}\n").as_bytes())?;
-    }
-    Ok(lock)
-}
-
 /// Deletes tables no version names, old WALs and manifests, and temp files.
 fn remove_obsolete_files(inner: &Inner, st: &State) -> Result<()> {
     let fs = &inner.opts.fs;
@@ -394,21 +348,11 @@ fn remove_obsolete_files(inner: &Inner, st: &State) -> Result<()> {
             fs.remove_file(&path)?;
         }
     }
-    // Matrix rows no version names (a flush or recovery that failed before
-    // its edit, or a row deleted while a reader held it).
-    let rows: std::collections::HashSet<u64> =
-        version.matrix.rows.iter().map(|r| r.meta.id()).collect();
-    let fast_dir = st.versions.matrix_dir();
-    if fs.exists(fast_dir) {
-        for name in fs.list_dir(fast_dir)? {
-            if let Some(n) = crate::l0::matrix::row::parse_row_name(&name) {
-                if !rows.contains(&n) {
-                    fs.remove_file(&fast_dir.join(&name))?;
-                }
-            }
-        }
-    }
-    Ok(())
+    crate::l0::matrix::fast_dir::remove_unnamed_rows(
+        &**fs,
+        st.versions.matrix_dir(),
+        &version.matrix,
+    )
 }
 
 /// True when the files of a directory without CURRENT are what a crash

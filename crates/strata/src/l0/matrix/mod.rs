@@ -21,6 +21,7 @@
 //!   compacting row's last compacted cell is in L1 for every older row too.
 
 pub mod column;
+pub(crate) mod fast_dir;
 pub mod row;
 
 use crate::compaction::RowSlice;
