@@ -467,7 +467,9 @@ fn power_loss_with_the_offload_executor() {
         s.compaction_offloaded_subtasks > 0 && s.compaction_offload_fallbacks == 0,
         "{s}"
     );
-    run_cases_from(master_seed(), 40, &o, &|fs| current.set(fs));
+    // More: `STRATA_POWERLOSS_OFFLOAD_CASES=2000 … power_loss_with_the_offload_executor`.
+    let cases = env_num("STRATA_POWERLOSS_OFFLOAD_CASES", 40);
+    run_cases_from(master_seed(), cases, &o, &|fs| current.set(fs));
 }
 
 /// Every crash point of a short history under l0=matrix with the rows on
