@@ -464,18 +464,7 @@ fn metamorphic_every_design_answers_alike() {
     // of this process over a real socket (the worker as a separate process
     // is in strata-cli's tests).
     let worker_dir = tempfile::tempdir().expect("tempdir");
-    let addr = format!("unix:{}", worker_dir.path().join("w.sock").display());
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    let serve_addr = addr.clone();
-    std::thread::spawn(move || {
-        let cfg = strata::compaction::executor::offload::WorkerConfig::default();
-        let _ = strata::compaction::executor::offload::serve(&serve_addr, &cfg, || {
-            let _ = ready_tx.send(());
-        });
-    });
-    ready_rx
-        .recv_timeout(std::time::Duration::from_secs(10))
-        .expect("worker listening");
+    let addr = common::start_worker(worker_dir.path(), Default::default());
     designs.push(format!("executor=offload:{addr}"));
     let dirs: Vec<tempfile::TempDir> = designs
         .iter()

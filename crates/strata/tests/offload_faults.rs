@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{all, open, tiny_with};
+use common::{all, open, start_worker, tiny_with};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -19,28 +19,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use strata::compaction::executor::offload::{
-    serve, worker_metrics, Frame, Op, Reply, WorkerConfig, WorkerFs, METRIC_FAILURES,
-    METRIC_SUBTASKS,
+    worker_metrics, Frame, Op, Reply, WorkerConfig, WorkerFs, METRIC_FAILURES, METRIC_SUBTASKS,
 };
 use strata::io::{FileSystem, PosixFs, RandomAccessFile, SequentialFile, WritableFile};
 use strata::{Db, Options};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
-
-/// Starts a worker with `cfg` on a thread of this process; returns its
-/// address.
-fn start_worker(dir: &Path, cfg: WorkerConfig) -> String {
-    let addr = format!("unix:{}", dir.join("worker.sock").display());
-    let (tx, rx) = std::sync::mpsc::channel();
-    let serve_addr = addr.clone();
-    std::thread::spawn(move || {
-        let _ = serve(&serve_addr, &cfg, || {
-            let _ = tx.send(());
-        });
-    });
-    rx.recv_timeout(common::LIVENESS).expect("worker listening");
-    addr
-}
 
 fn options(addr: &str, timeout_ms: u64) -> Options {
     tiny_with(&format!(

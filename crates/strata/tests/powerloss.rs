@@ -31,7 +31,7 @@ use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
-use strata::compaction::executor::offload::{serve, WorkerConfig, WorkerFs};
+use strata::compaction::executor::offload::{WorkerConfig, WorkerFs};
 use strata::filename::{self, FileKind};
 use strata::io::{CrashKind, MemFs, MemOp, OpRecord};
 use strata::io::{FileLock, FileSystem, RandomAccessFile, SequentialFile, WritableFile};
@@ -445,19 +445,11 @@ impl FileSystem for CurrentFs {
 fn power_loss_with_the_offload_executor() {
     let current = CurrentFs(Arc::new(parking_lot::Mutex::new(MemFs::new())));
     let tmp = tempfile::tempdir().expect("tempdir");
-    let addr = format!("unix:{}", tmp.path().join("w.sock").display());
     let cfg = WorkerConfig {
         fs: WorkerFs(Arc::new(current.clone())),
         ..Default::default()
     };
-    let (tx, rx) = std::sync::mpsc::channel();
-    let serve_addr = addr.clone();
-    std::thread::spawn(move || {
-        let _ = serve(&serve_addr, &cfg, || {
-            let _ = tx.send(());
-        });
-    });
-    rx.recv_timeout(common::LIVENESS).expect("worker listening");
+    let addr = common::start_worker(tmp.path(), cfg);
     let o = common::tiny_with(&format!("executor=offload:{addr}"));
     // The cases' histories do reach the worker.
     let fs = MemFs::new();

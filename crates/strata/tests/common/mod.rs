@@ -130,6 +130,24 @@ pub fn open(dir: &std::path::Path, opts: Options) -> Db {
     }
 }
 
+/// Starts a compaction worker with `cfg` on a thread of this process,
+/// listening on a socket in `dir`; returns its address once it listens.
+pub fn start_worker(
+    dir: &std::path::Path,
+    cfg: strata::compaction::executor::offload::WorkerConfig,
+) -> String {
+    let addr = format!("unix:{}", dir.join("worker.sock").display());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let serve_addr = addr.clone();
+    std::thread::spawn(move || {
+        let _ = strata::compaction::executor::offload::serve(&serve_addr, &cfg, || {
+            let _ = tx.send(());
+        });
+    });
+    rx.recv_timeout(LIVENESS).expect("worker listening");
+    addr
+}
+
 /// All entries via a forward scan.
 pub fn all(db: &Db) -> Vec<(Vec<u8>, Vec<u8>)> {
     db.scan::<&[u8], _>(..)
