@@ -453,12 +453,12 @@ fn crash_recovery_with_every_executor() {
 }
 
 /// The KVell engine under each durability mode and I/O path: as many
-/// rounds as the LSM's baseline and stale-picker runs together.
+/// rounds (34) as this file runs on the LSM over all its designs.
 #[test]
 fn crash_recovery_on_kvell() {
-    run(8, "engine=kvell,kvell_workers=2");
-    run(4, "engine=kvell,kvell_durability=synced,kvell_workers=3");
-    run(4, "engine=kvell,kvell_io=pread,kvell_batch=4");
+    run(14, "engine=kvell,kvell_workers=2");
+    run(10, "engine=kvell,kvell_durability=synced,kvell_workers=3");
+    run(10, "engine=kvell,kvell_io=pread,kvell_batch=4");
 }
 
 #[test]
