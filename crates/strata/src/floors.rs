@@ -17,9 +17,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("coding", &[]),
     (
         "compaction",
-        &[
-            "events", "io", "iter", "l0", "options", "stale", "table", "version",
-        ],
+        &["io", "iter", "l0", "options", "stale", "table", "version"],
     ),
     (
         "db",

@@ -8,6 +8,7 @@
 //! lose nothing. (The worker killed mid-compaction is in strata-cli's
 //! tests; power loss under offload is in `powerloss.rs`.)
 
+#[macro_use]
 mod common;
 
 use common::{all, open, start_worker, tiny_with};
@@ -21,7 +22,7 @@ use std::time::Duration;
 use strata::compaction::executor::offload::{
     worker_metrics, Frame, Op, Reply, WorkerConfig, WorkerFs, METRIC_FAILURES, METRIC_SUBTASKS,
 };
-use strata::io::{FileSystem, PosixFs, RandomAccessFile, SequentialFile, WritableFile};
+use strata::io::{FileSystem, PosixFs, WritableFile};
 use strata::{Db, Options};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -162,14 +163,9 @@ fn a_worker_answering_after_the_timeout_is_not_waited_for() {
 /// worker on a slow device), then passes every call on.
 #[derive(Debug)]
 struct SlowTables {
+    inner: PosixFs,
     delay: Duration,
     created: AtomicU64,
-}
-
-macro_rules! pass {
-    ($($name:ident($($a:ident: $t:ty),*) -> $r:ty;)*) => {
-        $(fn $name(&self, $($a: $t),*) -> $r { PosixFs.$name($($a),*) })*
-    };
 }
 
 impl FileSystem for SlowTables {
@@ -178,20 +174,9 @@ impl FileSystem for SlowTables {
             std::thread::sleep(self.delay);
             self.created.fetch_add(1, Ordering::Relaxed);
         }
-        PosixFs.create(path)
+        self.inner.create(path)
     }
-    pass! {
-        create_dir_all(path: &Path) -> strata::Result<()>;
-        open_random(path: &Path) -> strata::Result<Arc<dyn RandomAccessFile>>;
-        open_sequential(path: &Path) -> strata::Result<Box<dyn SequentialFile>>;
-        rename(from: &Path, to: &Path) -> strata::Result<()>;
-        remove_file(path: &Path) -> strata::Result<()>;
-        list_dir(path: &Path) -> strata::Result<Vec<String>>;
-        exists(path: &Path) -> bool;
-        file_size(path: &Path) -> strata::Result<u64>;
-        sync_dir(path: &Path) -> strata::Result<()>;
-        lock(path: &Path) -> strata::Result<Box<dyn strata::io::FileLock>>;
-    }
+    delegate_fs_except_create!(inner);
 }
 
 #[test]
@@ -202,6 +187,7 @@ fn a_worker_still_writing_when_the_host_gives_up_leaves_nothing_behind() {
     // sub-task itself by the time the worker writes its tables, which are
     // then nobody's: the next open removes them.
     let slow = Arc::new(SlowTables {
+        inner: PosixFs,
         delay: Duration::from_millis(400),
         created: AtomicU64::new(0),
     });

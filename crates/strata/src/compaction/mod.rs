@@ -10,7 +10,6 @@
 //! may drop (shadowed versions, bottom-level tombstones) given the live
 //! snapshots; [`output::Outputs`] cuts the kept entries into tables.
 
-pub use crate::events;
 pub mod executor;
 pub mod filter;
 pub mod output;

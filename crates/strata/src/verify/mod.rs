@@ -23,9 +23,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-pub use crate::report;
-
-pub use report::{kind_name, FileReport, VerifyReport};
+pub use crate::report::{kind_name, FileReport, VerifyReport};
 
 /// Verifies every file of the database in `dir` (see the module docs).
 ///

@@ -7,13 +7,12 @@
 //! `FileMeta` does not keep its table open: the shared [`TableCache`] does,
 //! for at most `max_open_files` tables at a time.
 
-pub use crate::edit;
 mod level0;
 mod level_iter;
 mod set;
 mod table_cache;
 
-pub use edit::{Edit, FileDesc};
+pub use crate::edit::{Edit, FileDesc};
 pub use level0::Level0;
 pub use level_iter::LevelIter;
 pub(crate) use set::{check_header, current_manifest};

@@ -916,18 +916,12 @@ pub struct WorkerConfig {
 }
 
 /// The file system of a [`WorkerConfig`].
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct WorkerFs(pub Arc<dyn FileSystem>);
 
 impl Default for WorkerFs {
     fn default() -> Self {
         WorkerFs(Arc::new(PosixFs))
-    }
-}
-
-impl std::fmt::Debug for WorkerFs {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("WorkerFs")
     }
 }
 
