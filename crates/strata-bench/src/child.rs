@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::ops::Bound;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 use strata::{KvStore, StoreStats, WriteBatch, WriteOptions};
@@ -665,6 +665,25 @@ fn ratio(a: u64, b: u64) -> Option<f64> {
     (b > 0).then(|| a as f64 / b as f64)
 }
 
+/// Where runs keep their tmpfs directories: `<run dir name>-<child pid>`.
+pub const SHM_ROOT: &str = "/dev/shm/strata-bench";
+
+/// Removes the tmpfs directories of the run whose directory is `dir`
+/// (those a child killed before its end left behind).
+pub fn remove_shm_dirs(dir: &Path) {
+    let Some(run) = dir.file_name().map(|n| format!("{}-", n.to_string_lossy())) else {
+        return;
+    };
+    let Ok(entries) = std::fs::read_dir(SHM_ROOT) else {
+        return;
+    };
+    for e in entries.flatten() {
+        if e.file_name().to_string_lossy().starts_with(&run) {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 /// The run's directory on tmpfs (`@shm` in an engine spec), removed when
 /// the run ends: tmpfs holds its bytes in memory.
 struct Shm(PathBuf);
@@ -683,10 +702,7 @@ fn placement(spec: &RunSpec) -> Result<(EngineKind, PathBuf, Shm, bool), BenchEr
         .dir
         .file_name()
         .map_or_else(|| "run".into(), |n| n.to_string_lossy().to_string());
-    let shm = PathBuf::from(format!(
-        "/dev/shm/strata-bench/{run}-{}",
-        std::process::id()
-    ));
+    let shm = Path::new(SHM_ROOT).join(format!("{run}-{}", std::process::id()));
     let engine = spec.engine.replace(engine::SHM, &shm.display().to_string());
     let kind = EngineKind::parse(&engine)?;
     let db_dir = match &kind {

@@ -160,24 +160,25 @@ pub const PRESETS: &[(&str, &str)] = &[
     ),
     (
         "active",
-        "seed 004: U1..U9 and YCSB a-d, uniform, 1 KiB values, 300k records (300 MiB, 19x the 16 MiB cache), \
-         8 MiB memtables and tables, strata leveled vs stale picker vs LevelDB vs RocksDB, 3 repeats; ~30 min",
+        "active compaction: U1..U9 and YCSB a-d, uniform, 1 KiB values, 300k records (300 MiB, 19x the \
+         16 MiB cache), 8 MiB memtables and tables, strata leveled vs stale picker vs LevelDB vs RocksDB, \
+         3 repeats; ~30 min",
     ),
     (
         "copro",
-        "seed 001: fillrandom + YCSB A/B/C, 1 KiB values (rerun with --value-size 100 and 65536 for the \
+        "CoPro: fillrandom + YCSB A/B/C, 1 KiB values (rerun with --value-size 100 and 65536 for the \
          paper's other sizes), 150k records, 4 MiB memtables, 2 MiB tables, every executor, 3 repeats; ~15 min",
     ),
     (
         "matrixkv",
-        "seed 000: random puts, random gets and a sequential load, 4 KiB values, \
+        "MatrixKV: random puts, random gets and a sequential load, 4 KiB values, \
          300k records (1.2 GB, the 128 MiB container filled ~9 times), 4 MiB memtables and tables, \
          16 MiB L1 target; classic strata on disk and on tmpfs, the matrix container on tmpfs (with and \
          without hints) and on the disk, RocksDB, LevelDB; 3 repeats; ~17 min",
     ),
     (
         "kvell",
-        "seed 002: YCSB A-F, zipfian and uniform, 1 KiB values, 400k records (410 MB) against a 128 MiB \
+        "KVell: YCSB A-F, zipfian and uniform, 1 KiB values, 400k records (410 MB) against a 128 MiB \
          cgroup memory cap per engine (3.2x), 40 MiB of cache each (KVell's page cache = an LSM's 32 MiB \
          block cache + 8 MiB memtable), 8 client threads, 200k ops, per-second timelines, p99/max latency, \
          the device's own 4 KiB ceilings; KVell, strata LSM (pread + block cache), RocksDB, LevelDB; \
@@ -407,7 +408,7 @@ pub fn preset(name: &str, out: PathBuf) -> Result<Config, BenchError> {
 
 /// The report's note on an `--own-defaults` run.
 pub const OWN_DEFAULTS_NOTE: &str =
-    "own-defaults mode (issue 18's second view of fairness): every engine ran with its own library \
+    "own-defaults mode (the second view of fairness): every engine ran with its own library \
      defaults for write buffer, block cache, block and table sizes, bloom filter, compression, level \
      shape and background threads, not the shared settings (the preset's size fields in report.json's \
      `settings` were ignored); durability was equal (WAL on, the same sync policy). Each engine's \
@@ -574,6 +575,31 @@ fn run_child(
         (None, Ok(s)) => failed(format!("child exited with {s} and no result")),
         (None, Err(e)) => failed(format!("child: {e}")),
     }
+}
+
+/// Runs `spec` as [`run_child`] does, then removes what a child that
+/// died (killed by the OOM killer or the time limit, or crashed) could not:
+/// its directory unless `spec.keep_data`, its tmpfs directories, and an
+/// image it was saving and did not finish. Without this a run of 20 GB databases fills the disk
+/// with the first dead child.
+fn run_and_clean(
+    child: &ChildCommand,
+    spec: &RunSpec,
+    pb: &ProgressBar,
+    cap: Option<&crate::limits::MemoryCap>,
+    limit: Option<std::time::Duration>,
+) -> RunResult {
+    let r = run_child(child, spec, pb, cap, limit);
+    if !spec.keep_data && spec.dir.exists() {
+        let _ = std::fs::remove_dir_all(&spec.dir);
+    }
+    crate::child::remove_shm_dirs(&spec.dir);
+    if let Some(img) = &spec.save_image {
+        if img.exists() && !crate::sys::image_ready(img) {
+            let _ = std::fs::remove_dir_all(img);
+        }
+    }
+    r
 }
 
 /// Checks and loads the C library behind engine spec `name` (RocksDB or
@@ -780,7 +806,7 @@ pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
                     std::time::Duration::from_secs_f64(l)
                 });
                 let r = match restored {
-                    Ok(()) => run_child(child, &spec, &pb, cap.as_ref(), limit),
+                    Ok(()) => run_and_clean(child, &spec, &pb, cap.as_ref(), limit),
                     Err(msg) => RunResult {
                         engine: e.clone(),
                         workload: row.clone(),
@@ -878,6 +904,52 @@ mod tests {
             err.contains("no result") && !err.starts_with(TIME_LIMIT_KILL),
             "{err}"
         );
+    }
+
+    /// A child killed mid-run leaves neither its directory nor a half-made
+    /// image behind; with `keep_data` its directory stays.
+    #[test]
+    fn a_killed_childs_files_are_removed() {
+        let name = format!("strata-bench-clean-{}", std::process::id());
+        let root = std::env::temp_dir().join(&name);
+        let dir = root.join(&name);
+        let img = root.join("image");
+        let shm = std::path::Path::new(crate::child::SHM_ROOT).join(format!("{name}-1"));
+        let script = format!(
+            "mkdir -p {d} {i} {s} && echo x > {d}/f && echo x > {i}/f && exec sleep 600",
+            d = dir.display(),
+            i = img.display(),
+            s = shm.display()
+        );
+        let child = ChildCommand {
+            program: PathBuf::from("/bin/sh"),
+            args: vec!["-c".into(), script],
+            env: Vec::new(),
+        };
+        let mut spec = RunSpec {
+            engine: "strata".into(),
+            workload: "fillrandom".into(),
+            params: Params::default(),
+            settings: EngineSettings::default(),
+            dir: dir.clone(),
+            cold: false,
+            settle: true,
+            keep_data: false,
+            preloaded: false,
+            save_image: Some(img.clone()),
+        };
+        let limit = Some(std::time::Duration::from_secs(2));
+        let r = run_and_clean(&child, &spec, &ProgressBar::hidden(), None, limit);
+        assert!(r.error.unwrap_or_default().starts_with(TIME_LIMIT_KILL));
+        assert!(!dir.exists(), "the dead child's directory is left");
+        assert!(!img.exists(), "the unfinished image is left");
+        assert!(!shm.exists(), "the tmpfs directory is left");
+        spec.keep_data = true;
+        spec.save_image = None;
+        let r = run_and_clean(&child, &spec, &ProgressBar::hidden(), None, limit);
+        assert!(r.error.is_some());
+        assert!(dir.join("f").exists(), "keep_data keeps the directory");
+        let _ = std::fs::remove_dir_all(&root);
     }
 
     #[test]
