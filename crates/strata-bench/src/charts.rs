@@ -127,7 +127,7 @@ where
 }
 
 /// Mean (solid) and p99 (dashed) read latency across U1…U9, one line per
-/// engine (seed 004's figure).
+/// engine (the active-compaction paper's figure).
 fn u_reads<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, r: &Report) -> Result<(), BenchError>
 where
     DB::ErrorType: 'static,

@@ -33,7 +33,7 @@ pub struct EngineSettings {
     /// option of that name; LevelDB's is fixed at 10 MiB).
     #[serde(default = "level_base")]
     pub level_base: u64,
-    /// Issue 18's second view of fairness (`strata bench --own-defaults`):
+    /// The second view of fairness (`strata bench --own-defaults`):
     /// every engine runs with its own library defaults for every memory
     /// and shape setting above (write buffer, block cache, block size,
     /// table size, bloom filter, L1 target, background threads,

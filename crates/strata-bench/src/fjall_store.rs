@@ -2,7 +2,7 @@
 //! [`strata::KvStore`], built with the `comparators` feature.
 //!
 //! It runs with fjall's own defaults except what every engine of a run
-//! shares (issue 18): no compression, the run's memtable size and cache
+//! shares: no compression, the run's memtable size and cache
 //! size, and its sync policy; with `--own-defaults`, with all of fjall's
 //! own defaults but the sync policy (a synced write is the write, then
 //! `persist(SyncData)` of the journal, as a fjall user makes a write

@@ -383,10 +383,11 @@ fn u_series_rows(r: &Report) -> Option<Vec<Vec<String>>> {
     Some(rows)
 }
 
-/// Compaction figures of every strata run (seed 001, CoPro): bandwidth =
+/// Compaction figures of every strata run (CoPro): bandwidth =
 /// compaction input + output bytes over compaction wall time, CPU seconds
-/// of the compaction threads (and per compaction wall second), busy seconds of the read / merge / write
-/// stages, sub-tasks (pipelined of them, offloaded of them, fallbacks).
+/// of the compaction threads (and per compaction wall second), busy
+/// seconds of the read / merge / write stages, sub-tasks (pipelined of
+/// them, offloaded of them, fallbacks).
 /// `None` unless some run cut a compaction into sub-tasks or pipelined one.
 fn compaction_rows(r: &Report) -> Option<Vec<Vec<String>>> {
     let mut rows = vec![[
@@ -453,7 +454,7 @@ fn compaction_rows(r: &Report) -> Option<Vec<Vec<String>>> {
     (split && rows.len() > 1).then_some(rows)
 }
 
-/// The matrix container's figures (seed 000), for every run when some
+/// The matrix container's figures (MatrixKV), for every run when some
 /// engine runs `l0=matrix`: throughput, write amplification (strata's own
 /// count: tmpfs writes do not show in `/proc/self/io`; the device's for
 /// the others), the deepest non-empty level, stall seconds, the
@@ -556,7 +557,7 @@ fn matrix_rows(r: &Report) -> Option<Vec<Vec<String>>> {
     Some(rows)
 }
 
-/// KVell's figures and every engine's share of the device (seed 002): per
+/// KVell's figures and every engine's share of the device: per
 /// workload and engine, ops/s as a share of the device's random 4 KiB
 /// QD64 read ceiling, device I/O per op, and for KVell the I/Os per
 /// submission and the requests served per worker wake-up.
@@ -790,7 +791,7 @@ pub fn summary(r: &Report) -> String {
         s.push_str(&text_table(&rows));
     }
     if let Some(rows) = matrix_rows(r) {
-        let _ = writeln!(s, "\nmatrix container (seed 000; median repeat):");
+        let _ = writeln!(s, "\nmatrix container (MatrixKV; median repeat):");
         s.push_str(&text_table(&rows));
     }
     if let Some(d) = &r.device {
@@ -806,7 +807,7 @@ pub fn summary(r: &Report) -> String {
         );
     }
     if let Some(rows) = kvell_rows(r) {
-        let _ = writeln!(s, "KVell and the device (seed 002; median repeat):");
+        let _ = writeln!(s, "KVell and the device (median repeat):");
         s.push_str(&text_table(&rows));
     }
     let _ = writeln!(
@@ -905,7 +906,7 @@ pub fn markdown(r: &Report, charts: &[String]) -> String {
     if let Some(rows) = compaction_rows(r) {
         let _ = writeln!(
             s,
-            "\n## Compaction (seed 001)\n\nBandwidth: compaction input + output bytes ÷ compaction wall time. \
+            "\n## Compaction (CoPro)\n\nBandwidth: compaction input + output bytes ÷ compaction wall time. \
              CPU: seconds of every compaction thread. Busy: seconds each pipeline stage worked (a linear \
              sub-task counts as merge).\n"
         );
@@ -914,7 +915,7 @@ pub fn markdown(r: &Report, charts: &[String]) -> String {
     if let Some(rows) = matrix_rows(r) {
         let _ = writeln!(
             s,
-            "\n## Matrix container (seed 000)\n\nWA: strata's own count of bytes written (WAL, flushes \
+            "\n## Matrix container (MatrixKV)\n\nWA: strata's own count of bytes written (WAL, flushes \
              into rows or tables, compactions, manifest) ÷ user bytes, since writes to tmpfs do not show in \
              `/proc/self/io`; the device's count for the other engines. deepest: the last non-empty level at \
              the end. timeline: operations per full second of the run. rows: rows in the container at the \
@@ -928,7 +929,7 @@ pub fn markdown(r: &Report, charts: &[String]) -> String {
     if let (Some(d), Some(rows)) = (&r.device, kvell_rows(r)) {
         let _ = writeln!(
             s,
-            "\n## KVell and the device (seed 002)\n\nThe device's own ceilings, 4 KiB random I/O on a {} MiB \
+            "\n## KVell and the device\n\nThe device's own ceilings, 4 KiB random I/O on a {} MiB \
              file ({}{}): reads {:.0} IOPS at queue depth 1 and {:.0} at 64; writes {:.0} at 1 and {:.0} at 64. \
              % of QD64 read IOPS: the engine's ops/s against that read ceiling. dev KiB/op: bytes the \
              process read from or wrote to the device per operation (`/proc/self/io`). I/Os per batch: \

@@ -212,9 +212,9 @@ pub fn restore_image(image: &Path, dir: &Path) -> Result<(), BenchError> {
 /// Lets the device settle before a run: `sync(2)` writes back every dirty
 /// page on the machine (the previous runs' data, their deleted
 /// directories' discards) and waits for it, then a short pause. Without
-/// it a run could start while the device still took the previous engine's
-/// writes: strata's fillseq right after LevelDB's and fjall's runs was 35 %
-/// below strata's fillseq run alone (docs/design/2026-11-27-in-memory-tuning-log.md).
+/// it a run could start while the device still takes the previous
+/// engine's writes, and run measurably slower for it (why:
+/// docs/design/2026-11-29-code-comment-measurements.md §settle-device).
 pub fn settle_device() {
     // SAFETY: a system call with no arguments and no memory passed.
     unsafe { libc::sync() };

@@ -1,4 +1,4 @@
-//! The workloads: db_bench style, YCSB core, seed 004's U1…U9 and
+//! The workloads: db_bench style, YCSB core, active compaction's U1…U9 and
 //! MatrixKV's fluctuation run; and the operation mix each one draws from.
 
 use crate::gen::{Distribution, KeyChooser};
@@ -130,7 +130,7 @@ pub enum Workload {
     /// YCSB A–F with uniform requests (`ycsb-a-uniform`; the KVell paper
     /// runs every workload both ways).
     YcsbUniform(char),
-    /// Seed 004's U1…U9: update share 10 %…90 %, the rest reads.
+    /// Active compaction's U1…U9: update share 10 %…90 %, the rest reads.
     Update(u8),
     Fluctuation,
 }

@@ -1,6 +1,7 @@
 //! Flush and compaction output events: which table was created or removed,
-//! and (when a listener asks) which user keys went into each new table. The
-//! stale-version tracker of active compaction listens here.
+//! and (when a listener asks) which user keys went into each new table.
+//! (The stale-version tracker of active compaction is fed by the engine
+//! directly, not through these events.)
 
 use crate::edit::FileDesc;
 

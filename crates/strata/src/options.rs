@@ -259,8 +259,9 @@ pub struct Options {
     /// another and flushes them together as one table (at most 32 shards,
     /// each at least 1/32 of `write_buffer_size`; the last takes the
     /// rest). A shard this small stays in the CPU cache while it is
-    /// filled: random inserts run about 3× faster than into one 64 MiB
-    /// skiplist (`examples/memloop.rs`). Each shard has a bloom filter, so
+    /// filled: random inserts run several times faster than into one
+    /// 64 MiB skiplist (why: docs/design/2026-11-29-code-comment-measurements.md
+    /// §memtable-shards). Each shard has a bloom filter, so
     /// a point lookup searches only the shards that may hold its key. At
     /// or above `write_buffer_size`: one skiplist per memtable. Default
     /// 8 MiB.
@@ -319,17 +320,19 @@ pub struct Options {
     /// `background_threads` is; 0 (the default) means one less than the
     /// cores this process may use, at least one. A flush comes first: a
     /// running compaction gives it its slot within a few hundred entries
-    /// and takes it back after the flush. On two cores, one slot made
-    /// 4 KiB overwrites 1.3-1.8× faster than two (a fifth fewer
-    /// compaction bytes), with a worse worst put on some runs. Manual
+    /// and takes it back after the flush. On two cores, one slot makes
+    /// 4 KiB overwrites faster than two (fewer compaction bytes), with a
+    /// worse worst put on some runs (why:
+    /// docs/design/2026-11-29-code-comment-measurements.md §cpu-budget). Manual
     /// `compact_range` runs in the caller's thread, outside the budget;
     /// executors with several threads (`subtasks`, `pipelined`) use one
     /// slot for all of theirs.
     pub background_cpus: usize,
     /// Added to the nice value of the background threads (Linux; elsewhere
     /// ignored), 0..=19: flushes and compactions yield the CPU to the
-    /// threads that read and write. On two cores, 10 took the worst put of
-    /// a random load from 3.5 ms to 0.8 ms (RocksDB's
+    /// threads that read and write. On two cores, 10 cuts the worst put of
+    /// a random load severalfold (why:
+    /// docs/design/2026-11-29-code-comment-measurements.md §background-nice; RocksDB's
     /// `LowerThreadPoolCPUPriority`, which RocksDB applies to its
     /// compaction pool only). Here flushes run at the lower priority too:
     /// writers still pace and stall on the background work's debt (and
@@ -372,11 +375,11 @@ pub struct Options {
     /// the memory it may use thrashes: each fault's read-around evicts
     /// pages another fault brought in. Default false: when the database
     /// fits in memory, read-around warms a cold cache in far fewer faults
-    /// (quick preset, cold: random gets 156k/s with it, 291k/s without;
-    /// scans 1.1M/s against 2.8M/s). Warming (`warm_budget`) narrows the
-    /// gap for tables within its budget: with `mmap_random`, the first
-    /// 20,000 cold gets of `examples/getloop` took 1.65 s unwarmed and
-    /// 0.17 s warmed, as fast as without `mmap_random` here.
+    /// (cold random gets and scans are both markedly faster without it).
+    /// Warming (`warm_budget`) narrows the gap for tables within its
+    /// budget: warmed, cold gets with `mmap_random` run about as fast as
+    /// without it (why: docs/design/2026-11-29-code-comment-measurements.md
+    /// §mmap-advice).
     pub mmap_random: bool,
     /// With `mmap_reads` (and without `mmap_random`), advise table maps
     /// `MADV_HUGEPAGE` where the file system keeps large folios in its page
@@ -384,15 +387,16 @@ pub struct Options {
     /// advised and this option changes nothing): a page fault then reads a
     /// 2 MiB piece of the table (and the next one ahead) and maps it with
     /// one PMD entry. A cold start reads tables in far fewer, larger
-    /// pieces (quick preset, 111 MiB of 100 B values read cold: random gets
-    /// 630k/s against 556k/s without). Such maps ask for nothing with
-    /// `MADV_WILLNEED` (it fills the cache with 4 KiB folios, which cannot
-    /// be mapped huge) and are not warmed: the fault path reads ahead
-    /// itself. The cost: each fault reads 2–4 MiB synchronously whatever
-    /// `read_ahead_kb` says, and the tables are not warmed: with 800 MiB of
-    /// 4 KiB values, cold random gets ran at 109k/s with it against 299k/s
-    /// without (warming streams whole tables with deep queues), while warm
-    /// lookups gained nothing from PMD-mapped tables. Default false.
+    /// pieces (faster cold random gets over small values). Such maps ask
+    /// for nothing with `MADV_WILLNEED` (it fills the cache with 4 KiB
+    /// folios, which cannot be mapped huge) and are not warmed: the fault
+    /// path reads ahead itself. The cost: each fault reads 2–4 MiB synchronously whatever
+    /// `read_ahead_kb` says, and the tables are not warmed: over large
+    /// values, cold random gets run far slower than without it (warming
+    /// streams whole tables with deep queues), while warm lookups gain
+    /// nothing from PMD-mapped tables (why:
+    /// docs/design/2026-11-29-code-comment-measurements.md §mmap-advice). Default
+    /// false.
     pub mmap_huge: bool,
     /// Write the WAL through a shared memory map of its file instead of a
     /// `write(2)` per write group: the bytes are in the page cache (safe
@@ -415,10 +419,11 @@ pub struct Options {
     /// when point lookups and seeks on them keep waiting for the device
     /// (four block reads that each took more than about 20 µs): a
     /// short-lived thread asks for the whole table (`MADV_WILLNEED`, which
-    /// streams it in large requests instead of a fault per block: here
-    /// 1.9 GB/s against 53 µs per 4 KiB read) and maps it
-    /// (`MADV_POPULATE_READ`). Tables mapped in huge pages (`mmap_huge`)
-    /// are not warmed. A table keeps its share until it is closed. −1 (the default): a quarter of the memory the process may
+    /// streams it in large requests instead of a fault per block, far
+    /// faster than 4 KiB random reads: docs/design/2026-11-29-code-comment-measurements.md
+    /// §warming) and maps it (`MADV_POPULATE_READ`). Tables mapped in huge
+    /// pages (`mmap_huge`) are not warmed. A table keeps its share until it
+    /// is closed. −1 (the default): a quarter of the memory the process may
     /// use (physical memory, or its cgroup's limit when lower); 0: never.
     pub warm_budget: i64,
     /// Bytes of memory the database's own structures may hold: memtables
@@ -476,7 +481,8 @@ pub struct Options {
     /// "large". Default 256 B: re-derived on the reference machine with
     /// the paper's §3.3 procedure (pipelining's bandwidth gain stops paying
     /// for its CPU growth between 100 B and 256 B values; the paper's host
-    /// setting was 32 KB). See docs/BENCHMARKS.md, "Seed 001".
+    /// setting is 32 KB; why: docs/design/2026-11-29-code-comment-measurements.md
+    /// §copro-large-value).
     pub copro_large_value: u64,
     /// CoPro+ decision: a sub-task whose `f` reaches this runs linear.
     /// Default 0.7 (the paper's).

@@ -116,8 +116,8 @@ fn api_of(f: &Fns) -> Api {
         flush,
         files_at_level: "leveldb.num-files-at-level{}",
         idle,
-        // 1.6 s for a 64 MiB memtable (a flush of it takes well under that
-        // here), down to 2 looks for small ones.
+        // 1.6 s for a 64 MiB memtable (meant to outlast a flush of it),
+        // down to 2 looks for small ones.
         quiet_looks: |write_buffer| (write_buffer >> 20).div_ceil(2).clamp(2, 40) as u32,
     }
 }

@@ -1,11 +1,11 @@
 //! The background CPU budget (`Options::background_cpus`): how many
 //! flushes and compactions run at once, so that background work leaves a
 //! core to the writers and a flush is never stuck behind compactions for
-//! the CPU. On two cores with 4 KiB values, one slot made overwrites
-//! 1.3-1.8× faster than two (L0 gathers more per L0→L1 compaction: a
-//! fifth fewer compaction bytes); it did not lower the worst put of the
-//! small-value loads beyond the noise of single runs
-//! (docs/design/2026-11-27-in-memory-tuning-log.md).
+//! the CPU. On two cores with 4 KiB values, one slot makes overwrites
+//! faster than two (L0 gathers more per L0→L1 compaction, so fewer
+//! compaction bytes are written); it does not clearly lower the worst put
+//! of the small-value loads (why: docs/design/2026-11-29-code-comment-measurements.md
+//! §cpu-budget).
 //!
 //! A flush comes first: it waits for a free slot, and a running
 //! compaction gives its slot to a waiting flush at its next give-way point

@@ -168,10 +168,10 @@ pub(crate) struct Inner {
     /// holds writes back (every memtable slot taken, nothing else of
     /// `calm` missing); `None` otherwise. Set with `calm`: a write leader
     /// whose memtable has room paces against it without the state mutex
-    /// (see `make_room`). On this machine's scheduler a leader that met
-    /// the state mutex held by a background thread (at a switch, or as a
-    /// flush started or ended) spun, yielded its CPU to that thread, and
-    /// got it back only at the next tick: 4 ms puts.
+    /// (see `make_room`). A leader that meets the state mutex held by a
+    /// background thread (at a switch, or as a flush starts or ends) spins,
+    /// yields its CPU to that thread, and may get it back only at the next
+    /// scheduler tick (why: docs/design/2026-11-29-code-comment-measurements.md §paced).
     pub paced: ArcSwapOption<MemTable>,
     /// Slows writers while a flush must finish before the next switch
     /// (`pacing.rs`); taken last, for a few microseconds, by the write

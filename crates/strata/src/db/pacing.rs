@@ -22,21 +22,20 @@ use std::time::{Duration, Instant};
 const DEFAULT_FLUSH_RATE: f64 = 32.0 * 1048576.0;
 /// Before any flush was measured, writers are not paced while the running
 /// flush is younger than this and has not walked [`MIN_PROGRESS`] of its
-/// memtable: the default rate is a guess for slow disks, and here (flushes
-/// at 150-400 MB/s) it ran up a debt of milliseconds in the flush's first
-/// few milliseconds that the writers then slept off once the flush showed
-/// its pace (a 4.8 ms put in 1M random puts, `examples/putloop`, at the
-/// first flush of every fresh store). Unpaced for this long, writers take
-/// at most a few MiB of the active memtable's room.
+/// memtable: the default rate is a guess for slow disks, and on a faster
+/// disk it runs up a debt in the flush's first milliseconds that the
+/// writers then sleep off once the flush shows its pace, one long put at
+/// the first flush of every fresh store (why: docs/design/2026-11-29-code-comment-measurements.md
+/// §pacing). Unpaced for this long, writers take at most a few MiB of the
+/// active memtable's room.
 const FIRST_FLUSH_GRACE: f64 = 0.05;
 /// The flush is expected to take this much longer than its estimate.
 const MARGIN: f64 = 1.25;
-/// Sleeps shorter than this are carried over to the next group (short,
-/// frequent sleeps keep p99.9 low: 1 ms here gave 1.2 ms p99.9 on 4 KiB
-/// puts, 200 µs gave 0.38 ms). A sleep lasts about 80 µs longer than asked
-/// (timer slack and the wake-up), and a random load of 100-byte values is
-/// paced once or twice per run: at 200 µs that one sleep, ~280 µs, was the
-/// run's slowest put (traced, docs/design/2026-11-27-in-memory-tuning-log.md).
+/// Sleeps shorter than this are carried over to the next group: short,
+/// frequent sleeps keep the latency tail low. A sleep lasts longer than
+/// asked (timer slack and the wake-up), and a load paced only once or
+/// twice per run has that one sleep as its slowest put, so the minimum is
+/// kept small (why: docs/design/2026-11-29-code-comment-measurements.md §pacing).
 pub const MIN_SLEEP: Duration = Duration::from_micros(50);
 /// The longest a single write group is delayed by pacing.
 pub const MAX_SLEEP: Duration = Duration::from_millis(20);
@@ -149,12 +148,11 @@ impl Pacer {
         };
         let allowed = (room as f64 / remaining).max(1.0);
         let cost = Duration::from_secs_f64((bytes as f64 / allowed).min(1.0));
-        // A writer back later than its turn (a sleep overshoots by ~80 µs)
-        // gets no credit for the lateness: crediting up to 100 µs of it
-        // ran 4 KiB writers into the full memtable more often (stalls of
-        // 37-65 ms, maxima 65 and 89 ms against 15-27 ms;
-        // docs/design/2026-11-27-in-memory-tuning-log.md). The lost overshoot is part of the
-        // margin.
+        // A writer back later than its turn (a sleep overshoots it) gets
+        // no credit for the lateness: crediting it runs writers into the
+        // full memtable more often, with longer stalls (why:
+        // docs/design/2026-11-29-code-comment-measurements.md §pacing). The lost
+        // overshoot is part of the margin.
         let start = self.next.max(now);
         // No group is put off past the flush's expected end: by then the
         // memtable it waits for is free, and a backlog would only carry

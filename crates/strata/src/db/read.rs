@@ -1,7 +1,8 @@
 //! The read path: memtable → immutable memtables → L0 → L1..Ln, at one
-//! sequence number. A read takes no engine lock, except the state mutex
-//! once per table when it uses up that table's read allowance (to queue a
-//! read-triggered compaction).
+//! sequence number. A read takes no engine lock, except the state mutex,
+//! briefly, when its charge uses up a table's read allowance or doubles
+//! the table's misses since (to wake the threads that pick a
+//! read-triggered compaction); never with `read_compaction=false`.
 
 use super::{Db, SuperVersion};
 use crate::error::Result;
@@ -68,7 +69,7 @@ impl Db {
                             let hit = sv.version.get(key, &types::seek_key(key, seq), &mut charge);
                             if charge.exhausted {
                                 // A table reads keep missing: the picker
-                                // may compact it (once per table).
+                                // may compact it.
                                 let _st = inner.state.lock();
                                 inner.bg_cv.notify_all();
                             }

@@ -1,11 +1,11 @@
 //! The next write-ahead log, made ahead of time by a background thread.
 //!
 //! A memtable switch needs a new WAL. Made by the write leader, its
-//! `open(2)`, first reservation and map took 0.2-0.3 ms here (ext4), and
-//! the 1 MiB reservations that followed, one per MiB of records, each
-//! waited on the file system (up to 3.5 ms while a flush wrote): among the
-//! largest put latencies of a random load (a per-phase trace of every put
-//! slower than 200 µs). So a background thread makes the next log after
+//! `open(2)`, first reservation and map, and the 1 MiB reservations that
+//! follow, one per MiB of records, each waiting on the file system (longer
+//! while a flush writes), all land in a put's latency, among the largest
+//! of a random load (why: docs/design/2026-11-29-code-comment-measurements.md
+//! §spare-log). So a background thread makes the next log after
 //! each switch (number, file, header, and blocks reserved for a whole
 //! memtable's records where reserving writes nothing, see
 //! [`crate::io::WritableFile::reserve`]); the switch takes it, and makes

@@ -38,11 +38,10 @@ const SPIN_PAUSES: u32 = 64;
 /// Spins while `cond()` holds, for at most [`SPIN_LIMIT`]: pause
 /// instructions first, then `sched_yield(2)`. Returns whether `cond()`
 /// stopped holding. With two writer threads on two cores, a follower that
-/// slept on the condition variable for every put made a wake-up (a system
-/// call and a context switch) part of each put
-/// (docs/design/2026-11-27-in-memory-tuning-log.md); RocksDB's write thread spins and yields
-/// alike
-/// before it blocks.
+/// slept on the condition variable for every put would make a wake-up (a
+/// system call and a context switch) part of each put
+/// (docs/design/2026-11-27-in-memory-tuning-log.md); RocksDB's write
+/// thread spins and yields alike before it blocks.
 fn spin_while(cond: impl Fn() -> bool) -> bool {
     let start = Instant::now();
     let mut i = 0u32;

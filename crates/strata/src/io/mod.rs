@@ -67,10 +67,10 @@ pub(crate) fn background_gate() -> Option<Arc<AtomicBool>> {
 ///
 /// Why: a writer that a timer tick or a short sleep (a page fault that
 /// met the address-space lock) left queued behind a background thread on
-/// its core waited for the next tick, 4 ms at HZ=250 (traced in
-/// docs/design/2026-11-27-in-memory-tuning-log.md), even at the background threads'
-/// lower priority: the scheduler lets a task that has just been given
-/// the core keep it for a minimum slice, checked at ticks. A background
+/// its core waits for the next tick (4 ms at HZ=250), even at the
+/// background threads' lower priority: the scheduler lets a task that has
+/// just been given the core keep it for a minimum slice, checked at ticks
+/// (traced: docs/design/2026-11-29-code-comment-measurements.md §yield-point). A background
 /// thread that offers its core every 200 µs bounds that wait; with
 /// nobody waiting an offer costs one system call. The database closes the
 /// gate while the background work holds writers back (L0's slowdown or
@@ -143,7 +143,7 @@ pub trait WritableFile: Send {
     /// allocated, without moving the append position, so that later
     /// appends there do not grow the file: their `sync` then writes little
     /// file metadata. Plain files write zeros; a mapped log reserves the
-    /// blocks with `fallocate(2)` (measured as fast, see `PosixLog`). The
+    /// blocks with `fallocate(2)` (which writes nothing, see `PosixLog`). The
     /// file is then longer than [`len`](Self::len); readers of such a file
     /// must take a zero-filled rest as its end (the WAL reader does).
     /// Nothing is synced here, and a failure leaves the file usable (the
@@ -206,11 +206,13 @@ const RELEASE_PIECE: usize = 2 << 20;
 /// [`RELEASE_PIECE`] pieces (`f(offset, len)`, `MADV_DONTNEED`; errors are
 /// ignored: the unmap then does it all). An unmap of a large map whose
 /// pages are mapped walks them all while it holds the process's memory-map
-/// lock: a 64 MiB log took 3.5 ms on a background thread, and the writer
-/// that meanwhile touched a new page of the next log (a page fault, which
-/// takes that lock) waited behind it. `MADV_DONTNEED` holds the lock for
-/// reading, one piece at a time, so a fault or a map change waits at most
-/// for a piece, and the unmap that follows finds nothing left to walk.
+/// lock (long enough to show in put latencies for a 64 MiB log, why:
+/// docs/design/2026-11-29-code-comment-measurements.md §release-in-pieces), and
+/// a writer that meanwhile touches a new page of the next log (a page
+/// fault, which takes that lock) waits behind it. `MADV_DONTNEED` holds
+/// the lock for reading, one piece at a time, so a fault or a map change
+/// waits at most for a piece, and the unmap that follows finds nothing
+/// left to walk.
 /// A shared file map loses nothing: its dirty pages stay in the page cache
 /// (the kernel marks them dirty as it drops the entries).
 pub(crate) fn release_in_pieces(

@@ -13,9 +13,9 @@ use std::sync::Arc;
 /// `write(2)` ends at a multiple of it in the file (unless the caller
 /// flushes or syncs), so the page cache can hold the file in folios of
 /// this size. 2 MiB pieces (folios a map advised `MADV_HUGEPAGE` could map
-/// with one PMD entry) made a load of 4 KiB values 15–35 % slower here
-/// (fillrandom 85k–92k puts/s against 104k–109k), while warm lookups gained
-/// nothing from PMD-mapped tables: see `docs/design/2026-11-27-in-memory-tuning-log.md`.
+/// with one PMD entry) make a load of 4 KiB values slower, while warm
+/// lookups gain nothing from PMD-mapped tables (why:
+/// docs/design/2026-11-29-code-comment-measurements.md §write-buffer).
 const WRITE_BUFFER: usize = 256 << 10;
 
 /// [`FileSystem`] over `std::fs`.
@@ -152,11 +152,11 @@ const LOG_RESERVE: u64 = 1 << 20;
 /// A write-ahead log written through a shared memory map of its file.
 ///
 /// With `sync` off a WAL group's bytes must survive a process crash, which
-/// with a plain file costs one `write(2)` per group (about 0.8 µs for a
-/// 130-byte record here, a quarter of a small put). Bytes copied into a
-/// shared map of the file are in the page cache at once, so they survive a
-/// process crash the same way, for the cost of a `memcpy` and a page fault
-/// per 4 KiB: 0.11 µs per record in the same test.
+/// with a plain file costs one `write(2)` per group, a sizeable share of a
+/// small put. Bytes copied into a shared map of the file are in the page
+/// cache at once, so they survive a process crash the same way, for the
+/// cost of a `memcpy` and a page fault per 4 KiB, several times less per
+/// record (why: docs/design/2026-11-29-code-comment-measurements.md §mapped-wal).
 ///
 /// The file is grown 1 MiB ahead of the records with `fallocate(2)`, which
 /// reserves its blocks: a full disk is an `ENOSPC` from `append`, never a
@@ -167,8 +167,9 @@ const LOG_RESERVE: u64 = 1 << 20;
 /// ([`crate::wal::Reader::zero_filled_end`]). `sync` is `fdatasync(2)` on
 /// the file, which on Linux writes back the pages dirtied through the map
 /// as well. The map is advised `MADV_RANDOM`: without it the first fault in
-/// a window read around (here zeroed) up to `read_ahead_kb` (8 MiB) of
-/// pages at once, a 1-3 ms stall for the write that touched it. Full
+/// a window reads around (here zeroed) up to `read_ahead_kb` of pages at
+/// once, a stall for the write that touched it (why:
+/// docs/design/2026-11-29-code-comment-measurements.md §mapped-wal). Full
 /// windows are unmapped only when the log is dropped (after its memtable is
 /// flushed, on a background thread), so an unsynced write never waits for
 /// an unmap; a sync unmaps the window being written and the appends after
@@ -214,27 +215,26 @@ struct PosixLog {
 /// filler thread (`MADV_POPULATE_WRITE`) in pieces of this size, kept
 /// [`FILL_AHEAD`] ahead of the appends. The log's blocks are reserved
 /// unwritten, so each page of a fresh log is a major fault for the first
-/// copy into it: ~67,000 in 2M puts of 130-byte records. Made in the
-/// writer's thread (one call per 256 KiB) this gained ~10 % on random puts
-/// but made one put in ~2,000 wait ~0.1 ms for the call; from a thread of
-/// its own the writer finds the pages present (quick preset, strata alone,
-/// two runs of three repeats per binary: fillseq +5-13 %, fillrandom
-/// +5-8 %, overwrite +4-10 %). Populated pages not yet
-/// written hold zeros, which the WAL reader takes as the end of the log,
-/// as it does the reserved blocks'.
+/// copy into it. Populating in the writer's thread (one call per 256 KiB)
+/// speeds puts up but makes an occasional put wait for the call; from a
+/// thread of its own the writer finds the pages present (why:
+/// docs/design/2026-11-29-code-comment-measurements.md §wal-page-filler). Populated
+/// pages not yet written hold zeros, which the WAL reader takes as the end
+/// of the log, as it does the reserved blocks'.
 const FILL_STEP: u64 = 256 << 10;
 
 /// How far ahead of the appends the page filler is asked to be.
 const FILL_AHEAD: u64 = 2 * FILL_STEP;
 
 /// Appends written with `pwrite(2)` after each sync, which also unmaps the
-/// window being written. A synced write through the map paid for the map:
-/// one synced 150-byte put took 101 µs at the median through the map and
-/// 86 µs with `mmap_writes=false` (`strata bench --sync --threads 1`; the
-/// page `fdatasync` writes back is write-protected in the map again, and
-/// the next copy faults). Logs synced on every write (or every few) are
-/// thus written with `pwrite`; a log not synced for this many appends goes
-/// back to a new window; logs never synced stay on the map.
+/// window being written. A synced write through the map pays for the map:
+/// the page `fdatasync` writes back is write-protected in the map again,
+/// and the next copy faults, so a synced put is slower through the map
+/// than with `mmap_writes=false` (why:
+/// docs/design/2026-11-29-code-comment-measurements.md §synced-appends). Logs
+/// synced on every write (or every few) are thus written with `pwrite`; a
+/// log not synced for this many appends goes back to a new window; logs
+/// never synced stay on the map.
 const SYNCED_APPENDS: u32 = 64;
 
 impl PosixLog {
@@ -552,7 +552,8 @@ impl WritableFile for PosixLog {
         self.written_appends = SYNCED_APPENDS;
         // Unmapped, the synced pages are written back without the map's
         // write protection: with the window kept mapped (even while
-        // appending with `pwrite`) synced puts stayed ~10 % slower. The
+        // appending with `pwrite`) synced puts are slower (why:
+        // docs/design/2026-11-29-code-comment-measurements.md §synced-appends). The
         // unmap waits for no I/O; a log synced on every write pays it once.
         self.map = None;
         Ok(())
@@ -570,10 +571,10 @@ impl WritableFile for PosixLog {
         // reserved and then written with zeros (which the WAL reader takes
         // as the end of the log), so that a sync writes back into blocks
         // already written. Into reserved (unwritten) blocks, the first sync
-        // in each 4 KiB block also converted it at I/O completion: with
-        // 150-byte puts every 27th sync took over 250 µs (`perf trace`,
-        // 464 of 20,000 against 87 into written zeros), p99 356 µs against
-        // 225. The zeros cost one sync of 1 MiB per 1 MiB of records. A
+        // in each 4 KiB block also converts it at I/O completion, which
+        // makes a share of synced puts markedly slower (why:
+        // docs/design/2026-11-29-code-comment-measurements.md §synced-appends). The
+        // zeros cost one sync of 1 MiB per 1 MiB of records. A
         // failed reservation or write here leaves the log usable: the
         // append that needs the room reports it.
         PosixLog::reserve(self, upto).map_err(|e| Error::io(&self.path, e))?;
@@ -620,12 +621,12 @@ const SHRINK_PIECE: u64 = 8 << 20;
 /// Before a file larger than [`SHRINK_PIECE`] is removed, takes it down
 /// to its first piece a piece at a time from its end, offering the core
 /// ([`super::yield_point`]) between pieces. Removing a file frees its
-/// cached pages inside one `unlink(2)`: 3 ms of CPU for a 64 MiB table
-/// or log here (20 ms of wall time once its blocks were written, the
-/// rest waiting for the discards), during which a writer the scheduler
-/// had queued on that core waited (docs/design/2026-11-27-in-memory-tuning-log.md).
-/// A piece costs at most 0.5 ms (RocksDB's `DeleteScheduler` also
-/// truncates files in chunks before it deletes them). Only a plain file
+/// cached pages inside one `unlink(2)`, milliseconds of CPU for a table or
+/// log of tens of MiB (longer in wall time once its blocks were written,
+/// waiting for the discards), during which a writer the scheduler had
+/// queued on that core waits (why: docs/design/2026-11-29-code-comment-measurements.md
+/// §shrink). A piece costs a fraction of that (RocksDB's `DeleteScheduler`
+/// also truncates files in chunks before it deletes them). Only a plain file
 /// with one link is shrunk (a hard link made elsewhere, say by a backup,
 /// keeps its data); callers ([`FileSystem::remove_unused_file`]) remove a
 /// file this process no longer maps, and a crash between the pieces
@@ -1131,24 +1132,21 @@ mod page_filler {
         let thread = std::thread::Builder::new()
             .name("strata-walfill".into())
             .spawn(move || {
-                // The lowest priority of the normal policy, nice 19.
-                // Measured with `examples/putloop` (1M puts, sequential
-                // and random, three runs each, `perf record -e
-                // sched:sched_switch`):
-                // - nice 0 or 7: a woken filler was placed on the
-                //   writer's CPU whenever the other ran a flush, and at
-                //   the next tick took it for 0.3-0.5 ms (a dozen such
-                //   puts in 2M);
-                // - `SCHED_IDLE`: it runs only on an idle CPU, so when it
-                //   was preempted inside a populate call, holding the
-                //   `mmap_lock` for reading, it could wait milliseconds
-                //   for a CPU; a thread that maps (the memtable chunk
-                //   filler's `mprotect`) queued for the lock behind it and
-                //   the writer's next page fault behind that (a 2.3 ms
-                //   put, traced), 8 puts over 1 ms in six runs;
-                // - nice 19: 1 put over 1 ms in six runs. It keeps a share
-                //   of a CPU, so a preempted filler gets back to release
-                //   the lock within the scheduler's latency.
+                // The lowest priority of the normal policy, nice 19 (why:
+                // docs/design/2026-11-29-code-comment-measurements.md
+                // §wal-page-filler):
+                // - at nice 0 or 7 a woken filler is placed on the
+                //   writer's CPU whenever the other runs a flush, and at
+                //   the next tick takes it for a whole fill;
+                // - `SCHED_IDLE` runs it only on an idle CPU, so when it
+                //   is preempted inside a populate call, holding the
+                //   `mmap_lock` for reading, it may wait long for a CPU;
+                //   a thread that maps (the memtable chunk filler's
+                //   `mprotect`) queues for the lock behind it, and the
+                //   writer's next page fault behind that;
+                // - nice 19 keeps a share of a CPU, so a preempted filler
+                //   gets back to release the lock within the scheduler's
+                //   latency.
                 crate::io::lower_priority(19);
                 for (map, at, n) in rx {
                     fill(&map, at, n);
@@ -1193,14 +1191,11 @@ mod page_filler {
     /// which returns at once when no other thread waits for it). Woken
     /// onto the core of a writer that never sleeps (the other core busy
     /// with a flush, or with another process), the filler, at nice 19,
-    /// waited there until a scheduler tick (4 ms at HZ=250) gave it the
-    /// core, then kept it for its whole [`super::FILL_STEP`]: 0.28-0.52 ms,
-    /// the slowest put of each of three traced random overwrite runs (`perf
-    /// sched timehist` with the bench's slowest-put time,
-    /// docs/design/2026-11-27-in-memory-tuning-log.md). Yielding per piece, a writer waits for
-    /// about
-    /// one piece: overwrite maxima 67-140 µs in 10 runs, against 279-1,265
-    /// µs before.
+    /// waits there until a scheduler tick (4 ms at HZ=250) gives it the
+    /// core; kept for a whole [`super::FILL_STEP`], the core is then lost
+    /// to the writer for all of it. Yielding after each piece, a writer
+    /// waits for about one piece (why:
+    /// docs/design/2026-11-29-code-comment-measurements.md §wal-page-filler).
     #[cfg(target_os = "linux")]
     const PIECE: usize = 32 << 10;
 

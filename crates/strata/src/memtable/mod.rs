@@ -2,8 +2,9 @@
 //! one after another and flushed together as one table.
 //!
 //! Why shards: an insert into one 64 MiB skiplist misses the CPU cache on
-//! most of its levels (2.0 µs per insert against 0.55 µs into 8 MiB shards,
-//! `examples/memloop.rs`). A memtable therefore fills shards of
+//! most of its levels, several times slower than an insert into an 8 MiB
+//! shard (why: docs/design/2026-11-29-code-comment-measurements.md
+//! §memtable-shards). A memtable therefore fills shards of
 //! `Options::memtable_shard_size` in turn: the shard being filled stays
 //! cache-sized, while the flush (one merge of all shards) still writes one
 //! table of the whole memtable, so level 0 and the write amplification are
@@ -52,12 +53,13 @@ pub const MAX_SHARDS: usize = 32;
 /// A shard is also sealed after `shard_bytes / SHARD_ENTRY_BYTES` entries.
 /// What makes an insert slow is the depth of the list it walks (its cache
 /// misses), which grows with the entries, not the bytes: with 16-byte keys
-/// and empty values (tombstones, ~40 arena bytes each) an 8 MiB shard held
+/// and empty values (tombstones, ~40 arena bytes each) an 8 MiB shard holds
 /// three times the nodes of one with 100-byte values, and a random insert
-/// took 772-845 ns against 565-575 (`examples/memloop`, 64 MiB). Entries
-/// of a 16-byte key and a 100-byte value take ~150 bytes, so those shards
-/// are still sealed by bytes; smaller entries get smaller shards (and
-/// their filter, sized by bytes, more bits per key).
+/// into it is markedly slower (why:
+/// docs/design/2026-11-29-code-comment-measurements.md §memtable-shards). Entries of a
+/// 16-byte key and a 100-byte value take ~150 bytes, so those shards are
+/// still sealed by bytes; smaller entries get smaller shards (and their
+/// filter, sized by bytes, more bits per key).
 pub const SHARD_ENTRY_BYTES: usize = 128;
 
 /// Orders a stored internal key against the probe `(user_key, trailer)`.

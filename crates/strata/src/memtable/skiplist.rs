@@ -1,10 +1,11 @@
 //! An arena-backed concurrent skiplist: one writer at a time, any number of
 //! lock-free readers (the LevelDB design).
 //!
-//! Why not `crossbeam-skiplist`: measured on 1 M random 16-byte-key puts and
-//! gets, its epoch pinning and per-node allocations took about half of all
-//! CPU time; this list allocates nodes from a bump arena and never frees or
-//! moves them until the whole list is dropped, so readers need no epochs.
+//! Why not `crossbeam-skiplist`: its epoch pinning and per-node allocations
+//! take a large share of the CPU time of puts and gets (why:
+//! docs/design/2026-11-29-code-comment-measurements.md §skiplist); this list allocates
+//! nodes from a bump arena and never frees or moves them until the whole
+//! list is dropped, so readers need no epochs.
 //!
 //! Invariants:
 //! - Nodes are written completely before they are linked; links are
@@ -118,9 +119,10 @@ unsafe impl Send for Chunk {}
 /// and chunks a filler thread ([`ChunkPool::fill_until_stopped`]) made
 /// ahead. Taking a chunk is then a pop, with no call to the allocator and
 /// no page faults, since its pages were written before. A fresh 1 MiB chunk
-/// made by the writer itself is a `mmap(2)`, which waited up to 3-4 ms for
-/// the address-space lock while a background thread unmapped a table, and
-/// its 256 pages then fault one by one as inserts reach them.
+/// made by the writer itself is a `mmap(2)`, which waits for the
+/// address-space lock while a background thread unmaps a table (why:
+/// docs/design/2026-11-29-code-comment-measurements.md §skiplist), and its 256
+/// pages then fault one by one as inserts reach them.
 pub struct ChunkPool {
     free: Mutex<Vec<Chunk>>,
     /// Chunks kept at most; the rest are freed.
@@ -141,16 +143,16 @@ pub struct ChunkPool {
 /// the core): 64 KiB, 16 page faults. The WAL's page filler does the same
 /// (`io/posix.rs`): a filler woken onto a busy writer's core waits there
 /// (it runs at a lower priority) until the scheduler's next tick hands it
-/// the core, and then kept it for its whole piece of work: the WAL's
-/// filler for 0.28-0.52 ms, the slowest put of random overwrite runs
-/// (traced, docs/design/2026-11-27-in-memory-tuning-log.md). A filler that has
-/// fallen behind (under half its ready chunks left) makes no offers: with
-/// offers throughout, 4 KiB puts found the pool empty 5-41 times per run
-/// (once without), and each such put maps a chunk itself.
+/// the core, and then keeps it for its whole piece of work, which the
+/// writer waits out. A filler that has fallen behind (under half its ready
+/// chunks left) makes no offers: with offers throughout, puts find the
+/// pool empty far more often, and each such put maps a chunk itself (why:
+/// docs/design/2026-11-29-code-comment-measurements.md §skiplist).
 const FILL_PIECE_WORDS: usize = (64 << 10) / 8;
 
-/// Bytes of chunks a filler keeps ready at most: about 70 ms of 100-byte
-/// puts at full speed.
+/// Bytes of chunks a filler keeps ready at most (how long that lasts a
+/// writer at full speed: docs/design/2026-11-29-code-comment-measurements.md
+/// §skiplist).
 const READY_BYTES: usize = 8 << 20;
 
 impl ChunkPool {
@@ -548,11 +550,12 @@ fn random_height(rng: &mut u64) -> usize {
 
 /// Bump-allocates `words` 8-byte words, uninitialised.
 ///
-/// Chunks are not zeroed: zeroing a fresh 1 MiB chunk faulted in all 256
-/// of its pages at once inside one put (0.5-2 ms, the largest put
-/// latencies of a random load); left uninitialised, each page is faulted
-/// by the insert that first writes it, or was already, for a chunk from
-/// the pool.
+/// Chunks are not zeroed: zeroing a fresh 1 MiB chunk would fault in all
+/// 256 of its pages at once inside one put, among the largest put
+/// latencies of a random load (why:
+/// docs/design/2026-11-29-code-comment-measurements.md §skiplist); left uninitialised,
+/// each page is faulted by the insert that first writes it, or was
+/// already, for a chunk from the pool.
 fn alloc(w: &mut Writer, pool: Option<&ChunkPool>, words: usize) -> *mut u64 {
     if words > CHUNK_WORDS / 4 {
         // Large entries get a chunk of their own; the current chunk stays last.

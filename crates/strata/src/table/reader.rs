@@ -715,14 +715,12 @@ const PREFETCH_AFTER: u32 = 2;
 /// What a scan asks for before it first touches a block of a mapped
 /// table in a piece no scan has asked for: without it the touch faults
 /// and the kernel reads up to `read_ahead_kb` around the page while the
-/// scan waits (8 MiB here: 12.6 ms in the middle of a cold table, against
-/// 0.3 ms for one 128 KiB read). The reads are queued in 128 KiB pieces,
-/// the touched one first, so the touch waits for one piece while the rest
-/// streams; the scan then reads on from the window. 1 MiB rather than
-/// 256 KiB: quick own-defaults `readseq` (cold, three overlapping tables)
-/// ran at a median 3.4M entries/s with 1 MiB (max call 3.0-3.4 ms) against
-/// 2.4M with 256 KiB (max 1.1-1.9 ms) and 2.9M asking nothing (max
-/// 16-41 ms, the read-around).
+/// scan waits, far longer than one 128 KiB read. The reads are queued in
+/// 128 KiB pieces, the touched one first, so the touch waits for one piece
+/// while the rest streams; the scan then reads on from the window. 1 MiB
+/// rather than 256 KiB or nothing: the fastest cold scan of the three,
+/// with its slowest call well under the read-around's (why:
+/// docs/design/2026-11-29-code-comment-measurements.md §first-ask).
 pub(crate) const FIRST_ASK: u64 = 1 << 20;
 
 /// The unit in which a table remembers what scans asked for.

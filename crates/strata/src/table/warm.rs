@@ -5,9 +5,9 @@
 //! and maps the pages) instead of one synchronous fault per block. Maps in
 //! huge pages (`Options::mmap_huge`) are not warmed: their faults read
 //! 2 MiB pieces already. This is what a database that fits in memory
-//! wants after a restart or after its pages were evicted: on the machine of
-//! `docs/design/2026-11-27-in-memory-tuning-log.md` a 4 KiB random read costs about 53 µs, while the
-//! device streams a whole table at about 1.9 GB/s.
+//! wants after a restart or after its pages were evicted: a device streams
+//! a whole table far faster than it serves the same bytes as 4 KiB random
+//! reads (why: docs/design/2026-11-29-code-comment-measurements.md §warming).
 //!
 //! A budget bounds the bytes warmed (`Options::warm_budget`; by default a
 //! quarter of the memory the process may use), so a database much larger
@@ -123,11 +123,10 @@ pub fn read_ahead(file: &dyn RandomAccessFile, from: u64, len: u64) {
 }
 
 /// Reads queued ahead of the piece a warming thread waits for. Queuing a
-/// whole table at once (tens of MiB) put every foreground read behind it
-/// at the device: a seek's 256 KiB waited 33-53 ms behind a 38 MiB table
-/// (quick `seekrandom`, cold). With 2 MiB queued, a foreground read waits
-/// behind at most that (~3 ms at the 700 MB/s the device streams here),
-/// and the queue stays deep enough to stream.
+/// whole table at once (tens of MiB) puts every foreground read behind it
+/// at the device (why: docs/design/2026-11-29-code-comment-measurements.md
+/// §warming). With 2 MiB queued, a foreground read waits behind at most
+/// that, and the queue stays deep enough to stream.
 const WARM_AHEAD: u64 = 2 << 20;
 
 /// Reads `len` bytes of `file` from `from` into memory and maps them (a
@@ -268,8 +267,9 @@ pub const WARM_INTERVAL_TICKS: u64 = 3_000_000_000;
 pub const WARM_INTERVAL_TICKS: u64 = 1_000_000_000;
 
 /// Ticks of a block access that waited for the device: about 20 µs at
-/// 3 GHz (a cached page costs under 1 µs even with a minor fault; a read
-/// from the device here about 50 µs or more).
+/// 3 GHz, well above a cached page (even with a minor fault) and below a
+/// read from the device (why: docs/design/2026-11-29-code-comment-measurements.md
+/// §warming).
 #[cfg(target_arch = "x86_64")]
 pub const SLOW_TICKS: u64 = 60_000;
 /// Elsewhere [`ticks`] counts nanoseconds.

@@ -28,10 +28,6 @@ pub trait Level0: Send + Sync {
     /// cannot be read adds an iterator that is invalid with that error as
     /// its `status()`, never nothing.
     fn add_iterators(&self, out: &mut Vec<Box<dyn InternalIterator>>);
-    /// Number of flushed pieces (tables or rows): drives stalls and the picker.
-    fn pieces(&self) -> usize;
-    /// Bytes held.
-    fn bytes(&self) -> u64;
 }
 
 /// Level 0 as overlapping tables, newest first.
@@ -71,14 +67,6 @@ impl Level0 for Vec<Arc<FileMeta>> {
                 out.push(Box::new(LevelIter::new(files)));
             }
         }
-    }
-
-    fn pieces(&self) -> usize {
-        self.len()
-    }
-
-    fn bytes(&self) -> u64 {
-        self.iter().map(|f| f.size()).sum()
     }
 }
 

@@ -12,8 +12,9 @@
 //! takes it from there without the cache: a lock-free load of the pin
 //! ([`arc_swap`]), and a "touched" flag set once. The mutex, the LRU
 //! relink and an `Arc` clone on every lookup (a shared cache line written
-//! several times per probe) had been 8 % of a two-thread readrandom
-//! profile. Eviction is therefore LRU with a second chance (CLOCK): a
+//! several times per probe) cost a visible share of a two-thread
+//! readrandom profile (why: docs/design/2026-11-29-code-comment-measurements.md
+//! §table-cache). Eviction is therefore LRU with a second chance (CLOCK): a
 //! table read through its pin since it was last considered is moved to
 //! the front instead of closed, and its flag cleared.
 //!
@@ -41,9 +42,9 @@
 //! removes the file, on a thread of the cache's own (`strata-purge`),
 //! not on the thread that let the last reference go: that is often a
 //! reader dropping an old super-version, and unlinking a table of tens of
-//! MiB took it ~10 ms per file on ext4 mounted with `discard` (a seek
-//! waited 38-47 ms after a read-triggered compaction replaced three
-//! tables). Dropping the cache waits for the thread's queue.
+//! MiB holds that thread up for milliseconds per file on ext4 mounted with
+//! `discard` (why: docs/design/2026-11-29-code-comment-measurements.md
+//! §table-cache). Dropping the cache waits for the thread's queue.
 
 use crate::error::{Error, Result};
 use crate::filename::table_path;

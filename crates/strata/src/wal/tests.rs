@@ -307,7 +307,8 @@ fn zero_filled_tail_is_the_end_of_the_log() {
 #[test]
 fn a_long_zeroed_region_before_records_reads_in_linear_time() {
     // 4 MiB of zeros, then a record: damage, found without rescanning the
-    // zeros from every position (that took minutes before).
+    // zeros from every position (a rescan from every position would take
+    // minutes).
     let dir = tempfile::tempdir().expect("tempdir");
     let records: Vec<Vec<u8>> = (0..3).map(|i| payload(i, 700)).collect();
     let (path, _) = write_log(dir.path(), &records);
@@ -1049,7 +1050,8 @@ fn a_damaged_tag_in_the_last_record_is_damage_not_the_end() {
 #[test]
 fn a_long_foreign_region_in_a_tagged_log_reads_in_linear_time() {
     // 8 MiB of zeros between records of the log: each byte is searched
-    // once for the next fragment (from every block it took minutes).
+    // once for the next fragment (searching again from every block would
+    // take minutes).
     let dir = tempfile::tempdir().expect("tempdir");
     let records: Vec<Vec<u8>> = (0..3).map(|i| payload(i, 700)).collect();
     let path = dir.path().join("000033.log");

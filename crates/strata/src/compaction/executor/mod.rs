@@ -77,10 +77,11 @@ pub struct Context<'a> {
     pub give_way: &'a (dyn Fn() + Sync),
 }
 
-/// Entries merged between two calls of `give_way` (about 30-100 us of
-/// merging 100-byte values, more with large ones): about how long a flush
-/// waits for a running compaction's CPU slot, besides an output table
-/// being finished (see `db/cpu.rs`).
+/// Entries merged between two calls of `give_way` (a short stretch of
+/// merging small values, longer with large ones; why:
+/// docs/design/2026-11-29-code-comment-measurements.md §give-way): about how long a
+/// flush waits for a running compaction's CPU slot, besides an output
+/// table being finished (see `db/cpu.rs`).
 pub const GIVE_WAY_EVERY: u32 = 256;
 
 /// Counts merged entries and calls `give_way` every [`GIVE_WAY_EVERY`]
