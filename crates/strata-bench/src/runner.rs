@@ -577,19 +577,12 @@ fn run_child(
     }
 }
 
-/// Runs `spec` as [`run_child`] does, then removes what a child that
-/// died (killed by the OOM killer or the time limit, or crashed) could not:
+/// Removes what the child of `spec` leaves behind when it dies (killed by
+/// the OOM killer or the time limit, or crashed) before its own cleanup:
 /// its directory unless `spec.keep_data`, its tmpfs directories, and an
-/// image it was saving and did not finish. Without this a run of 20 GB databases fills the disk
-/// with the first dead child.
-fn run_and_clean(
-    child: &ChildCommand,
-    spec: &RunSpec,
-    pb: &ProgressBar,
-    cap: Option<&crate::limits::MemoryCap>,
-    limit: Option<std::time::Duration>,
-) -> RunResult {
-    let r = run_child(child, spec, pb, cap, limit);
+/// image it was saving and did not finish. Without this a run of 20 GB
+/// databases fills the disk with the first dead child.
+fn remove_leftovers(spec: &RunSpec) {
     if !spec.keep_data && spec.dir.exists() {
         let _ = std::fs::remove_dir_all(&spec.dir);
     }
@@ -599,7 +592,6 @@ fn run_and_clean(
             let _ = std::fs::remove_dir_all(img);
         }
     }
-    r
 }
 
 /// Checks and loads the C library behind engine spec `name` (RocksDB or
@@ -806,7 +798,11 @@ pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
                     std::time::Duration::from_secs_f64(l)
                 });
                 let r = match restored {
-                    Ok(()) => run_and_clean(child, &spec, &pb, cap.as_ref(), limit),
+                    Ok(()) => {
+                        let r = run_child(child, &spec, &pb, cap.as_ref(), limit);
+                        remove_leftovers(&spec);
+                        r
+                    }
                     Err(msg) => RunResult {
                         engine: e.clone(),
                         workload: row.clone(),
@@ -939,14 +935,16 @@ mod tests {
             save_image: Some(img.clone()),
         };
         let limit = Some(std::time::Duration::from_secs(2));
-        let r = run_and_clean(&child, &spec, &ProgressBar::hidden(), None, limit);
+        let r = run_child(&child, &spec, &ProgressBar::hidden(), None, limit);
+        remove_leftovers(&spec);
         assert!(r.error.unwrap_or_default().starts_with(TIME_LIMIT_KILL));
         assert!(!dir.exists(), "the dead child's directory is left");
         assert!(!img.exists(), "the unfinished image is left");
         assert!(!shm.exists(), "the tmpfs directory is left");
         spec.keep_data = true;
         spec.save_image = None;
-        let r = run_and_clean(&child, &spec, &ProgressBar::hidden(), None, limit);
+        let r = run_child(&child, &spec, &ProgressBar::hidden(), None, limit);
+        remove_leftovers(&spec);
         assert!(r.error.is_some());
         assert!(dir.join("f").exists(), "keep_data keeps the directory");
         let _ = std::fs::remove_dir_all(&root);
