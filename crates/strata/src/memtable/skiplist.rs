@@ -141,7 +141,7 @@ pub struct ChunkPool {
 /// Words of a chunk the filler writes between two offers of its core
 /// (`sched_yield(2)`, which returns at once when no other thread waits for
 /// the core): 64 KiB, 16 page faults. The WAL's page filler does the same
-/// (`io/posix.rs`): a filler woken onto a busy writer's core waits there
+/// (`io/posix/page_filler.rs`): a filler woken onto a busy writer's core waits there
 /// (it runs at a lower priority) until the scheduler's next tick hands it
 /// the core, and then keeps it for its whole piece of work, which the
 /// writer waits out. A filler that has fallen behind (under half its ready

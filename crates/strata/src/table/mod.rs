@@ -31,15 +31,18 @@ mod cache;
 mod fence;
 pub mod filter;
 pub mod format;
+mod iter;
 mod prefetch;
 mod properties;
+mod readahead;
 mod reader;
 pub mod warm;
 
 pub use builder::{TableBuilder, TableOptions};
 pub use cache::BlockCache;
+pub use iter::TableIter;
 pub use properties::TableProperties;
-pub use reader::{Table, TableIter};
+pub use reader::Table;
 
 #[cfg(test)]
 mod tests;

@@ -1,4 +1,4 @@
-//! Opening a table file, point lookups and the two-level table iterator.
+//! Opening a table file, point lookups and reading its blocks.
 
 use super::block::{Block, BlockBytes, BlockIter};
 use super::cache::BlockCache;
@@ -9,6 +9,7 @@ use super::format::{
     check_block_trailer, decode_stored_block, BlockHandle, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN,
 };
 use super::properties::{decode_properties, TableProperties};
+use super::readahead::{bit_of, block_end, Prefetch, Readahead, ASK_PIECE, READAHEAD_BYTES};
 use super::warm::{self, TableWarmth, Warmer};
 use crate::error::{Error, Result};
 use crate::io::RandomAccessFile;
@@ -31,21 +32,21 @@ pub struct Table {
     id: u64,
     cache: Arc<BlockCache>,
     verify_checksums: bool,
-    index: Arc<Block>,
+    pub(super) index: Arc<Block>,
     /// A search structure over `index` for point lookups (`None` when the
     /// index is not in the shape the builder writes).
-    fences: Option<Fences>,
+    pub(super) fences: Option<Fences>,
     /// One bit per data block (by ordinal, with fences): its checksum was
     /// verified in the memory map once, so point lookups and iterators
     /// trust it from then on, as a block cache trusts a block it verified
     /// when it loaded it.
     verified: Box<[AtomicU64]>,
-    index_handle: BlockHandle,
+    pub(super) index_handle: BlockHandle,
     filter: Option<Bloom>,
     props: TableProperties,
     compression: Compression,
     /// End of the region data blocks may occupy (start of the footer).
-    data_limit: u64,
+    pub(super) data_limit: u64,
     /// Bytes read from the file; shared with the table's `FileMeta`, so the
     /// count outlives a table cache eviction.
     bytes_read: Arc<Striped>,
@@ -55,7 +56,7 @@ pub struct Table {
     /// Where the last user scan that read blocks front to back stopped,
     /// and what it asked the OS to read ahead: a new cursor that starts
     /// there carries on with it.
-    scan: parking_lot::Mutex<Prefetch>,
+    pub(super) scan: parking_lot::Mutex<Prefetch>,
     /// One bit per [`ASK_PIECE`] of a mapped table's data: a scan asked
     /// the OS to read that piece (empty for tables read with `pread`).
     asked: Box<[AtomicU64]>,
@@ -449,7 +450,7 @@ impl Table {
     }
 
     /// Decodes an index entry's value into a data block handle within bounds.
-    fn decode_index_value(&self, v: &[u8]) -> Result<BlockHandle> {
+    pub(super) fn decode_index_value(&self, v: &[u8]) -> Result<BlockHandle> {
         let h = BlockHandle::decode(v)
             .map_err(|e| self.block_error(e, self.index_handle, self.index.compressed))?;
         self.check_handle(h)?;
@@ -458,14 +459,14 @@ impl Table {
 
     /// True when a scan asked the OS for the piece holding `offset` (or
     /// the table is not mapped, where nothing is asked).
-    fn was_asked(&self, offset: u64) -> bool {
+    pub(super) fn was_asked(&self, offset: u64) -> bool {
         bit_of(&self.asked, offset / ASK_PIECE)
             .is_none_or(|(w, m)| w.load(AtomicOrdering::Relaxed) & m != 0)
     }
 
     /// Asks the OS to read `[from, from + len)` of the mapped file ahead
     /// of a scan, and notes the pieces it covers.
-    fn ask(&self, from: u64, len: u64) {
+    pub(super) fn ask(&self, from: u64, len: u64) {
         warm::read_ahead(self.file.as_ref(), from, len);
         let end = from.saturating_add(len);
         let mut piece = from / ASK_PIECE;
@@ -511,7 +512,11 @@ impl Table {
     /// A data block through `readahead` (sequential scans that should not
     /// fill the block cache, such as compaction inputs): one large read
     /// serves many blocks.
-    fn data_block_sequential(&self, h: BlockHandle, ra: &mut Readahead) -> Result<Arc<Block>> {
+    pub(super) fn data_block_sequential(
+        &self,
+        h: BlockHandle,
+        ra: &mut Readahead,
+    ) -> Result<Arc<Block>> {
         if let Some(block) = self.mapped_block(h)? {
             return Ok(block);
         }
@@ -618,7 +623,7 @@ impl Table {
     /// its first use only). `timed`: a mapped block that came from the
     /// device counts toward warming the table (a seek; a scan moving on
     /// to the next block has its own read-ahead instead).
-    fn data_block_at(
+    pub(super) fn data_block_at(
         &self,
         h: BlockHandle,
         ordinal: Option<usize>,
@@ -649,7 +654,7 @@ impl Table {
     /// missing one after another. Nothing happens for unmapped files or a
     /// handle outside the map; a prefetch never faults.
     #[inline]
-    fn prefetch_mapped(&self, h: BlockHandle) {
+    pub(super) fn prefetch_mapped(&self, h: BlockHandle) {
         let Some(map) = self.file.mapping() else {
             return;
         };
@@ -672,7 +677,7 @@ impl Table {
     /// Names this table's file in an error found inside the block at `h`.
     /// In-block offsets of a compressed block are not file offsets, so those
     /// errors point at the block and mention the in-block offset.
-    fn block_error(&self, e: Error, h: BlockHandle, compressed: bool) -> Error {
+    pub(super) fn block_error(&self, e: Error, h: BlockHandle, compressed: bool) -> Error {
         match e {
             Error::Corruption {
                 file,
@@ -694,486 +699,3 @@ const PREFETCH_BLOCK_BYTES: usize = 4096 + BLOCK_TRAILER_LEN;
 
 /// The OS page size assumed by prefetch decisions.
 const PAGE: usize = 4096;
-
-/// Bytes read at once by a sequential iterator.
-const READAHEAD_BYTES: usize = 1 << 20;
-
-/// The buffer of a sequential iterator: file bytes from `offset`.
-#[derive(Default)]
-struct Readahead {
-    offset: u64,
-    buf: Vec<u8>,
-}
-
-/// The first prefetch window of a forward scan, once it has moved on to
-/// the next block [`PREFETCH_AFTER`] times; it doubles up to
-/// [`PREFETCH_MAX`] (a sequential iterator starts at the maximum).
-const PREFETCH_MIN: u64 = 16 << 10;
-const PREFETCH_MAX: u64 = 2 << 20;
-/// Moves to the adjacent block before a scan asks for a window: a seek
-/// that reads a few entries and stops (db_bench's seekrandom reads ten,
-/// three 4 KiB blocks of 1 KiB values) asks for nothing it would leave
-/// unread (why: docs/design/2026-11-29-code-comment-measurements.md
-/// §prefetch-after).
-const PREFETCH_AFTER: u32 = 3;
-
-/// What a scan asks for before it first touches a block of a mapped
-/// table in a piece no scan has asked for: without it the touch faults
-/// and the kernel reads up to `read_ahead_kb` around the page while the
-/// scan waits, far longer than one 128 KiB read. The reads are queued in
-/// 128 KiB pieces, the touched one first, so the touch waits for one piece
-/// while the rest streams; the scan then reads on from the window. 1 MiB
-/// rather than 256 KiB or nothing: the fastest cold scan of the three,
-/// with its slowest call well under the read-around's (why:
-/// docs/design/2026-11-29-code-comment-measurements.md §first-ask).
-pub(crate) const FIRST_ASK: u64 = 1 << 20;
-
-/// The unit in which a table remembers what scans asked for.
-const ASK_PIECE: u64 = 256 << 10;
-
-/// What a forward scan has asked the OS to read ahead of it: with
-/// `MADV_RANDOM` on a table's map (see `Options::mmap_random`) a page
-/// fault reads one page, without it the fault's read-around is read while
-/// the scan waits, and a table read with pread is advised random (the
-/// table cache does, once the tables outgrow the page cache); a scan tells
-/// the OS what comes next.
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct Prefetch {
-    /// End of the last data block loaded.
-    last_end: u64,
-    /// Adjacent blocks loaded in a row.
-    run: u32,
-    window: u64,
-    /// Offset up to which reads were requested.
-    until: u64,
-}
-
-impl Prefetch {
-    /// True when the block at `h` is the next one after the last loaded,
-    /// or that one again.
-    fn continues(&self, h: BlockHandle) -> bool {
-        // `last_end` 0: nothing loaded yet.
-        self.last_end != 0 && (follows(self.last_end, h) || block_end(h) == self.last_end)
-    }
-
-    /// A run that asked for `[h.offset, until)` before loading the block
-    /// at `h`: the block counts as the run's first, and the window grows
-    /// from there.
-    fn start(h: BlockHandle, until: u64) -> Self {
-        Prefetch {
-            last_end: h.offset,
-            run: 0,
-            window: until.saturating_sub(h.offset),
-            until,
-        }
-    }
-
-    /// Notes the load of the block at `h` (`sequential`: a compaction
-    /// input, which asks for the largest window at once); the range to ask
-    /// the OS for now, if any, within `limit`.
-    fn advance(&mut self, h: BlockHandle, sequential: bool, limit: u64) -> Option<(u64, u64)> {
-        let end = block_end(h);
-        if follows(self.last_end, h) {
-            self.run += 1;
-        } else if end != self.last_end {
-            // Not the next block, nor the last one again (a scan resuming
-            // where another stopped): a new run.
-            self.run = 0;
-            self.window = 0;
-            self.until = 0;
-        }
-        self.last_end = end;
-        if !sequential && self.run < PREFETCH_AFTER {
-            return None;
-        }
-        if end.saturating_add(self.window / 2) < self.until {
-            return None;
-        }
-        self.window = if sequential {
-            PREFETCH_MAX
-        } else {
-            (self.window * 2).clamp(PREFETCH_MIN, PREFETCH_MAX)
-        };
-        let from = self.until.max(end);
-        let to = end.saturating_add(self.window).min(limit);
-        if to <= from {
-            return None;
-        }
-        self.until = to;
-        Some((from, to - from))
-    }
-}
-
-/// The word of `bits` holding bit `i`, and the bit's mask (`None` past
-/// the end).
-fn bit_of(bits: &[AtomicU64], i: u64) -> Option<(&AtomicU64, u64)> {
-    let word = bits.get(usize::try_from(i / 64).ok()?)?;
-    Some((word, 1 << (i % 64)))
-}
-
-/// The end of the block at `h` with its trailer (handles reaching here
-/// were checked against the file).
-fn block_end(h: BlockHandle) -> u64 {
-    h.end_with_trailer().unwrap_or(u64::MAX)
-}
-
-/// True when the block at `h` is the one after a block that ended at
-/// `end`: it starts there, or after the padding of an aligned table
-/// (less than a page, `builder::ALIGN_PAGE`).
-fn follows(end: u64, h: BlockHandle) -> bool {
-    h.offset >= end && h.offset - end < super::builder::ALIGN_PAGE as u64
-}
-
-/// Bidirectional iterator over a whole table (index iterator + data block
-/// iterator). Errors make it invalid and are reported by `status()`.
-pub struct TableIter {
-    table: Arc<Table>,
-    /// Set for sequential scans that bypass the block cache.
-    readahead: Option<Readahead>,
-    prefetch: Prefetch,
-    index: BlockIter,
-    data: Option<BlockIter>,
-    data_handle: BlockHandle,
-    /// The fence ordinal of the index entry `index` is on, when known (a
-    /// table with fences, positioned by a seek and moved one entry at a
-    /// time since).
-    ordinal: Option<usize>,
-    status: Option<Error>,
-}
-
-impl TableIter {
-    pub fn new(table: Arc<Table>) -> Self {
-        let index = BlockIter::new(Arc::clone(&table.index));
-        TableIter {
-            table,
-            readahead: None,
-            prefetch: Prefetch::default(),
-            index,
-            data: None,
-            data_handle: BlockHandle::default(),
-            ordinal: None,
-            status: None,
-        }
-    }
-
-    /// An iterator for one front-to-back pass (compaction input): blocks are
-    /// read in large chunks and not added to the block cache.
-    pub fn sequential(table: Arc<Table>) -> Self {
-        let mut it = Self::new(table);
-        it.readahead = Some(Readahead::default());
-        it
-    }
-
-    /// The table being iterated.
-    pub fn table(&self) -> &Arc<Table> {
-        &self.table
-    }
-
-    fn set_error(&mut self, e: Error) {
-        if self.status.is_none() {
-            self.status = Some(e);
-        }
-        self.data = None;
-    }
-
-    /// Moves any index or data iterator error into `self.status`.
-    /// Returns false if there is one.
-    fn absorb_errors(&mut self) -> bool {
-        if self.status.is_some() {
-            return false;
-        }
-        if let Err(e) = self.index.status() {
-            let e = self
-                .table
-                .block_error(e, self.table.index_handle, self.table.index.compressed);
-            self.set_error(e);
-            return false;
-        }
-        if let Some(Err(e)) = self.data.as_ref().map(|d| d.status()) {
-            let compressed = self.data.as_ref().is_some_and(|d| d.block().compressed);
-            let e = self.table.block_error(e, self.data_handle, compressed);
-            self.set_error(e);
-            return false;
-        }
-        true
-    }
-
-    /// Points `data` at the block the index iterator is on.
-    /// Its fence ordinal is `self.ordinal`, if known; `seeking`: the block
-    /// was reached by a seek, not by stepping from the one before.
-    fn init_data_block(&mut self, seeking: bool) {
-        let ordinal = self.ordinal;
-        if !self.index.valid() {
-            self.data = None;
-            return;
-        }
-        let handle = match self.table.decode_index_value(self.index.value()) {
-            Ok(h) => h,
-            Err(e) => return self.set_error(e),
-        };
-        if self.data.is_some() && handle == self.data_handle {
-            return;
-        }
-        let block = match self.readahead.as_mut() {
-            Some(ra) => self.table.data_block_sequential(handle, ra),
-            None => {
-                self.prefetch_before(handle);
-                if seeking {
-                    // A seek searches the block as a lookup does: its
-                    // lines' misses overlap instead of coming one by one.
-                    self.table.prefetch_mapped(handle);
-                }
-                self.table.data_block_at(handle, ordinal, seeking)
-            }
-        };
-        match block {
-            Ok(b) => {
-                self.data = Some(BlockIter::new(b));
-                self.data_handle = handle;
-                self.prefetch_after(handle);
-            }
-            Err(e) => self.set_error(e),
-        }
-    }
-
-    /// Before loading the block at `h` that starts a new run of a cursor
-    /// (a seek, not the next block of its own or the table's saved scan):
-    /// if no scan asked for the piece it lies in, ask for [`FIRST_ASK`]
-    /// from it first, so that the touch waits for one short read instead
-    /// of the kernel's read-around. Pieces once asked for are taken as
-    /// cached from then on (a page evicted since faults as before).
-    fn prefetch_before(&mut self, h: BlockHandle) {
-        if self.prefetch.continues(h) || self.table.was_asked(h.offset) {
-            return;
-        }
-        if self.table.scan.lock().continues(h) {
-            return;
-        }
-        let until = h
-            .offset
-            .saturating_add(FIRST_ASK)
-            .min(self.table.data_limit)
-            .max(block_end(h).min(self.table.data_limit));
-        self.prefetch = Prefetch::start(h, until);
-        self.table.ask(h.offset, until - h.offset);
-    }
-
-    /// After loading the block at `h`: once blocks are read front to back,
-    /// ask the OS to read the next window of the file in the background.
-    /// Each cursor keeps its own progress, and a user scan's is also saved
-    /// in the table: a cursor whose first block is where the saved scan
-    /// stopped (cursors re-created per page of results) carries on with
-    /// its window instead of starting over. Concurrent scans elsewhere in
-    /// the table do not disturb one another's progress.
-    fn prefetch_after(&mut self, h: BlockHandle) {
-        let limit = self.table.data_limit;
-        let sequential = self.readahead.is_some();
-        if !sequential && !self.prefetch.continues(h) {
-            // A new run for this cursor: it may continue the scan an
-            // earlier cursor over this table stopped in.
-            let saved = *self.table.scan.lock();
-            if saved.continues(h) {
-                self.prefetch = saved;
-            }
-        }
-        let ask = self.prefetch.advance(h, sequential, limit);
-        if !sequential && self.prefetch.run > 0 {
-            *self.table.scan.lock() = self.prefetch;
-        }
-        if let Some((from, len)) = ask {
-            self.table.ask(from, len);
-        }
-    }
-
-    fn data_valid(&self) -> bool {
-        self.data.as_ref().is_some_and(|d| d.valid())
-    }
-
-    /// Moves to the next non-empty data block while the current one is
-    /// done. Errors are absorbed only once the data iterator is invalid
-    /// (an error always makes it so, and the index's status changes only
-    /// when the index moves), not at every entry of a scan.
-    fn skip_empty_blocks_forward(&mut self) {
-        while !self.data_valid() && self.absorb_errors() {
-            if !self.index.valid() {
-                self.data = None;
-                return;
-            }
-            self.index.next();
-            self.ordinal = self.ordinal.map(|i| i + 1);
-            self.init_data_block(false);
-            if let Some(d) = &mut self.data {
-                d.seek_to_first();
-            }
-        }
-    }
-
-    /// [`skip_empty_blocks_forward`](Self::skip_empty_blocks_forward)
-    /// backwards.
-    fn skip_empty_blocks_backward(&mut self) {
-        while !self.data_valid() && self.absorb_errors() {
-            if !self.index.valid() {
-                self.data = None;
-                return;
-            }
-            self.index.prev();
-            self.ordinal = self.ordinal.and_then(|i| i.checked_sub(1));
-            self.init_data_block(false);
-            if let Some(d) = &mut self.data {
-                d.seek_to_last();
-            }
-        }
-    }
-}
-
-impl InternalIterator for TableIter {
-    fn valid(&self) -> bool {
-        self.status.is_none() && self.data_valid()
-    }
-
-    fn seek_to_first(&mut self) {
-        if self.status.is_some() {
-            return;
-        }
-        self.index.seek_to_first();
-        self.ordinal = self.table.fences.as_ref().map(|_| 0);
-        self.init_data_block(true);
-        if let Some(d) = &mut self.data {
-            d.seek_to_first();
-        }
-        self.skip_empty_blocks_forward();
-    }
-
-    fn seek_to_last(&mut self) {
-        if self.status.is_some() {
-            return;
-        }
-        self.index.seek_to_last();
-        self.ordinal = self
-            .table
-            .fences
-            .as_ref()
-            .and_then(|f| f.len().checked_sub(1));
-        self.init_data_block(true);
-        if let Some(d) = &mut self.data {
-            d.seek_to_last();
-        }
-        self.skip_empty_blocks_backward();
-    }
-
-    fn seek(&mut self, target: &[u8]) {
-        if self.status.is_some() {
-            return;
-        }
-        self.ordinal = match &self.table.fences {
-            Some(f) => {
-                let i = f.position(&self.table.index, target);
-                self.index.seek_to_restart_entry(i);
-                Some(i)
-            }
-            None => {
-                self.index.seek(target);
-                None
-            }
-        };
-        self.init_data_block(true);
-        if let Some(d) = &mut self.data {
-            d.seek(target);
-        }
-        self.skip_empty_blocks_forward();
-    }
-
-    fn next(&mut self) {
-        if !self.valid() {
-            return;
-        }
-        if let Some(d) = &mut self.data {
-            d.next();
-        }
-        self.skip_empty_blocks_forward();
-    }
-
-    fn prev(&mut self) {
-        if !self.valid() {
-            return;
-        }
-        if let Some(d) = &mut self.data {
-            d.prev();
-        }
-        self.skip_empty_blocks_backward();
-    }
-
-    fn key(&self) -> &[u8] {
-        match &self.data {
-            Some(d) if self.status.is_none() => d.key(),
-            _ => &[],
-        }
-    }
-
-    fn value(&self) -> &[u8] {
-        match &self.data {
-            Some(d) if self.status.is_none() => d.value(),
-            _ => &[],
-        }
-    }
-
-    fn status(&self) -> Result<()> {
-        match &self.status {
-            Some(e) => Err(e.clone()),
-            None => Ok(()),
-        }
-    }
-}
-
-#[cfg(test)]
-mod prefetch_tests {
-    use super::*;
-
-    fn block(i: u64) -> BlockHandle {
-        // 4 KiB blocks, each followed by its trailer.
-        BlockHandle {
-            offset: i * (4096 + BLOCK_TRAILER_LEN as u64),
-            size: 4096,
-        }
-    }
-
-    #[test]
-    fn a_scan_resuming_where_one_stopped_keeps_growing_its_window() {
-        let limit = 1 << 30;
-        let mut p = Prefetch::default();
-        // Block 0 starts where the (empty) state ends: the run is counted
-        // from it, and the first window is asked for at its
-        // `PREFETCH_AFTER`-th block.
-        let last = u64::from(PREFETCH_AFTER) - 1;
-        for i in 0..last {
-            assert_eq!(p.advance(block(i), false, limit), None, "block {i}");
-        }
-        let (from, first) = p
-            .advance(block(last), false, limit)
-            .expect("adjacent blocks");
-        assert_eq!(from, block(last + 1).offset);
-        assert_eq!(first, PREFETCH_MIN);
-        // A new cursor re-reads the block the last one stopped in, then
-        // goes on: the run continues and the window doubles.
-        let mut asked = vec![first];
-        for i in last..=12 {
-            if let Some((_, n)) = p.advance(block(i), false, limit) {
-                asked.push(n);
-            }
-        }
-        assert!(asked.len() >= 2 && asked[1] > first, "{asked:?}");
-        assert!(p.continues(block(12)) && p.continues(block(13)));
-        assert!(!p.continues(block(14)) && !p.continues(block(11)));
-        // A jump elsewhere starts over.
-        assert_eq!(p.advance(block(500), false, limit), None);
-        assert_eq!((p.run, p.window, p.until), (0, 0, 0));
-        // A compaction input asks for the largest window at once, within
-        // the table.
-        let mut q = Prefetch::default();
-        let (from, n) = q.advance(block(0), true, limit).expect("sequential");
-        assert_eq!((from, n), (block(1).offset, PREFETCH_MAX));
-        let mut r = Prefetch::default();
-        let (_, n) = r.advance(block(0), true, 10_000).expect("sequential");
-        assert_eq!(n, 10_000 - block(1).offset);
-    }
-}

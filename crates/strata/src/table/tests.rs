@@ -1370,7 +1370,7 @@ fn a_seek_into_an_unasked_piece_asks_before_touching_it() {
     assert!(!first.is_empty(), "the first touch is asked for");
     let (from, _) = first[0];
     let total: u64 = first.iter().map(|&(_, n)| n).sum();
-    assert_eq!(total, super::reader::FIRST_ASK, "{first:?}");
+    assert_eq!(total, super::readahead::FIRST_ASK, "{first:?}");
     // Another cursor seeking into the same piece asks for nothing.
     drop(seek(20_001));
     assert!(file.asked.lock().is_empty());
@@ -1385,7 +1385,7 @@ fn a_seek_into_an_unasked_piece_asks_before_touching_it() {
     assert!(
         later
             .iter()
-            .all(|&(at, _)| at >= from + super::reader::FIRST_ASK),
+            .all(|&(at, _)| at >= from + super::readahead::FIRST_ASK),
         "{later:?}"
     );
 }
