@@ -437,7 +437,7 @@ pub fn open(s: &EngineSettings, dir: &Path) -> Result<OpenEngine, BenchError> {
     }
     let compression = compression_code(&s.compression)?;
     let name = c_path("rocksdb", dir)?;
-    // Mirrors strata's defaults (options.rs) where RocksDB has the knob.
+    // Mirrors strata's defaults (`strata::Options::default`) where RocksDB has the knob.
     let settings = format!(
         "create_if_missing=true,write_buffer_size={},max_write_buffer_number=2,\
          level0_file_num_compaction_trigger=4,level0_slowdown_writes_trigger=20,\
