@@ -15,6 +15,10 @@ use strata::{Db, DbIter, Options, ReadOptions};
 
 const DIR: &str = "/db";
 const N: usize = 200;
+/// The length of the L0 table's values: long enough that a forward walk
+/// of `N` steps outruns the pieces a scan reads ahead of itself (32 KiB
+/// first), so faults armed mid-walk meet a read.
+const NEW_LEN: usize = 400;
 
 fn key(i: usize) -> Vec<u8> {
     format!("key{i:04}").into_bytes()
@@ -55,7 +59,7 @@ fn fixture() -> (MemFs, PathBuf) {
     let before = tables(&mem);
     for i in 0..N {
         if i.is_multiple_of(2) {
-            db.put(key(i), format!("new{i:04}-{}", "n".repeat(40)))
+            db.put(key(i), format!("new{i:04}-{}", "n".repeat(NEW_LEN)))
                 .expect("put");
         } else {
             db.delete(key(i)).expect("delete");
@@ -73,7 +77,7 @@ fn fixture() -> (MemFs, PathBuf) {
 /// What a correct read of key `i` may return.
 fn expected(i: usize) -> Option<Vec<u8>> {
     i.is_multiple_of(2)
-        .then(|| format!("new{i:04}-{}", "n".repeat(40)).into_bytes())
+        .then(|| format!("new{i:04}-{}", "n".repeat(NEW_LEN)).into_bytes())
 }
 
 fn index_of(k: &[u8]) -> usize {

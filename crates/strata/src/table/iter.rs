@@ -4,7 +4,7 @@
 
 use super::block::BlockIter;
 use super::format::BlockHandle;
-use super::readahead::{block_end, Prefetch, Readahead, FIRST_ASK};
+use super::readahead::{block_end, Prefetch, Readahead, FIRST_ASK, PREFETCH_AFTER};
 use super::reader::Table;
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
@@ -16,6 +16,11 @@ pub struct TableIter {
     table: Arc<Table>,
     /// Set for sequential scans that bypass the block cache.
     readahead: Option<Readahead>,
+    /// A user scan's buffer over a table read with `pread`: set once the
+    /// cursor has read [`PREFETCH_AFTER`] adjacent blocks, dropped at its
+    /// next seek; the blocks after it are read a [`Readahead::scan`] piece
+    /// at a time instead of a `pread` each, and bypass the block cache.
+    scan_buf: Option<Readahead>,
     prefetch: Prefetch,
     index: BlockIter,
     data: Option<BlockIter>,
@@ -33,6 +38,7 @@ impl TableIter {
         TableIter {
             table,
             readahead: None,
+            scan_buf: None,
             prefetch: Prefetch::default(),
             index,
             data: None,
@@ -103,13 +109,21 @@ impl TableIter {
         let block = match self.readahead.as_mut() {
             Some(ra) => self.table.data_block_sequential(handle, ra),
             None => {
+                if seeking {
+                    self.scan_buf = None;
+                }
                 self.prefetch_before(handle);
                 if seeking {
                     // A seek searches the block as a lookup does: its
                     // lines' misses overlap instead of coming one by one.
                     self.table.prefetch_mapped(handle);
                 }
-                self.table.data_block_at(handle, ordinal, seeking)
+                match self.scan_buf.as_mut() {
+                    Some(ra) if self.prefetch.continues(handle) => {
+                        self.table.data_block_sequential(handle, ra)
+                    }
+                    _ => self.table.data_block_at(handle, ordinal, seeking),
+                }
             }
         };
         match block {
@@ -163,6 +177,13 @@ impl TableIter {
             }
         }
         let ask = self.prefetch.advance(h, sequential, limit);
+        if !sequential
+            && self.scan_buf.is_none()
+            && self.prefetch.run >= PREFETCH_AFTER
+            && !self.table.is_mapped()
+        {
+            self.scan_buf = Some(Readahead::scan());
+        }
         if !sequential && self.prefetch.run > 0 {
             *self.table.scan.lock() = self.prefetch;
         }

@@ -7,11 +7,55 @@ use std::sync::atomic::AtomicU64;
 /// Bytes read at once by a sequential iterator.
 pub(super) const READAHEAD_BYTES: usize = 1 << 20;
 
-/// The buffer of a sequential iterator: file bytes from `offset`.
-#[derive(Default)]
+/// The largest piece a user scan over a table read with `pread` reads at
+/// once ([`Readahead::scan`]): one system call per 64 blocks of 4 KiB
+/// instead of one per block, and a quarter of a compaction input's
+/// buffer, since a scan holds one per level.
+pub(super) const SCAN_PIECE: usize = 256 << 10;
+/// A user scan's first piece; each next one doubles up to [`SCAN_PIECE`],
+/// so that a short scan (YCSB-E's, up to 100 entries) reads little past
+/// its end.
+pub(super) const SCAN_FIRST_PIECE: usize = 32 << 10;
+
+/// The buffer of a sequential iterator: file bytes from `offset`, read
+/// `piece` bytes at a time, the piece doubling after each read up to
+/// `max_piece`.
 pub(super) struct Readahead {
     pub(super) offset: u64,
     pub(super) buf: Vec<u8>,
+    pub(super) piece: usize,
+    pub(super) max_piece: usize,
+}
+
+impl Default for Readahead {
+    /// A compaction input's buffer: [`READAHEAD_BYTES`] at a time.
+    fn default() -> Self {
+        Readahead {
+            offset: 0,
+            buf: Vec::new(),
+            piece: READAHEAD_BYTES,
+            max_piece: READAHEAD_BYTES,
+        }
+    }
+}
+
+impl Readahead {
+    /// A user scan's buffer: [`SCAN_FIRST_PIECE`] first, doubling up to
+    /// [`SCAN_PIECE`].
+    pub(super) fn scan() -> Self {
+        Readahead {
+            piece: SCAN_FIRST_PIECE,
+            max_piece: SCAN_PIECE,
+            ..Readahead::default()
+        }
+    }
+
+    /// The piece to read now; the next one doubles, up to `max_piece`.
+    pub(super) fn next_piece(&mut self) -> usize {
+        let now = self.piece;
+        self.piece = (self.piece * 2).min(self.max_piece);
+        now
+    }
 }
 
 /// The first prefetch window of a forward scan, once it has moved on to
@@ -24,7 +68,7 @@ const PREFETCH_MAX: u64 = 2 << 20;
 /// three 4 KiB blocks of 1 KiB values) asks for nothing it would leave
 /// unread (why: docs/design/2026-11-29-code-comment-measurements.md
 /// §prefetch-after).
-const PREFETCH_AFTER: u32 = 3;
+pub(super) const PREFETCH_AFTER: u32 = 3;
 
 /// What a scan asks for before it first touches a block of a mapped
 /// table in a piece no scan has asked for: without it the touch faults

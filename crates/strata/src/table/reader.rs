@@ -9,7 +9,7 @@ use super::format::{
     check_block_trailer, decode_stored_block, BlockHandle, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN,
 };
 use super::properties::{decode_properties, TableProperties};
-use super::readahead::{bit_of, block_end, Prefetch, Readahead, ASK_PIECE, READAHEAD_BYTES};
+use super::readahead::{bit_of, block_end, Prefetch, Readahead, ASK_PIECE};
 use super::warm::{self, TableWarmth, Warmer};
 use crate::error::{Error, Result};
 use crate::io::RandomAccessFile;
@@ -259,6 +259,11 @@ impl Table {
                 .file
                 .mapping()
                 .is_some_and(|m| Arc::strong_count(m) > 1)
+    }
+
+    /// True when the table is read through a memory map.
+    pub(super) fn is_mapped(&self) -> bool {
+        self.file.mapping().is_some()
     }
 
     /// Bytes of the file mapped into memory (0 when it is read with pread).
@@ -531,7 +536,7 @@ impl Table {
         let start = match start {
             Some(s) => s,
             None => {
-                let len = (READAHEAD_BYTES as u64)
+                let len = (ra.next_piece() as u64)
                     .min(self.data_limit.saturating_sub(h.offset))
                     .max(n as u64);
                 ra.buf.resize(len as usize, 0);

@@ -1295,15 +1295,18 @@ fn slow_reads_warm_a_mapped_table_within_the_budget() {
     assert!(got.is_some());
 }
 
-/// A mapped file that records what the table asks the OS to read ahead.
+/// A file that records what the table asks the OS to read ahead, and
+/// what it reads.
 #[derive(Debug)]
 struct RecordingMap {
     inner: Arc<dyn RandomAccessFile>,
     asked: Mutex<Vec<(u64, u64)>>,
+    reads: Mutex<Vec<(u64, usize)>>,
 }
 
 impl RandomAccessFile for RecordingMap {
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.reads.lock().push((offset, buf.len()));
         self.inner.read_exact_at(offset, buf)
     }
     fn mapping(&self) -> Option<&Arc<crate::io::Mapping>> {
@@ -1335,6 +1338,7 @@ fn recorded_table(
     let file = Arc::new(RecordingMap {
         inner: open(&path).expect("open"),
         asked: Mutex::new(Vec::new()),
+        reads: Mutex::new(Vec::new()),
     });
     let t = Table::open(
         Arc::clone(&file) as Arc<dyn RandomAccessFile>,
@@ -1345,6 +1349,7 @@ fn recorded_table(
     )
     .expect("open table");
     file.asked.lock().clear();
+    file.reads.lock().clear();
     (file, Arc::new(t))
 }
 
@@ -1409,4 +1414,51 @@ fn a_pread_table_asks_ahead_only_for_scans() {
     }
     let asked: Vec<(u64, u64)> = file.asked.lock().drain(..).collect();
     assert!(!asked.is_empty(), "the scan reads ahead");
+}
+
+/// A user scan over a table read with pread reads on in pieces (the first
+/// `SCAN_FIRST_PIECE`, doubling up to `SCAN_PIECE`) once it has read
+/// `PREFETCH_AFTER` adjacent blocks, instead of one `pread` per block, and
+/// returns the same entries; its next seek reads one block again.
+#[test]
+fn a_pread_scan_reads_on_in_pieces() {
+    use super::readahead::{SCAN_FIRST_PIECE, SCAN_PIECE};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (file, t) = recorded_table(dir.path(), |p| PosixFs.open_random(p));
+    assert_eq!(t.mapped_bytes(), 0, "read with pread");
+    let all = entries(60_000);
+    let from = all
+        .iter()
+        .position(|(k, _)| user_key(k) == &ukey(20_000)[..])
+        .expect("key 20000");
+    let mut it = TableIter::new(Arc::clone(&t));
+    it.seek(&seek_key(&ukey(20_000), MAX_SEQ));
+    for (k, v) in &all[from..from + 10_000] {
+        assert!(it.valid());
+        assert_eq!(it.key(), &k[..]);
+        assert_eq!(it.value(), &v[..]);
+        it.next();
+    }
+    let reads: Vec<(u64, usize)> = file.reads.lock().drain(..).collect();
+    let blocks = 10_000 * 45 / 4096;
+    assert!(
+        reads.len() < blocks / 4,
+        "{} reads for ~{blocks} blocks",
+        reads.len()
+    );
+    let pieces: Vec<usize> = reads.iter().map(|r| r.1).filter(|&n| n > 8192).collect();
+    assert_eq!(
+        pieces[..2],
+        [SCAN_FIRST_PIECE, 2 * SCAN_FIRST_PIECE],
+        "{reads:?}"
+    );
+    assert!(pieces.contains(&SCAN_PIECE), "{reads:?}");
+    it.seek(&seek_key(&ukey(50_000), MAX_SEQ));
+    assert!(it.valid());
+    assert_eq!(user_key(it.key()), &ukey(50_000)[..]);
+    let reads: Vec<(u64, usize)> = file.reads.lock().drain(..).collect();
+    assert!(
+        reads.len() == 1 && reads[0].1 < 2 * 4096,
+        "a seek reads its block alone: {reads:?}"
+    );
 }
