@@ -8,7 +8,7 @@
 //! `persist(SyncData)` of the journal, as a fjall user makes a write
 //! durable). One keyspace holds the data.
 
-use crate::engine::{EngineSettings, OpenEngine};
+use crate::settings::{EngineSettings, OpenEngine};
 use crate::BenchError;
 use fjall::config::CompressionPolicy;
 use fjall::{
@@ -76,7 +76,7 @@ pub fn own_settings(cache_capacity: u64, opts: &KeyspaceCreateOptions, sync: boo
          (read back), data blocks {:?}, data block compression {:?} (its lz4 feature, on by default: none \
          on L0-L1, LZ4 below), journal LZ4 for values of 4 KiB and more, filters {:?}, leveled compaction \
          (L0 trigger 4, 64 MiB tables, x10 per level, 7 levels), worker threads min(cores, 4) = {}, sync={sync}",
-        crate::engine::OWN_DEFAULTS_PREFIX,
+        crate::settings::OWN_DEFAULTS_PREFIX,
         OWN_MEMTABLE_SIZE >> 20,
         cache_capacity >> 20,
         opts.data_block_size_policy,

@@ -7,6 +7,7 @@
 
 pub mod charts;
 pub mod child;
+pub mod config;
 pub mod engine;
 #[cfg(feature = "comparators")]
 pub mod ffi;
@@ -16,6 +17,7 @@ pub mod gen;
 pub mod limits;
 pub mod report;
 pub mod runner;
+pub mod settings;
 pub mod sys;
 pub mod workload;
 

@@ -4,7 +4,7 @@
 
 use super::dl::c_library;
 use super::{c_path, Api, ErrPtr, FfiError, Handle, Owned, PropertyReader};
-use crate::engine::{EngineSettings, OpenEngine};
+use crate::settings::{EngineSettings, OpenEngine};
 use crate::BenchError;
 use std::ffi::{c_char, c_int, c_uchar, c_void};
 use std::path::Path;
@@ -242,7 +242,7 @@ pub mod own {
              cache=LevelDB's internal lru({BLOCK_CACHE_SIZE}),compression=snappy (the library links \
              libsnappy; a block that snappy does not shrink by 1/8 is stored raw),max_open_files={MAX_OPEN_FILES},\
              wal=on,sync={sync} (fixed in LevelDB: one background thread, L0 triggers 4/8/12, L1 10 MiB x10)",
-            crate::engine::OWN_DEFAULTS_PREFIX
+            crate::settings::OWN_DEFAULTS_PREFIX
         )
     }
 }

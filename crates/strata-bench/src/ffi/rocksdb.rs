@@ -4,7 +4,7 @@
 
 use super::dl::c_library;
 use super::{c_path, Api, ErrPtr, FfiError, Handle, Owned, PropertyReader};
-use crate::engine::{EngineSettings, OpenEngine};
+use crate::settings::{EngineSettings, OpenEngine};
 use crate::BenchError;
 use std::ffi::{c_char, c_int, c_uchar, c_void};
 use std::path::Path;
@@ -357,7 +357,7 @@ pub mod own {
             "{} (RocksDB Options(), nothing set but create_if_missing; read back from the OPTIONS file \
              and rocksdb.block-cache-capacity): {listed},block_cache=RocksDB's internal lru({}),\
              wal=on,sync={sync}",
-            crate::engine::OWN_DEFAULTS_PREFIX,
+            crate::settings::OWN_DEFAULTS_PREFIX,
             cache.map(str::trim).unwrap_or("?")
         )
     }

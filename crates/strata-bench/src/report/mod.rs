@@ -1,13 +1,11 @@
 //! The report: JSON for machines, a terminal summary and Markdown for people.
 
 use crate::child::RunResult;
+use crate::config::Config;
 use crate::engine::EngineSettings;
-use crate::runner::Config;
 use crate::sys::{self, Machine};
 use crate::workload::{Params, Workload};
-use crate::BenchError;
 use serde::{Deserialize, Serialize};
-use std::path::Path;
 
 mod render;
 mod rows;
@@ -214,40 +212,6 @@ pub fn is_peer(engine: &str) -> bool {
     crate::engine::EngineKind::parse(engine).is_ok_and(|k| k.is_comparator())
 }
 
-/// Writes `report.partial.json`: the runs so far of a bench still going
-/// (a run of hours that is stopped keeps what it measured). `write_all`
-/// removes it.
-pub fn write_partial(r: &Report, out: &Path) -> Result<(), BenchError> {
-    let path = out.join("report.partial.json");
-    let tmp = out.join("report.partial.json.tmp");
-    std::fs::write(&tmp, serde_json::to_string(r)?).map_err(|e| BenchError::Io(tmp.clone(), e))?;
-    std::fs::rename(&tmp, &path).map_err(|e| BenchError::Io(path, e))
-}
-
-/// Writes report.json, report.md and the charts into `out`; prints the summary.
-pub fn write_all(r: &Report, out: &Path) -> Result<(), BenchError> {
-    let _ = std::fs::remove_file(out.join("report.partial.json"));
-    let io = |p: &Path, e| BenchError::Io(p.to_path_buf(), e);
-    let json = out.join("report.json");
-    std::fs::write(&json, serde_json::to_string_pretty(r)?).map_err(|e| io(&json, e))?;
-    let charts = match crate::charts::write_all(r, out) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("warning: charts not written: {e}");
-            Vec::new()
-        }
-    };
-    let md = out.join("report.md");
-    std::fs::write(&md, markdown(r, &charts)).map_err(|e| io(&md, e))?;
-    println!("{}", summary(r));
-    println!(
-        "wrote {}/report.json, report.md and {} charts (PNG + SVG)",
-        out.display(),
-        charts.len()
-    );
-    Ok(())
-}
-
 /// Workloads the report's write-amplification checks apply to.
 pub fn is_write_workload(name: &str) -> bool {
     Workload::parse(name).is_ok_and(|w| w.writes())
@@ -258,6 +222,7 @@ mod tests {
     use super::*;
     use crate::engine::OWN_DEFAULTS_PREFIX;
     use crate::runner::{preset, OWN_DEFAULTS_NOTE};
+    use crate::BenchError;
 
     fn report(own_defaults: bool) -> Result<Report, BenchError> {
         let mut cfg = preset("tiny", std::env::temp_dir())?;

@@ -2,51 +2,20 @@
 //! live progress, and the report.
 
 use crate::child::{RunResult, RunSpec};
-use crate::engine::{EngineKind, EngineSettings, COMPARATORS};
+use crate::engine::{EngineKind, COMPARATORS};
 use crate::report::Report;
-use crate::workload::{Params, Preload, Workload};
-use crate::{report, BenchError};
+use crate::workload::{Preload, Workload};
+use crate::BenchError;
 use std::path::PathBuf;
 
+mod output;
 mod presets;
 mod spawn;
 
+pub use crate::config::Config;
 pub use presets::{available_engines, both_views, preset, PRESETS};
 pub use spawn::TIME_LIMIT_KILL;
 use spawn::{bar, probe_peer, remove_leftovers, run_child, sanitize};
-
-/// Everything a benchmark run needs.
-#[derive(Debug, Clone)]
-pub struct Config {
-    pub preset: String,
-    pub engines: Vec<String>,
-    pub workloads: Vec<String>,
-    pub params: Params,
-    pub settings: EngineSettings,
-    pub out: PathBuf,
-    pub repeats: usize,
-    /// Drop the page cache of the database files after each load.
-    pub cold: bool,
-    /// Wait for background work after each load and each writing run.
-    pub settle: bool,
-    /// Keep every run's database under `OUT/data/` (engine logs, tables).
-    pub keep_data: bool,
-    /// Cap every child's memory (heap and page cache) with a cgroup.
-    pub memory_limit: Option<u64>,
-    /// Measure the device's 4 KiB random read/write ceilings first: on a
-    /// file of this many MiB, each pattern for this many seconds.
-    pub ceilings: Option<(u64, f64)>,
-    /// Load each engine's database once per kind of load (db_bench keys,
-    /// YCSB records) and start every later run that needs that load from a
-    /// copy of it (evicted from the page cache), instead of loading again:
-    /// for data sets whose load takes minutes.
-    pub reuse_loads: bool,
-    /// Kill a run's process that has not finished (run, settle and close)
-    /// after this many seconds; a run that also loads the data it keeps as
-    /// an image gets four times as long. The run is reported as killed by
-    /// the limit and the engine's later repeats of that row are not run.
-    pub time_limit: Option<f64>,
-}
 
 /// The report's note on an `--own-defaults` run.
 pub const OWN_DEFAULTS_NOTE: &str =
@@ -292,7 +261,7 @@ pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
                 eprintln!("{line}");
                 results.push(r);
                 let partial = Report::new(cfg, engines.clone(), results.clone(), notes.clone());
-                if let Err(e) = report::write_partial(&partial, &cfg.out) {
+                if let Err(e) = output::write_partial(&partial, &cfg.out) {
                     eprintln!("warning: the partial report was not written: {e}");
                 }
             }
@@ -304,13 +273,15 @@ pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
     let mut report = Report::new(cfg, engines, results, notes);
     report.peers = peers;
     report.device = device;
-    report::write_all(&report, &cfg.out)?;
+    output::write_all(&report, &cfg.out)?;
     Ok(report)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::EngineSettings;
+    use crate::workload::Params;
     use indicatif::ProgressBar;
 
     /// A child that outlives the time limit is killed and reported as such
