@@ -1,0 +1,67 @@
+//! Statistics, capabilities, flush, freeing what strata returned, and the
+//! version.
+
+use super::*;
+
+// ---------------------------------------------------------------- misc
+
+/// The engine statistics as one JSON object, in a NUL-terminated buffer
+/// malloc'd by strata (release with strata_free()). NULL on a NULL handle.
+/// Thread-safe.
+#[no_mangle]
+pub extern "C" fn strata_stats_json(db: *const strata_t) -> *mut c_char {
+    quiet(ptr::null_mut(), || match obj(db, "database") {
+        Ok(db) => malloc_cstring(&db.db.stats().to_json()),
+        Err(_) => ptr::null_mut(),
+    })
+}
+
+/// What the engine guarantees: 1 if it has `what`, 0 if not, STRATA_EINVAL
+/// for an unknown name or a NULL handle. Names: "snapshots" (snapshot
+/// create works), "atomic_batches" (strata_write applies all or nothing,
+/// also across a crash), "snapshot_scans" (an iterator reads one point in
+/// time). The LSM engine has all three; KVell none. Thread-safe.
+#[no_mangle]
+pub extern "C" fn strata_has(db: *const strata_t, what: *const c_char) -> c_int {
+    quiet(STRATA_EINVAL, || {
+        let (Ok(db), Ok(what)) = (obj(db, "database"), cstr(what, "what")) else {
+            return STRATA_EINVAL;
+        };
+        let s = db.db.semantics();
+        match what {
+            "snapshots" => c_int::from(s.snapshots),
+            "atomic_batches" => c_int::from(s.atomic_batches),
+            "snapshot_scans" => c_int::from(s.snapshot_scans),
+            _ => STRATA_EINVAL,
+        }
+    })
+}
+
+/// Makes every acknowledged write durable and part of the engine's files
+/// (the LSM flushes its memtable to a table; KVell syncs its slabs).
+/// Thread-safe.
+#[no_mangle]
+pub extern "C" fn strata_flush(db: *const strata_t, errptr: *mut *mut c_char) -> c_int {
+    guard(errptr, (), || obj(db, "database")?.db.flush().map_err(eng)).1
+}
+
+/// Releases a buffer returned by strata_get() or strata_stats_json() (NULL
+/// is ignored). The buffers are malloc'd, so free() works too.
+#[no_mangle]
+pub extern "C" fn strata_free(p: *mut c_void) {
+    // SAFETY: p is NULL or a buffer strata allocated with malloc.
+    unsafe { libc::free(p) }
+}
+
+/// Releases an error string set through an errptr (NULL is ignored).
+#[no_mangle]
+pub extern "C" fn strata_free_error(err: *mut c_char) {
+    // SAFETY: err is NULL or a string strata allocated with malloc.
+    unsafe { libc::free(err as *mut c_void) }
+}
+
+/// The library version, a static NUL-terminated string (do not free).
+#[no_mangle]
+pub extern "C" fn strata_version() -> *const c_char {
+    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr() as *const c_char
+}
