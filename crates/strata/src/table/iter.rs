@@ -109,13 +109,12 @@ impl TableIter {
         let block = match self.readahead.as_mut() {
             Some(ra) => self.table.data_block_sequential(handle, ra),
             None => {
-                if seeking {
-                    self.scan_buf = None;
-                }
                 self.prefetch_before(handle);
                 if seeking {
-                    // A seek searches the block as a lookup does: its
-                    // lines' misses overlap instead of coming one by one.
+                    // A seek ends a scan's run (and its buffer), and
+                    // searches the block as a lookup does: its lines'
+                    // misses overlap instead of coming one by one.
+                    self.scan_buf = None;
                     self.table.prefetch_mapped(handle);
                 }
                 match self.scan_buf.as_mut() {

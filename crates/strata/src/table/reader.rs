@@ -541,7 +541,8 @@ impl Table {
                     .max(n as u64);
                 ra.buf.resize(len as usize, 0);
                 // A mapped file advised random faults page by page: ask
-                // for the whole range first (a no-op for pread files).
+                // for the whole range first (for a pread file, a
+                // `WILLNEED` of the range the read then waits for).
                 self.file.prefetch(h.offset, len);
                 self.file.read_exact_at(h.offset, &mut ra.buf)?;
                 self.bytes_read.add(len);
