@@ -412,6 +412,8 @@ impl Db {
         s.warmed_tables = tables.warmed_tables;
         s.warmed_table_bytes = tables.warmed_bytes;
         s.tables_mapped = tables.mapped;
+        s.row_cache_hits = tables.row_cache_hits;
+        s.row_cache_misses = tables.row_cache_misses;
         s.memory = crate::stats::MemoryStats {
             budget: inner.budget.total,
             memtables_share: inner.budget.memtables,
@@ -429,6 +431,8 @@ impl Db {
                 + inner.chunks.held_bytes(),
             block_cache: s.block_cache_usage,
             pins: s.pinned_index_filter_bytes,
+            row_cache_capacity: tables.row_cache_capacity,
+            row_cache: tables.row_cache_bytes,
         };
         s.table_bytes_read = read;
         let m = &sv.version.matrix;

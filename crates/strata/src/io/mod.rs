@@ -14,6 +14,8 @@ pub use fault::{FaultError, FaultFs, FaultHandle};
 pub use mem::{CrashKind, MemFs, MemOp, OpRecord};
 pub use memory::memory_limit;
 pub use posix::PosixFs;
+#[cfg(test)]
+pub(crate) use posix::{fs_type, TMPFS};
 
 use crate::error::Result;
 use std::cell::RefCell;
@@ -267,6 +269,11 @@ pub trait RandomAccessFile: Send + Sync + Debug {
     /// advised random would read page by page). No-op where the file is
     /// not mapped or the OS cannot.
     fn populate(&self, _offset: u64, _len: u64) {}
+    /// True when reads bypass the page cache (direct I/O, see
+    /// [`FileSystem::open_direct`]).
+    fn direct(&self) -> bool {
+        false
+    }
     /// The file's size when it was opened.
     fn len(&self) -> u64;
     /// True for an empty file.
@@ -305,6 +312,14 @@ pub trait FileSystem: Send + Sync + Debug {
     /// default is [`FileSystem::open_random`], so simulated and
     /// fault-injecting file systems see every read as a call.
     fn open_mapped(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        self.open_random(path)
+    }
+    /// Opens an existing, immutable file for random reads that bypass the
+    /// page cache (direct I/O) where the implementation and the file
+    /// system allow it; otherwise (and by default) as
+    /// [`FileSystem::open_random`]. For tables larger than the page
+    /// cache's room: their blocks are cached only by the block cache.
+    fn open_direct(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
         self.open_random(path)
     }
     /// Opens an existing file for sequential reads.

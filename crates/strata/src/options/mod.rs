@@ -182,6 +182,14 @@ options! {
         /// without it (why: docs/design/2026-11-29-code-comment-measurements.md
         /// §mmap-advice).
         mmap_random: bool = false;
+        /// With `mmap_reads`, once the live tables outgrow the page cache's
+        /// room (`memory_budget`) and are read with pread(2), read them with
+        /// direct I/O (`O_DIRECT`, where the file system has it): no page-cache
+        /// insertion, reclaim or copy per read, and the memory the page cache
+        /// would have spent on them holds a row cache of the entries point
+        /// lookups found, half the room. Off: buffered pread, no row cache.
+        /// Default true.
+        direct_reads: bool = true;
         /// With `mmap_reads` (and without `mmap_random`), advise table maps
         /// `MADV_HUGEPAGE` where the file system keeps large folios in its page
         /// cache (XFS from Linux 5.18, ext4 from 6.16; elsewhere nothing is

@@ -85,6 +85,10 @@ pub struct StatsSnapshot {
     pub block_cache_hits: u64,
     pub block_cache_misses: u64,
     pub block_cache_usage: u64,
+    /// Point lookups in tables read directly answered by the row cache, and
+    /// those that were not (0 while tables are mapped).
+    pub row_cache_hits: u64,
+    pub row_cache_misses: u64,
     /// Tables the table cache holds open (at most `max_open_files − 10`).
     pub open_tables: usize,
     /// Bytes of table files memory-mapped by the open tables.
@@ -137,6 +141,10 @@ pub struct MemoryStats {
     pub memtables: u64,
     pub block_cache: u64,
     pub pins: u64,
+    /// The row cache's capacity (half the page cache's room while tables
+    /// are read directly, otherwise 0) and the bytes it holds.
+    pub row_cache_capacity: u64,
+    pub row_cache: u64,
 }
 
 impl StatsSnapshot {
@@ -237,7 +245,7 @@ impl StatsSnapshot {
              \"shortcut_hits\":{},\"shortcut_misses\":{},\"stale_compactions\":{},\"stale_dropped\":{},\"read_compactions\":{},\
              \"compaction_cpu_micros\":{},\"compaction_read_busy_micros\":{},\"compaction_merge_busy_micros\":{},\"compaction_write_busy_micros\":{},\"compaction_subtasks\":{},\"compaction_pipelined_subtasks\":{},\"compaction_offloaded_subtasks\":{},\"compaction_offload_fallbacks\":{},\"compactions_running_max\":{},\"compaction_give_ways\":{},\
              \"update_table_entries\":{},\"update_table_bytes\":{},\"manifest_bytes\":{},\
-             \"table_bytes_read\":{},\"block_cache_hits\":{},\"block_cache_misses\":{},\"block_cache_usage\":{},\
+             \"table_bytes_read\":{},\"block_cache_hits\":{},\"block_cache_misses\":{},\"block_cache_usage\":{},\"row_cache_hits\":{},\"row_cache_misses\":{},\
              \"open_tables\":{},\"mapped_table_bytes\":{},\"pinned_index_filter_bytes\":{},\"table_cache_hits\":{},\
              \"table_cache_misses\":{},\"table_cache_evictions\":{},\"warmed_tables\":{},\"warmed_table_bytes\":{},\"tables_mapped\":{},\"memory\":{},\"memtable_bytes\":{},\"immutable_memtables\":{},\"last_sequence\":{},\
              \"engine_bytes_written\":{},\"write_amplification\":{:.4},\"cache_hit_rate\":{:.4},\"matrix\":{},\"levels\":[{}]}}",
@@ -290,6 +298,8 @@ impl StatsSnapshot {
             self.block_cache_hits,
             self.block_cache_misses,
             self.block_cache_usage,
+            self.row_cache_hits,
+            self.row_cache_misses,
             self.open_tables,
             self.mapped_table_bytes,
             self.pinned_index_filter_bytes,
@@ -366,7 +376,7 @@ impl MemoryStats {
         format!(
             "{{\"budget\":{},\"memtables_share\":{},\"block_cache_share\":{},\"pins_share\":{},\
              \"page_cache_room\":{},\"write_buffer_size\":{},\"block_cache_capacity\":{},\
-             \"memtables\":{},\"block_cache\":{},\"pins\":{}}}",
+             \"memtables\":{},\"block_cache\":{},\"pins\":{},\"row_cache_capacity\":{},\"row_cache\":{}}}",
             self.budget,
             self.memtables_share,
             self.block_cache_share,
@@ -376,7 +386,9 @@ impl MemoryStats {
             self.block_cache_capacity,
             self.memtables,
             self.block_cache,
-            self.pins
+            self.pins,
+            self.row_cache_capacity,
+            self.row_cache
         )
     }
 }
@@ -483,6 +495,16 @@ impl fmt::Display for StatsSnapshot {
             self.block_cache_misses,
             mib(self.block_cache_usage),
         )?;
+        if self.memory.row_cache_capacity > 0 {
+            writeln!(
+                f,
+                "row cache:          {} hits, {} misses, {:.2} of {:.2} MiB used",
+                self.row_cache_hits,
+                self.row_cache_misses,
+                mib(self.memory.row_cache),
+                mib(self.memory.row_cache_capacity),
+            )?;
+        }
         writeln!(
             f,
             "table cache:        {} open ({:.2} MiB mapped, pinned index+filter {:.2} MiB); {} hits, {} misses, {} evictions; {} warmed ({:.2} MiB)",

@@ -36,6 +36,7 @@ mod prefetch;
 mod properties;
 mod readahead;
 mod reader;
+mod rows;
 pub mod warm;
 
 pub use builder::{TableBuilder, TableOptions};
@@ -43,6 +44,7 @@ pub use cache::BlockCache;
 pub use iter::TableIter;
 pub use properties::TableProperties;
 pub use reader::Table;
+pub use rows::RowCache;
 
 #[cfg(test)]
 mod tests;

@@ -10,12 +10,13 @@ use super::format::{
 };
 use super::properties::{decode_properties, TableProperties};
 use super::readahead::{bit_of, block_end, Prefetch, Readahead, ASK_PIECE};
+use super::rows::RowCache;
 use super::warm::{self, TableWarmth, Warmer};
 use crate::error::{Error, Result};
 use crate::io::RandomAccessFile;
 use crate::iter::InternalIterator;
 use crate::stats::Striped;
-use crate::types::{parse_internal_key, ValueKind};
+use crate::types::{parse_internal_key, trailer, ValueKind};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
@@ -60,6 +61,9 @@ pub struct Table {
     /// One bit per [`ASK_PIECE`] of a mapped table's data: a scan asked
     /// the OS to read that piece (empty for tables read with `pread`).
     asked: Box<[AtomicU64]>,
+    /// Entries point lookups found here, for the next lookup of the same
+    /// key (tables read with pread only: a mapped block is as cheap).
+    rows: Option<Arc<RowCache>>,
 }
 
 impl fmt::Debug for Table {
@@ -129,6 +133,7 @@ impl Table {
             warmth: None,
             scan: parking_lot::Mutex::new(Prefetch::default()),
             asked: Box::new([]),
+            rows: None,
         };
         if t.file.mapping().is_some() {
             let pieces = footer_at.div_ceil(ASK_PIECE).div_ceil(64);
@@ -271,6 +276,17 @@ impl Table {
         self.file.mapping().map_or(0, |m| m.len() as u64)
     }
 
+    /// Answers point lookups from (and fills) `rows` from now on.
+    pub(crate) fn with_rows(mut self, rows: Arc<RowCache>) -> Self {
+        self.rows = Some(rows);
+        self
+    }
+
+    /// True when the table's reads bypass the page cache (direct I/O).
+    pub fn reads_direct(&self) -> bool {
+        self.file.direct()
+    }
+
     /// Bytes read from the file so far (through every opening of it, when
     /// opened with [`Table::open_counted`]).
     pub fn bytes_read(&self) -> u64 {
@@ -370,6 +386,15 @@ impl Table {
         thread_local! {
             static KEY: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
         }
+        // The row cache holds each key's newest entry here: it answers a
+        // lookup whose snapshot sees every entry of the table.
+        let rows = self
+            .rows
+            .as_deref()
+            .filter(|r| r.on() && trailer(seek_key) >> 8 >= self.props.max_seq);
+        if let Some(found) = rows.and_then(|r| r.get(self.id, user_key)) {
+            return Ok(Some(Some(found)));
+        }
         let ruled_out = || filter.is_some_and(|(f, h)| !f.may_contain_hash(h));
         let (ordinal, handle, key) = match &self.fences {
             Some(f) => match f.locate(&self.index, seek_key) {
@@ -421,6 +446,9 @@ impl Table {
             }
         };
         let (found, key) = found;
+        if let (Some(rows), Ok(Some((seq, kind, value)))) = (rows, &found) {
+            rows.insert(self.id, user_key, *seq, *kind, value);
+        }
         // A lookup from a thread-local destructor keeps its buffer.
         let _ = KEY.try_with(|k| k.set(key));
         found.map(Some)

@@ -733,6 +733,60 @@ fn get_respects_snapshots() {
 }
 
 #[test]
+fn the_row_cache_answers_lookups_that_see_the_whole_table() {
+    let mut kvs = Vec::new();
+    for (seq, kind, v) in [(30, 1, "k30"), (20, 0, ""), (10, 1, "k10")] {
+        kvs.push((internal_key(b"k", seq, kind), v.as_bytes().to_vec()));
+    }
+    kvs.push((internal_key(b"z", 25, 0), Vec::new()));
+    let (bytes, _) = build_mem(&kvs, opts(64, Compression::None));
+    let rows = Arc::new(RowCache::new(1 << 20));
+    // No block cache: every lookup the row cache does not answer reads.
+    let t = Table::open(
+        Arc::new(MemFile(bytes)),
+        PathBuf::from("/mem/000001.sst"),
+        1,
+        Arc::new(BlockCache::new(0)),
+        true,
+    )
+    .expect("open")
+    .with_rows(Arc::clone(&rows));
+    let get = |key: &[u8], seq| t.get(&seek_key(key, seq), key).expect("get");
+    let k30 = Some((30, ValueKind::Value, b"k30".to_vec()));
+    assert_eq!(get(b"k", MAX_SEQ), k30);
+    assert_eq!((rows.hits(), rows.misses()), (0, 1));
+    let read = t.bytes_read();
+    assert_eq!(get(b"k", MAX_SEQ), k30);
+    assert_eq!(
+        get(b"k", 30),
+        k30,
+        "a snapshot at the table's last sequence"
+    );
+    assert_eq!(rows.hits(), 2);
+    assert_eq!(t.bytes_read(), read, "answered without a block");
+    // An older snapshot may see an older entry: not from the cache.
+    assert_eq!(get(b"k", 29), Some((20, ValueKind::Delete, Vec::new())));
+    assert_eq!(get(b"k", 15), Some((10, ValueKind::Value, b"k10".to_vec())));
+    assert_eq!((rows.hits(), rows.misses()), (2, 1));
+    assert!(t.bytes_read() > read);
+    // Tombstones are cached too; keys the table lacks are not.
+    let z = Some((25, ValueKind::Delete, Vec::new()));
+    assert_eq!(get(b"z", MAX_SEQ), z);
+    assert_eq!(get(b"z", MAX_SEQ), z);
+    let absent = || {
+        t.get_past_filter(&seek_key(b"m", MAX_SEQ), b"m")
+            .expect("get")
+    };
+    assert_eq!(absent(), None);
+    assert_eq!(absent(), None);
+    assert_eq!((rows.hits(), rows.misses()), (3, 4));
+    // Off: lookups neither read nor fill it.
+    rows.resize(0);
+    assert_eq!(get(b"k", MAX_SEQ), k30);
+    assert_eq!((rows.hits(), rows.misses()), (3, 4));
+}
+
+#[test]
 fn bloom_miss_does_no_io_and_filter_can_be_off() {
     let kvs = entries(500);
     let (bytes, _) = build_mem(&kvs, opts(256, Compression::None));

@@ -52,7 +52,7 @@ use crate::io::FileSystem;
 use crate::options::Options;
 use crate::stats::Striped;
 use crate::table::warm::Warmer;
-use crate::table::{BlockCache, Table};
+use crate::table::{BlockCache, RowCache, Table};
 use arc_swap::ArcSwapOption;
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -88,6 +88,12 @@ pub struct TableCacheStats {
     /// fit in the page cache's room); otherwise read with pread(2) through
     /// the block cache.
     pub mapped: bool,
+    /// The row cache's capacity (0: off), the bytes it holds, and its hits
+    /// and misses.
+    pub row_cache_capacity: u64,
+    pub row_cache_bytes: u64,
+    pub row_cache_hits: u64,
+    pub row_cache_misses: u64,
 }
 
 /// A `FileMeta`'s hold on its open table: set by the cache when it opens
@@ -139,6 +145,12 @@ pub struct TableCache {
     /// (`MemoryBudget::page_cache_room`, set at open; `u64::MAX` until
     /// then: every database fits).
     room: AtomicU64,
+    /// `Options::direct_reads`: tables read with pread (having outgrown
+    /// the room) are read with direct I/O, and `rows` takes half the room.
+    direct_reads: bool,
+    /// Entries found by point lookups in tables read directly; on only
+    /// while they are (see [`fit`](Self::fit)).
+    rows: Arc<RowCache>,
     mmap_random: bool,
     /// `Options::mmap_huge` (and not `mmap_random`).
     mmap_huge: bool,
@@ -222,6 +234,12 @@ impl TableCache {
             self.warmer.pause(!now);
             lru.drain()
         };
+        let rows = if now || !self.direct_reads {
+            0
+        } else {
+            usize::try_from(room / 2).unwrap_or(usize::MAX)
+        };
+        self.rows.resize(rows);
         for table in closed {
             self.purge((Some(table), None));
         }
@@ -244,6 +262,8 @@ impl TableCache {
             mapped: AtomicBool::new(opts.mmap_reads),
             mmap_random: opts.mmap_random,
             room: AtomicU64::new(u64::MAX),
+            direct_reads: opts.direct_reads,
+            rows: Arc::new(RowCache::new(0)),
             mmap_huge: opts.mmap_huge && !opts.mmap_random,
             capacity: capacity.map(|c| c.max(1)),
             warmer: Warmer::new(opts.warm_budget_bytes()),
@@ -392,6 +412,10 @@ impl TableCache {
             warmed_tables,
             warmed_bytes,
             mapped: self.mapped.load(Ordering::Relaxed),
+            row_cache_capacity: self.rows.capacity() as u64,
+            row_cache_bytes: self.rows.usage(),
+            row_cache_hits: self.rows.hits(),
+            row_cache_misses: self.rows.misses(),
         }
     }
 
@@ -417,9 +441,13 @@ impl TableCache {
             // Point lookups read one block; scans ask for what comes next
             // themselves (`TableIter`), so the kernel's read-ahead after a
             // read only evicts what other reads need.
-            let file = self.fs.open_random(&path)?;
-            file.advise_random();
-            file
+            if self.mmap_reads && self.direct_reads {
+                self.fs.open_direct(&path)?
+            } else {
+                let file = self.fs.open_random(&path)?;
+                file.advise_random();
+                file
+            }
         };
         if file.len() != size {
             return Err(Error::corruption(
@@ -440,6 +468,9 @@ impl TableCache {
         // (and warming's `WILLNEED` would fill the cache with base pages).
         if !huge {
             table.set_warmer(Arc::clone(&self.warmer));
+        }
+        if table.mapped_bytes() == 0 {
+            table = table.with_rows(Arc::clone(&self.rows));
         }
         Ok(table)
     }
@@ -998,6 +1029,11 @@ mod tests {
         );
         assert_eq!(read(0).mapped_bytes(), 0, "reopened with pread");
         assert_eq!(read(1).mapped_bytes(), 0);
+        // Directly, where the file system allows it, and the row cache
+        // takes half the room the page cache no longer spends on them.
+        let direct = crate::io::fs_type(dir) != Some(crate::io::TMPFS);
+        assert_eq!(read(1).reads_direct(), direct);
+        assert_eq!(tc.rows.capacity(), 1 << 19);
 
         // Back only below 7/8 of the room.
         tc.fit(1 << 20);
@@ -1005,6 +1041,8 @@ mod tests {
         tc.fit(800 << 10);
         assert!(tc.stats().mapped && !tc.warmer.paused());
         assert!(read(0).mapped_bytes() > 0 && read(2).mapped_bytes() > 0);
+        assert_eq!(tc.rows.capacity(), 0, "the row cache gives it back");
+        assert!(!read(0).reads_direct(), "mapped again");
     }
 
     #[test]

@@ -8,11 +8,15 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+#[cfg(target_os = "linux")]
+mod direct;
 mod log;
 mod page_filler;
 mod random;
 mod writable;
 
+#[cfg(target_os = "linux")]
+use direct::PosixDirect;
 use log::PosixLog;
 use random::{PosixMapped, PosixRandom};
 use writable::PosixWritable;
@@ -34,11 +38,11 @@ fn reserves_blocks(path: &Path) -> bool {
 
 const EXT4: u64 = 0xef53;
 const XFS: u64 = 0x5846_5342;
-const TMPFS: u64 = 0x0102_1994;
+pub(crate) const TMPFS: u64 = 0x0102_1994;
 
 /// The `f_type` of the file system the file at `path` lives on
 /// (`statfs(2)`).
-fn fs_type(path: &Path) -> Option<u64> {
+pub(crate) fn fs_type(path: &Path) -> Option<u64> {
     use std::os::unix::ffi::OsStrExt;
     let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
     let mut st = std::mem::MaybeUninit::<libc::statfs>::zeroed();
@@ -225,6 +229,34 @@ impl FileSystem for PosixFs {
             file,
             len,
         }))
+    }
+
+    fn open_direct(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            match OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_DIRECT)
+                .open(path)
+            {
+                Ok(file) => {
+                    let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+                    return Ok(Arc::new(PosixDirect {
+                        path: path.to_path_buf(),
+                        file,
+                        len,
+                    }));
+                }
+                // A file system without direct I/O (tmpfs, some FUSE
+                // mounts) refuses the flag: read through the page cache.
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+                Err(e) => return Err(Error::io(path, e)),
+            }
+        }
+        let file = self.open_random(path)?;
+        file.advise_random();
+        Ok(file)
     }
 
     fn open_mapped(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
