@@ -25,8 +25,13 @@
 //! The rest of the memory the process may use (`page_cache_room`) is what
 //! the tables can count on staying in the page cache. While the live
 //! tables fit in it, tables are memory-mapped and may be warmed whole;
-//! once they outgrow it, they are read with pread through the block cache,
-//! advised random, and none is warmed (see `TableCache::fit`).
+//! once they outgrow it, they are read with pread through the block
+//! cache, advised random, and none is warmed. With `Options::direct_reads`
+//! their point reads bypass the page cache and a row cache (the entries
+//! point lookups found) takes half the room, whose pages the kernel no
+//! longer needs for them; the other half stays for the pages of logs and
+//! tables being written and the memory no share counts (see
+//! `TableCache::fit`).
 
 pub use crate::io::memory_limit;
 use crate::options::Options;

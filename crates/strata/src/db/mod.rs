@@ -675,4 +675,88 @@ mod tests {
         let db = Db::open("/db", opts).expect("the LOCK was released");
         db.put("k", "v").expect("put");
     }
+
+    /// With `direct_reads`, tables past the page cache's room answer point
+    /// lookups from the row cache: at the latest state and at older snapshots, across flushes
+    /// and compactions, every get matches a model, and the cache answered
+    /// some of them.
+    #[test]
+    fn row_cache_lookups_match_a_model_at_every_snapshot() {
+        use rand::{Rng, SeedableRng};
+        use std::collections::BTreeMap;
+        let fs = Arc::new(MemFs::new());
+        let opts = Options::default()
+            .fs(fs)
+            .write_buffer_size(32 << 10)
+            .block_cache_size(1 << 20)
+            .memory_budget(0)
+            .direct_reads(true);
+        let db = Db::open("/db", opts).expect("open");
+        // The tables (30-60 KB live) are past a room of 16 KiB: direct
+        // reads (`MemFs` reads them as it reads any file) and a row cache
+        // of 8 KiB, a few dozen rows.
+        db.inner.tables.set_room(16 << 10);
+        db.inner.tables.fit(u64::MAX);
+        assert!(db.stats().memory.row_cache_capacity > 0);
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let mut model: BTreeMap<u32, Vec<u8>> = BTreeMap::new();
+        let mut snaps: Vec<(Snapshot, BTreeMap<u32, Vec<u8>>)> = Vec::new();
+        let key = |k: u32| format!("key{k:05}");
+        let check = |db: &Db, snap: Option<&Snapshot>, m: &BTreeMap<u32, Vec<u8>>, k: u32| {
+            let got = db
+                .get_opt(key(k), &ReadOptions { snapshot: snap })
+                .expect("get");
+            assert_eq!(
+                got.as_ref(),
+                m.get(&k),
+                "{} at {:?}",
+                key(k),
+                snap.map(|s| s.sequence())
+            );
+        };
+        for op in 0..6000u32 {
+            let k = rng.gen_range(0..300);
+            if rng.gen_bool(0.2) {
+                db.delete(key(k)).expect("delete");
+                model.remove(&k);
+            } else {
+                let v = format!("v{op}-{}", "x".repeat(rng.gen_range(0..200))).into_bytes();
+                db.put(key(k), &v).expect("put");
+                model.insert(k, v);
+            }
+            if op % 700 == 0 {
+                db.flush().expect("flush");
+            }
+            if op % 2500 == 0 {
+                db.compact_range::<&[u8], _>(..).expect("compact");
+            }
+            if op % 400 == 0 {
+                if snaps.len() == 4 {
+                    snaps.remove(0);
+                }
+                snaps.push((db.snapshot(), model.clone()));
+            }
+            // Hot keys, read again and again: the row cache's business.
+            for _ in 0..3 {
+                let k = rng.gen_range(0..300).min(rng.gen_range(0..300));
+                check(&db, None, &model, k);
+                let (snap, m) = &snaps[rng.gen_range(0..snaps.len())];
+                check(&db, Some(snap), m, k);
+            }
+        }
+        db.flush().expect("flush");
+        for k in 0..300 {
+            check(&db, None, &model, k);
+            for (snap, m) in &snaps {
+                check(&db, Some(snap), m, k);
+            }
+        }
+        let s = db.stats();
+        assert!(
+            s.row_cache_hits > 1000,
+            "{} row cache hits",
+            s.row_cache_hits
+        );
+        assert!(!s.tables_mapped);
+    }
 }

@@ -236,6 +236,15 @@ pub(crate) fn release_in_pieces(
 pub trait RandomAccessFile: Send + Sync + Debug {
     /// Fills `buf` from `offset`; reading past the end is an error.
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()>;
+    /// Fills `buf` from `offset` for a reader going through the file in
+    /// order (a scan's or a compaction's pieces), after
+    /// [`prefetch`](Self::prefetch) asked for what comes next. The default
+    /// is [`read_exact_at`](Self::read_exact_at); a file read directly
+    /// reads these through the page cache, where the read-ahead asked for
+    /// lands.
+    fn read_sequential_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.read_exact_at(offset, buf)
+    }
     /// The whole file mapped into memory, when it was opened that way:
     /// readers may then use its bytes in place instead of copying them.
     fn mapping(&self) -> Option<&Arc<Mapping>> {

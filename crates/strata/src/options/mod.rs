@@ -183,13 +183,15 @@ options! {
         /// §mmap-advice).
         mmap_random: bool = false;
         /// With `mmap_reads`, once the live tables outgrow the page cache's
-        /// room (`memory_budget`) and are read with pread(2), read them with
-        /// direct I/O (`O_DIRECT`, where the file system has it): no page-cache
-        /// insertion, reclaim or copy per read, and the memory the page cache
-        /// would have spent on them holds a row cache of the entries point
-        /// lookups found, half the room. Off: buffered pread, no row cache.
-        /// Default true.
-        direct_reads: bool = true;
+        /// room (`memory_budget`) and are read with pread(2), point reads use
+        /// direct I/O (`O_DIRECT`, where the file system has it; scans and
+        /// compactions still read through the page cache): no page-cache
+        /// insertion, reclaim or copy per read, and half the room holds a row
+        /// cache of the entries point lookups found instead. Off by default:
+        /// on a 2-core VM under a memory limit it won no row clearly (uniform
+        /// gets at times, seeks and skewed gets lost; measured in
+        /// docs/design/2026-11-29-direct-reads.md).
+        direct_reads: bool = false, rocksdb "use_direct_reads";
         /// With `mmap_reads` (and without `mmap_random`), advise table maps
         /// `MADV_HUGEPAGE` where the file system keeps large folios in its page
         /// cache (XFS from Linux 5.18, ext4 from 6.16; elsewhere nothing is

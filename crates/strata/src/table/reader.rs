@@ -572,7 +572,7 @@ impl Table {
                 // for the whole range first (for a pread file, a
                 // `WILLNEED` of the range the read then waits for).
                 self.file.prefetch(h.offset, len);
-                self.file.read_exact_at(h.offset, &mut ra.buf)?;
+                self.file.read_sequential_at(h.offset, &mut ra.buf)?;
                 self.bytes_read.add(len);
                 ra.offset = h.offset;
                 0

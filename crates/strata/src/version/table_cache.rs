@@ -208,7 +208,10 @@ impl TableCache {
     /// cache. Once they pass it, tables are read with pread(2) through the
     /// block cache, advised random, and not warmed: under a memory limit a
     /// fault of a mapped table costs more than a read (measured in
-    /// docs/design/2026-11-29-read-path-by-fit.md). Every held table is
+    /// docs/design/2026-11-29-read-path-by-fit.md); with `direct_reads`
+    /// point reads bypass the page cache and a row cache of half the room
+    /// answers lookups of keys read before
+    /// (docs/design/2026-11-29-direct-reads.md). Every held table is
     /// closed at the switch and reopened the new way on its next read
     /// (readers holding one finish with it); a table being opened across
     /// the switch may keep the old way until it is closed. They switch back
@@ -234,6 +237,8 @@ impl TableCache {
             self.warmer.pause(!now);
             lru.drain()
         };
+        // Read directly, the tables' blocks are no longer in the page cache:
+        // half the room it would have spent on them holds rows instead.
         let rows = if now || !self.direct_reads {
             0
         } else {
@@ -1029,11 +1034,9 @@ mod tests {
         );
         assert_eq!(read(0).mapped_bytes(), 0, "reopened with pread");
         assert_eq!(read(1).mapped_bytes(), 0);
-        // Directly, where the file system allows it, and the row cache
-        // takes half the room the page cache no longer spends on them.
-        let direct = crate::io::fs_type(dir) != Some(crate::io::TMPFS);
-        assert_eq!(read(1).reads_direct(), direct);
-        assert_eq!(tc.rows.capacity(), 1 << 19);
+        // Buffered, with no row cache.
+        assert!(!read(1).reads_direct());
+        assert_eq!(tc.rows.capacity(), 0);
 
         // Back only below 7/8 of the room.
         tc.fit(1 << 20);
@@ -1041,8 +1044,40 @@ mod tests {
         tc.fit(800 << 10);
         assert!(tc.stats().mapped && !tc.warmer.paused());
         assert!(read(0).mapped_bytes() > 0 && read(2).mapped_bytes() > 0);
-        assert_eq!(tc.rows.capacity(), 0, "the row cache gives it back");
-        assert!(!read(0).reads_direct(), "mapped again");
+    }
+
+    #[test]
+    fn with_direct_reads_tables_past_the_room_bypass_the_page_cache() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let fs: Arc<dyn FileSystem> = Arc::new(PosixFs);
+        let dir = tmp.path();
+        let tc = Arc::new(TableCache::with_capacity(
+            dir,
+            &Options::default().fs(fs.clone()).direct_reads(true),
+            Arc::new(BlockCache::new(1 << 20)),
+            None,
+        ));
+        tc.set_room(1 << 20);
+        let metas = metas(&fs, dir, &tc, 2);
+        let read = |i: usize| {
+            let t = metas[i].table().expect("open");
+            assert_eq!(
+                value_of(&t, i as u64 + 1),
+                Some(format!("value{}", i + 1).into_bytes())
+            );
+            t
+        };
+        assert!(!read(0).reads_direct(), "mapped while they fit");
+        tc.fit(2 << 20);
+        // Directly where the file system has it (tmpfs has not), and the
+        // row cache takes half the room.
+        let direct = crate::io::fs_type(dir) != Some(crate::io::TMPFS);
+        assert_eq!(read(0).reads_direct(), direct);
+        assert_eq!(read(1).mapped_bytes(), 0);
+        assert_eq!(tc.rows.capacity(), 1 << 19);
+        tc.fit(0);
+        assert!(!read(0).reads_direct() && read(0).mapped_bytes() > 0);
+        assert_eq!(tc.rows.capacity(), 0);
     }
 
     #[test]

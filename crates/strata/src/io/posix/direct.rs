@@ -4,6 +4,11 @@
 //! no reclaim and no copy out of the kernel, and the block cache is the
 //! only cache of its blocks.
 //!
+//! Reads in order (a scan's or a compaction's pieces) go through the page
+//! cache instead, on a second descriptor: there the read-ahead they ask
+//! for ahead of themselves overlaps their work, which a direct read
+//! cannot.
+//!
 //! Direct reads must start and end on the device's logical blocks and
 //! land in aligned memory: each read is widened to [`ALIGN`] on both
 //! sides, read into a per-thread aligned buffer and the asked-for bytes
@@ -27,6 +32,9 @@ pub(super) struct PosixDirect {
     pub(super) path: PathBuf,
     /// Opened with `O_DIRECT`.
     pub(super) file: File,
+    /// The same file opened for buffered reads, advised random: reads in
+    /// order and the read-ahead they ask for.
+    pub(super) buffered: File,
     pub(super) len: u64,
 }
 
@@ -100,6 +108,16 @@ impl RandomAccessFile for PosixDirect {
         })
     }
 
+    fn read_sequential_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.buffered
+            .read_exact_at(buf, offset)
+            .map_err(|e| Error::io(&self.path, e))
+    }
+
+    fn prefetch(&self, offset: u64, len: u64) {
+        super::fadvise(&self.buffered, offset, len, libc::POSIX_FADV_WILLNEED);
+    }
+
     fn direct(&self) -> bool {
         true
     }
@@ -165,6 +183,10 @@ mod tests {
             f.read_exact_at(offset as u64, &mut buf).expect("read");
             assert_eq!(buf, bytes[offset..offset + len], "at {offset}, {len}");
         }
+        let mut seq = vec![0; 5000];
+        f.prefetch(100, 5000);
+        f.read_sequential_at(100, &mut seq).expect("read in order");
+        assert_eq!(seq, bytes[100..5100]);
         let mut past = vec![0; 2];
         assert!(f.read_exact_at(bytes.len() as u64 - 1, &mut past).is_err());
         assert!(f.read_exact_at(u64::MAX, &mut past).is_err());

@@ -58,6 +58,23 @@ pub(crate) fn fs_type(path: &Path) -> Option<u64> {
     u64::try_from(st.f_type).ok()
 }
 
+/// `posix_fadvise(2)` of `[offset, offset + len)` of `file` (`len` 0: to
+/// the end). Advice is a hint: a kernel that refuses it reads as before,
+/// so its errors are ignored; a no-op off Linux.
+fn fadvise(file: &File, offset: u64, len: u64, advice: libc::c_int) {
+    #[cfg(target_os = "linux")]
+    if let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: posix_fadvise(2) on a descriptor `file` owns and keeps
+        // open for the call; it reads no user memory.
+        unsafe {
+            libc::posix_fadvise(file.as_raw_fd(), offset, len, advice);
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (file, offset, len, advice);
+}
+
 /// The running kernel's (major, minor) version, from `uname(2)`.
 fn kernel_version() -> Option<(u32, u32)> {
     static VERSION: std::sync::OnceLock<Option<(u32, u32)>> = std::sync::OnceLock::new();
@@ -242,9 +259,12 @@ impl FileSystem for PosixFs {
             {
                 Ok(file) => {
                     let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+                    let buffered = File::open(path).map_err(|e| Error::io(path, e))?;
+                    fadvise(&buffered, 0, 0, libc::POSIX_FADV_RANDOM);
                     return Ok(Arc::new(PosixDirect {
                         path: path.to_path_buf(),
                         file,
+                        buffered,
                         len,
                     }));
                 }

@@ -4,7 +4,6 @@ use super::large_folios;
 use crate::error::{Error, Result};
 use crate::io::{Mapping, RandomAccessFile};
 use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -23,30 +22,12 @@ impl RandomAccessFile for PosixRandom {
             .map_err(|e| Error::io(&self.path, e))
     }
 
-    // Advice is a hint: a kernel that refuses it reads as before, so its
-    // errors are ignored.
     fn advise_random(&self) {
-        #[cfg(target_os = "linux")]
-        // SAFETY: posix_fadvise(2) on a descriptor this file owns and keeps
-        // open for the call; it reads no user memory.
-        unsafe {
-            libc::posix_fadvise(self.file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM);
-        }
+        super::fadvise(&self.file, 0, 0, libc::POSIX_FADV_RANDOM);
     }
 
     fn prefetch(&self, offset: u64, len: u64) {
-        #[cfg(target_os = "linux")]
-        if let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) {
-            // SAFETY: as in `advise_random`.
-            unsafe {
-                libc::posix_fadvise(
-                    self.file.as_raw_fd(),
-                    offset,
-                    len,
-                    libc::POSIX_FADV_WILLNEED,
-                );
-            }
-        }
+        super::fadvise(&self.file, offset, len, libc::POSIX_FADV_WILLNEED);
     }
 
     fn len(&self) -> u64 {
