@@ -64,9 +64,8 @@ impl RandomAccessFile for PosixDirect {
                 std::io::Error::new(std::io::ErrorKind::InvalidInput, "read too large"),
             )
         })?;
-        BOUNCE.with(|bounce| {
-            let mut bounce = bounce.borrow_mut();
-            let aligned = aligned(&mut bounce, span);
+        let mut read = |bounce: &mut Vec<u8>| -> Result<()> {
+            let aligned = aligned(bounce, span);
             // The file's last block may be short: a direct read stops at
             // the end of the file, which `end <= len` keeps past the bytes
             // asked for.
@@ -105,7 +104,13 @@ impl RandomAccessFile for PosixDirect {
             }
             buf.copy_from_slice(&aligned[skip..want]);
             Ok(())
-        })
+        };
+        // The thread's buffer, or (while the thread is being torn down, or
+        // should this read ever run inside another) one of its own.
+        match BOUNCE.try_with(|b| b.try_borrow_mut().ok().map(|mut b| read(&mut b))) {
+            Ok(Some(done)) => done,
+            _ => read(&mut Vec::new()),
+        }
     }
 
     fn read_sequential_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
