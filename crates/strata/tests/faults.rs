@@ -202,14 +202,20 @@ fn fault_case(design: &str, ops: &[HistOp], op: Op, n: u64, error: FaultError, s
     let power_lost = mem.power_loss();
     let max = run.failed_write.map_or(run.acked, |i| i + 1);
     // The process went on: everything acknowledged is there.
-    check_reopen(design, fs, ops, (run.acked, max), &ctx);
+    let after = |what: &str| {
+        format!(
+            "{ctx} ({what}; {} acknowledged, {} synced)",
+            run.acked, run.sync_acked
+        )
+    };
+    check_reopen(design, fs, ops, (run.acked, max), &after("closed"));
     // The machine lost power after the failure: every synced write is there.
     check_reopen(
         design,
         Arc::new(power_lost),
         ops,
         (run.sync_acked, max),
-        &ctx,
+        &after("power lost"),
     );
     surfaced
 }
