@@ -62,7 +62,7 @@ pub struct Table {
     /// the OS to read that piece (empty for tables read with `pread`).
     asked: Box<[AtomicU64]>,
     /// Entries point lookups found here, for the next lookup of the same
-    /// key (tables read with pread only: a mapped block is as cheap).
+    /// key (`Options::direct_reads` only; `None` otherwise).
     rows: Option<Arc<RowCache>>,
 }
 

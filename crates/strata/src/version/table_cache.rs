@@ -446,13 +446,13 @@ impl TableCache {
             // Point lookups read one block; scans ask for what comes next
             // themselves (`TableIter`), so the kernel's read-ahead after a
             // read only evicts what other reads need.
-            if self.mmap_reads && self.direct_reads {
+            let file = if self.mmap_reads && self.direct_reads {
                 self.fs.open_direct(&path)?
             } else {
-                let file = self.fs.open_random(&path)?;
-                file.advise_random();
-                file
-            }
+                self.fs.open_random(&path)?
+            };
+            file.advise_random();
+            file
         };
         if file.len() != size {
             return Err(Error::corruption(
@@ -474,7 +474,9 @@ impl TableCache {
         if !huge {
             table.set_warmer(Arc::clone(&self.warmer));
         }
-        if table.mapped_bytes() == 0 {
+        // Only tables read with `direct_reads` have a row cache: no other
+        // lookup pays for asking one that is off.
+        if self.direct_reads && table.mapped_bytes() == 0 {
             table = table.with_rows(Arc::clone(&self.rows));
         }
         Ok(table)

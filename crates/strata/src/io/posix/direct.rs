@@ -119,6 +119,12 @@ impl RandomAccessFile for PosixDirect {
             .map_err(|e| Error::io(&self.path, e))
     }
 
+    // Direct reads have no read-around; the buffered descriptor's reads
+    // in order ask for what they need (`prefetch`).
+    fn advise_random(&self) {
+        super::fadvise(&self.buffered, 0, 0, libc::POSIX_FADV_RANDOM);
+    }
+
     fn prefetch(&self, offset: u64, len: u64) {
         super::fadvise(&self.buffered, offset, len, libc::POSIX_FADV_WILLNEED);
     }

@@ -260,7 +260,6 @@ impl FileSystem for PosixFs {
                 Ok(file) => {
                     let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
                     let buffered = File::open(path).map_err(|e| Error::io(path, e))?;
-                    fadvise(&buffered, 0, 0, libc::POSIX_FADV_RANDOM);
                     return Ok(Arc::new(PosixDirect {
                         path: path.to_path_buf(),
                         file,
@@ -274,9 +273,7 @@ impl FileSystem for PosixFs {
                 Err(e) => return Err(Error::io(path, e)),
             }
         }
-        let file = self.open_random(path)?;
-        file.advise_random();
-        Ok(file)
+        self.open_random(path)
     }
 
     fn open_mapped(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
