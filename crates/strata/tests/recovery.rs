@@ -1,6 +1,7 @@
 //! Recovery after a clean shutdown: unsynced writes, WAL-only data, many
 //! reopens, and the directory cleanup done at open; `flush_on_close`; and
-//! point-in-time recovery across several logs.
+//! point-in-time recovery across several logs, and a log that ended early
+//! without losing a write.
 
 mod common;
 
@@ -9,7 +10,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 use strata::filename::{self, FileKind};
-use strata::io::{CrashKind, FileSystem, MemFs};
+use strata::io::fault::{Op, Rule, Trigger};
+use strata::io::{CrashKind, FaultError, FaultFs, FileSystem, MemFs};
 use strata::{Options, WalRecovery, WriteBatch, WriteOptions};
 
 fn files(dir: &Path) -> Vec<(FileKind, u64, String)> {
@@ -426,6 +428,58 @@ fn fill_held_logs(
         .collect();
     assert_eq!(logs.len(), count, "{logs:?}");
     (written, logs)
+}
+
+/// A `sync` write first syncs the logs of switched memtables, appending a
+/// mark to each; when that append fails after the mark's header reached the
+/// file, the old log ends in a torn fragment that held no write. Every
+/// write acknowledged before, in that log and in the newer one, is there
+/// after a reopen, and the report says the tear lost nothing.
+#[test]
+fn a_failed_append_to_an_old_log_loses_no_acknowledged_write() {
+    let mem = MemFs::new();
+    let faulty = FaultFs::new(Arc::new(mem.clone()), 1);
+    let h = faulty.handle();
+    let faulty: Arc<dyn FileSystem> = Arc::new(faulty);
+    let gate = HoldFlush::new(1);
+    let opts = held_logs_options();
+    let db = open(
+        Path::new("/db"),
+        opts.clone().fs(faulty.clone()).listener(gate.clone()),
+    );
+    let release = ReleaseOnDrop(gate.clone());
+    let (written, logs) = fill_held_logs(&db, &mem, &gate, 3);
+    // The log before the current one takes no more writes and was never
+    // synced: the next `sync` write appends its mark there (a fragment
+    // header, then the payload), and the payload's append fails.
+    let old = logs[logs.len() - 2];
+    let name = filename::wal_path(Path::new("/db"), old);
+    let name = name.file_name().and_then(|n| n.to_str()).expect("name");
+    h.add(Rule::new(Op::Append, Trigger::Matching(2), FaultError::Eio).on_paths(name));
+    let mut batch = WriteBatch::new();
+    batch.put("synced", "x");
+    let failed = db.write(batch, &WriteOptions { sync: true });
+    assert!(failed.is_err(), "the sync write succeeded: {failed:?}");
+    assert_eq!(h.injected(), 1, "the fault did not fire");
+    drop(release);
+    let _ = db.close();
+    drop(db);
+    h.set_enabled(false);
+
+    let db = open(Path::new("/db"), opts.fs(faulty));
+    let got: BTreeSet<Vec<u8>> = all(&db).into_iter().map(|(k, _)| k).collect();
+    let want: BTreeSet<Vec<u8>> = (0..20)
+        .chain(written.iter().map(|w| w.1))
+        .map(|i| log_key(i).into_bytes())
+        .collect();
+    let missing = want.difference(&got).count();
+    assert_eq!(missing, 0, "{missing} acknowledged writes lost");
+    let report = db.recovery_report().unwrap_or("");
+    assert!(
+        report.contains(&format!("log {old} ended early")) && report.contains("no write was lost"),
+        "report: {report:?}"
+    );
+    assert_eq!(db.stats().recovery_stopped, 0);
 }
 
 #[test]

@@ -134,8 +134,16 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
     // older log was lost (cut at a record boundary, so its reader saw a
     // clean end).
     let mut next_seq = versions.last_sequence.saturating_add(1);
-    // What the replay leaves out, for `Db::recovery_report` and the stats.
+    // What the replay leaves out, for `Db::recovery_report` and the stats:
+    // where it stopped (a later log is then not replayed).
     let mut stopped: Option<(u64, String)> = None;
+    // A log that ended early, and the report of it: replay goes on into
+    // the next log, whose first record shows whether the lost tail held a
+    // write (a gap: replay stops) or none (a torn sync mark or padding,
+    // e.g. a failed append to a log that takes no more writes).
+    let mut torn: Option<(u64, String)> = None;
+    // Logs that ended early and lost no write.
+    let mut healed: Vec<String> = Vec::new();
     let mut skipped_regions = 0u64;
     'logs: for n in wals.iter().copied() {
         let path = wal_path(dir, n);
@@ -173,15 +181,23 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
                     ));
                 }
                 // Like a torn tail: the history ends before the gap.
-                stopped = Some((
-                    n,
-                    format!(
-                        "log {n} at offset {start}: a gap in the history (a record starts at \
-                         sequence {seq}, {next_seq} was next): this record and all after it were \
-                         not replayed"
-                    ),
-                ));
+                let gap = format!(
+                    "log {n} at offset {start}: a gap in the history (a record starts at \
+                     sequence {seq}, {next_seq} was next): this record and all after it were \
+                     not replayed"
+                );
+                stopped = Some(match torn.take() {
+                    Some((t, why)) => (t, format!("{why}; {gap}")),
+                    None => (n, gap),
+                });
                 break 'logs;
+            }
+            if count > 0 {
+                // The history goes on without a hole: a tear before this
+                // record lost no write.
+                if let Some((_, why)) = torn.take() {
+                    healed.push(why);
+                }
             }
             next_seq = next_seq.max(seq + count);
             let mut i = 0u64;
@@ -198,42 +214,50 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
                 mem = MemTable::with_options(0, &opts);
             }
         }
-        // A log that ended early (a torn tail after a power loss, or damage
-        // in point-in-time mode) lost writes that later logs build on:
-        // replaying those would leave a gap in the history, so recovery
-        // stops here. No synced write is lost by this: a `sync` write makes
-        // every older log durable before it is acknowledged.
+        // A log that ended early (a torn tail after a power loss, damage in
+        // point-in-time mode, or a failed append) may have lost writes that
+        // later logs build on: the next record with a write decides (the
+        // gap check above). No synced write is lost by a stop: a `sync`
+        // write makes every older log durable before it is acknowledged.
         skipped_regions += reader.skipped_records();
         if let Some((offset, why)) = reader.dropped() {
             if opts.wal_recovery != WalRecovery::SkipAnyCorrupted {
-                stopped = Some((
-                    n,
-                    format!(
-                        "log {n} ended early at offset {offset} ({why}): the rest of it was not \
-                         replayed"
-                    ),
-                ));
-                break;
+                let why = format!("log {n} ended early at offset {offset} ({why})");
+                // An earlier tear followed by no write: this one reports.
+                if let Some((_, older)) = torn.replace((n, why)) {
+                    healed.push(older);
+                }
             }
         }
     }
-    let recovery_report = match &stopped {
-        Some((n, what)) => {
-            let later = wals.iter().filter(|&&w| w > *n).count();
-            Some(if later > 0 {
-                format!("{what}; {later} later log(s) were not replayed either")
-            } else {
-                what.clone()
-            })
+    // A tear no later write followed: the rest of that log is lost.
+    let stopped = stopped.map(|(n, what)| (n, what, true)).or_else(|| {
+        torn.map(|(n, why)| (n, format!("{why}: the rest of it was not replayed"), false))
+    });
+    let logs_dropped = stopped.as_ref().map_or(0, |(n, _, later_dropped)| {
+        if *later_dropped {
+            wals.iter().filter(|&&w| w > *n).count() as u64
+        } else {
+            0
         }
-        None if skipped_regions > 0 => Some(format!(
-            "{skipped_regions} damaged region(s) of the logs were skipped (SkipAnyCorrupted)"
+    });
+    let mut report: Vec<String> = healed
+        .iter()
+        .map(|why| format!("{why}: no write was lost (the next log goes on without a gap)"))
+        .collect();
+    match &stopped {
+        Some((_, what, _)) if logs_dropped > 0 => report.push(format!(
+            "{what}; {logs_dropped} later log(s) were not replayed either"
         )),
-        None => None,
-    };
-    let logs_dropped = stopped
-        .as_ref()
-        .map_or(0, |(n, _)| wals.iter().filter(|&&w| w > *n).count() as u64);
+        Some((_, what, _)) => report.push(what.clone()),
+        None => {}
+    }
+    if skipped_regions > 0 {
+        report.push(format!(
+            "{skipped_regions} damaged region(s) of the logs were skipped (SkipAnyCorrupted)"
+        ));
+    }
+    let recovery_report = (!report.is_empty()).then(|| report.join("; "));
     if !mem.is_empty() {
         write_out(&mem, &mut versions, &mut edit)?;
     }

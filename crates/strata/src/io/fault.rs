@@ -101,6 +101,9 @@ pub enum Trigger {
     /// The first call from the Nth on that the rule's path filter lets
     /// through, once.
     Once(u64),
+    /// The Nth call that the rule's path filter lets through (counted by
+    /// the rule from when it was added), once.
+    Matching(u64),
     /// Each call with this probability (seeded by the handle).
     Random(f64),
 }
@@ -115,6 +118,8 @@ pub struct Rule {
     pub path_contains: Option<String>,
     /// A `Once` rule that has fired.
     fired: bool,
+    /// Calls the path filter let through (for `Matching`).
+    matched: u64,
 }
 
 impl Rule {
@@ -126,6 +131,7 @@ impl Rule {
             error,
             path_contains: None,
             fired: false,
+            matched: 0,
         }
     }
 
@@ -228,6 +234,10 @@ impl FaultHandle {
                 Trigger::At(at) => n == at,
                 Trigger::From(at) => n >= at,
                 Trigger::Once(at) => n >= at && !std::mem::replace(&mut r.fired, true),
+                Trigger::Matching(k) => {
+                    r.matched += 1;
+                    r.matched == k
+                }
                 Trigger::Random(p) => {
                     let x = super::mem::splitmix(&mut self.rng.lock());
                     (x >> 11) as f64 / (1u64 << 53) as f64 <= p

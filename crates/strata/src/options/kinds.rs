@@ -12,7 +12,9 @@ pub enum WalRecovery {
     /// Any damage, even a torn tail, fails the open. RocksDB `kAbsoluteConsistency`.
     AbsoluteConsistency,
     /// Replay up to the first damaged record and drop everything after it,
-    /// in that log and in later logs. RocksDB `kPointInTimeRecovery`.
+    /// in that log and in later logs, unless the damage held no write (the
+    /// next log continues the history without a gap). RocksDB
+    /// `kPointInTimeRecovery`.
     PointInTime,
     /// Skip damaged records and keep going. RocksDB `kSkipAnyCorruptedRecords`.
     SkipAnyCorrupted,
