@@ -96,8 +96,8 @@ options! {
         block_size: usize = 4 * KIB, range 64..=64 * MIB, rocksdb "block_size";
         /// Fit data blocks to pages: a block that nearly fills its page is cut
         /// before the entry that would take it past the page, and the next
-        /// block starts on the next page, the gap (at most an eighth of a
-        /// page) padded with zeros. A point read that misses the page cache
+        /// block starts on the next page, the gap (at most
+        /// `block_align_padding`) padded with zeros. A point read that misses the page cache
         /// then reads one 4 KiB page instead of the two an unaligned block
         /// straddles, and cached pages hold no pieces of other blocks. Applies
         /// to tables written without compression with a `block_size` from 2 to
@@ -105,6 +105,13 @@ options! {
         /// page closely leave blocks unaligned. Costs the padding: about half
         /// an entry per block. Default true.
         block_align: bool = true;
+        /// With `block_align`, the most zeros a block may leave before the
+        /// next page (bytes): a block is cut early only once it fills all but
+        /// this much of its page. Entries larger than it seldom fit a page
+        /// closely; raising it toward an entry's size fits such blocks to one
+        /// page at the cost of up to this much padding per page. Default 512
+        /// (an eighth of a page).
+        block_align_padding: usize = 512, range ..=2048;
         /// Keys between restart points in a block. Default 16.
         block_restart_interval: usize = 16, range 1.., rocksdb "block_restart_interval";
         /// Bloom filter bits per key; 0 disables filters. Default 10.
@@ -448,6 +455,7 @@ impl From<&Options> for TableOptions {
             bloom_bits_per_key: o.bloom_bits_per_key,
             compression: o.compression,
             block_align: o.block_align,
+            align_padding: o.block_align_padding,
         }
     }
 }

@@ -26,16 +26,16 @@ pub struct TableOptions {
     /// Start data blocks at page boundaries and fit them to their pages
     /// (`Options::block_align`); only without compression.
     pub block_align: bool,
+    /// Aligned, the most zeros a block leaves before the next page
+    /// (`Options::block_align_padding`): a block is cut early, before an
+    /// entry that would take it and its trailer past its room, only once
+    /// no more than this is left of the room, and the rest of a page is
+    /// padded only when it is no more than this.
+    pub align_padding: usize,
 }
 
 /// The page size data blocks are aligned to ([`TableOptions::block_align`]).
 pub const ALIGN_PAGE: usize = 4096;
-
-/// Aligned, padding is written only when the rest of a page is at most
-/// this share of it, and a block is cut early (before an entry that would
-/// take it past its room) only once it fills all but this share of its
-/// room: no more than an eighth of a page is ever padding.
-const ALIGN_SLACK: usize = 8;
 
 /// What one more entry may add to a block beyond its key and value: three
 /// varints (shared and unshared key length, value length) and a restart
@@ -170,14 +170,14 @@ impl TableBuilder {
                 let size = self.data_block.size_estimate() + BLOCK_TRAILER_LEN;
                 let room = self.room;
                 if size + ikey.len() + value.len() + ENTRY_OVERHEAD > room
-                    && size >= room - room / ALIGN_SLACK
+                    && size + self.opts.align_padding >= room
                 {
                     self.flush_data_block()?;
                 }
             }
             if self.data_block.is_empty() {
                 let rest = page - (self.offset % page as u64) as usize;
-                self.room = if rest <= page / ALIGN_SLACK {
+                self.room = if rest <= self.opts.align_padding {
                     self.opts.block_size
                 } else {
                     rest.min(self.opts.block_size)
@@ -201,11 +201,11 @@ impl TableBuilder {
         let mut res = Ok(());
         if let Some(page) = self.align {
             // A block that fits a page but not the rest of this one starts
-            // on the next, when that rest is small (see `ALIGN_SLACK`). A
+            // on the next, when that rest is small (`align_padding`). A
             // compressed block is never aligned (`alignment`).
             let rest = page - (self.offset % page as u64) as usize;
             let len = raw.len() + BLOCK_TRAILER_LEN;
-            if len <= page && len > rest && rest <= page / ALIGN_SLACK {
+            if len <= page && len > rest && rest <= self.opts.align_padding {
                 res = self.file.append(&PADDING[..rest]);
                 self.offset += rest as u64;
             }

@@ -98,6 +98,7 @@ fn opts(block_size: usize, compression: Compression) -> TableOptions {
         bloom_bits_per_key: 10,
         compression,
         block_align: false,
+        align_padding: 512,
     }
 }
 
@@ -268,6 +269,61 @@ fn aligned_data_blocks_start_at_page_boundaries_and_fit_their_page() {
         .alignment(),
         None
     );
+}
+
+/// Entries of about 1 KiB: with the default padding a block takes a
+/// fourth entry and straddles two pages; with padding up to an entry's size
+/// every block holds three and fits its page.
+#[test]
+fn padding_up_to_an_entry_fits_blocks_of_large_entries_to_one_page() {
+    let mut kvs: Vec<(Vec<u8>, Vec<u8>)> = (0..2000)
+        .map(|i| {
+            (
+                internal_key(&ukey(i), 7, ValueKind::Value as u8),
+                vec![b'v'; 1024],
+            )
+        })
+        .collect();
+    kvs.sort_by(|a, b| crate::types::compare_internal(&a.0, &b.0));
+    let trailer = super::format::BLOCK_TRAILER_LEN as u64;
+    let layout = |padding: usize| {
+        let o = TableOptions {
+            block_align: true,
+            align_padding: padding,
+            ..opts(4096, Compression::None)
+        };
+        let (bytes, _) = build_mem(&kvs, o);
+        let t = Arc::new(open_mem(bytes.clone(), true).expect("open"));
+        let hs = data_handles(&t);
+        let inside = hs
+            .iter()
+            .filter(|h| h.offset / 4096 == (h.offset + h.size + trailer - 1) / 4096)
+            .count();
+        let most_padding = hs
+            .windows(2)
+            .map(|w| w[1].offset - (w[0].offset + w[0].size + trailer))
+            .max()
+            .unwrap_or(0);
+        // Whatever the layout, the table reads back whole.
+        let mut it = TableIter::new(Arc::clone(&t));
+        assert!(collect_forward(&mut it) == kvs);
+        for (k, v) in kvs.iter().step_by(41) {
+            let got = t.get(k, user_key(k)).expect("get").expect("found");
+            assert_eq!(&got.2[..], &v[..]);
+        }
+        t.verify_padding().expect("zeros between blocks");
+        (inside, hs.len(), most_padding, bytes.len())
+    };
+    let (inside, blocks, _, small_len) = layout(512);
+    assert!(
+        inside * 4 < blocks,
+        "{inside} of {blocks} blocks within a page with 512 bytes of padding"
+    );
+    let (inside, blocks, padding, len) = layout(1100);
+    assert_eq!(inside, blocks, "every block within a page");
+    assert!(padding <= 1100, "{padding} bytes of padding");
+    // Three entries a page instead of four: about a third larger.
+    assert!(len * 3 <= small_len * 4 + 4096, "{len} against {small_len}");
 }
 
 fn build_mem(kvs: &[(Vec<u8>, Vec<u8>)], o: TableOptions) -> (Vec<u8>, TableProperties) {

@@ -10,8 +10,9 @@ use std::io::Read;
 use std::path::PathBuf;
 
 pub const MAGIC: [u8; 4] = *b"SCWK";
-/// Frame version: 2 adds [`RULES`] to requests and replies.
-pub const VERSION: u8 = 2;
+/// Frame version: 2 adds [`RULES`] to requests and replies, 3 the block
+/// padding to a request's table options.
+pub const VERSION: u8 = 3;
 
 /// The rules a host and a worker compact by: this build's version and the
 /// version of what a compaction keeps, drops or rewrites (tombstone and
@@ -170,6 +171,7 @@ impl Request {
         put_varint(&mut b, self.table_opts.bloom_bits_per_key as u64);
         b.push(self.table_opts.compression as u8);
         b.push(u8::from(self.table_opts.block_align));
+        put_varint(&mut b, self.table_opts.align_padding as u64);
         put_bytes(&mut b, &self.plan.encode());
         put_varint(&mut b, self.subtask as u64);
         for list in [&self.inputs, &self.next] {
@@ -220,6 +222,7 @@ impl Request {
             Some(1) => true,
             _ => return Err(bad(&r, "bad block alignment")),
         };
+        let align_padding = small(&mut r, 2048).ok_or_else(|| bad(&r, "bad block padding"))?;
         if block_size == 0 || restart == 0 {
             return Err(bad(&r, "zero block size or restart interval"));
         }
@@ -229,6 +232,7 @@ impl Request {
             bloom_bits_per_key: bloom as usize,
             compression,
             block_align,
+            align_padding: align_padding as usize,
         };
         let plan = Plan::decode(r.len_prefixed().ok_or_else(|| bad(&r, "truncated plan"))?)?;
         let subtask = count(&mut r, 1 << 16).ok_or_else(|| bad(&r, "bad sub-task"))?;
