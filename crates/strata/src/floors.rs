@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Each module and the modules it may import (besides the leaves every
-/// module may use: `error`, `coding`, `types`, `filename`).
+/// module may use: `error`, `coding`, `types`, `filename`, `sched`).
 const ALLOWED: &[(&str, &[&str])] = &[
     ("batch", &[]),
     ("budget", &["io", "options"]),
@@ -82,6 +82,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("open", &["db", "kvell", "options", "store"]),
     ("options", &["events", "io", "table"]),
     ("report", &[]),
+    ("sched", &[]),
     ("stale", &[]),
     ("stats", &[]),
     ("store", &["batch", "db", "iter", "options", "stats"]),
@@ -103,7 +104,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
 ];
 
 /// Modules every module may import.
-const LEAVES: &[&str] = &["error", "coding", "types", "filename"];
+const LEAVES: &[&str] = &["error", "coding", "types", "filename", "sched"];
 
 /// The groups of modules that import one another (strongly connected
 /// components of the import graph), each sorted; cutting a cycle changes
@@ -346,6 +347,51 @@ fn no_new_import_cycle() {
         gone.is_empty(),
         "cycles cut, delete them from KNOWN_CYCLES: {gone:?}"
     );
+}
+
+/// The calls that start an OS thread.
+const THREAD_STARTS: &[&str] = &["thread::spawn", "thread::Builder", "thread::scope"];
+
+/// Where each file of `src` outside `sched/` (and outside tests) starts a
+/// thread.
+fn thread_starts_outside_sched() -> Vec<String> {
+    let root = src();
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    let mut found = Vec::new();
+    for f in files {
+        let rel = f.strip_prefix(&root).unwrap_or(&f).to_path_buf();
+        let base = f.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if rel.starts_with("sched")
+            || rel == Path::new("floors.rs")
+            || base == "tests.rs"
+            || base == "fixtures.rs"
+        {
+            continue;
+        }
+        let code = non_test_code(&f);
+        for call in THREAD_STARTS {
+            if code.contains(call) {
+                found.push(format!("{}: {call}", rel.display()));
+            }
+        }
+    }
+    found
+}
+
+/// Every thread the engine starts, starts in `sched/` (named, at the
+/// priority and with the yield gate of its kind).
+#[test]
+fn threads_start_only_in_sched() {
+    let found = thread_starts_outside_sched();
+    assert!(
+        found.is_empty(),
+        "threads started outside sched/ (use sched::spawn, spawn_background or spawn_scoped):\n{}",
+        found.join("\n")
+    );
+    // The check sees a start where there is one.
+    let sched = non_test_code(&src().join("sched").join("threads.rs"));
+    assert!(THREAD_STARTS.iter().any(|c| sched.contains(c)));
 }
 
 #[test]

@@ -1,9 +1,8 @@
 //! The background threads: `background_threads` threads run [`run`]:
 //! the next WAL (`spare_log.rs`), flushes (they unblock writers,
 //! `flush.rs`), then the compaction the picker chooses (`compact.rs`),
-//! as far as the CPU budget lets them (`cpu.rs`).
-//! Also the event fan-out to listeners, and the loop of the thread that
-//! makes memtable arena chunks ahead (`fill_chunks`).
+//! as far as the CPU budget lets them (`sched::CpuBudget`).
+//! Also the event fan-out to listeners.
 
 use super::compact::{compact, pick};
 use super::flush::flush_one;
@@ -11,21 +10,12 @@ use super::spare_log;
 use super::Inner;
 use crate::error::Result;
 use crate::events::{TableCreated, TableReason};
-use crate::io::lower_priority;
 use crate::l0::TableKeys;
 use crate::version::Edit;
 
-/// The loop of the memtables' chunk filler (`ChunkPool`), at the
-/// background threads' priority.
-pub(crate) fn fill_chunks(pool: &crate::memtable::ChunkPool, nice: i32) {
-    lower_priority(nice);
-    pool.fill_until_stopped();
-}
-
-/// The loop of one background thread.
+/// The loop of one background thread (started by `sched::spawn_background`
+/// at the background threads' priority, with the database's yield gate).
 pub(crate) fn run(inner: &Inner) {
-    lower_priority(inner.opts.background_nice);
-    crate::io::enter_background(inner.yielding.clone());
     let mut st = inner.state.lock();
     loop {
         if st.shutting_down {

@@ -5,7 +5,6 @@
 //! background threads may each run one plan at a time. Also
 //! `compact_range` and `wait_for_compactions`.
 
-use super::cpu::Slot;
 use super::{Db, Inner, State};
 use crate::compaction::executor::{Context, Outcome};
 use crate::compaction::picker::{self, PickEnv};
@@ -13,6 +12,7 @@ use crate::compaction::scheduler::{self, InFlight};
 use crate::compaction::{split, Plan, PlanKind, Trigger};
 use crate::error::Result;
 use crate::events::TableReason;
+use crate::sched::Slot;
 use crate::stats::Stats;
 use crate::types::SeqNo;
 use crate::version::{Edit, Version};

@@ -9,9 +9,7 @@
 
 mod background;
 mod compact;
-mod cpu;
 pub(crate) mod flush;
-mod pacing;
 mod read;
 mod recovery;
 mod snapshot;
@@ -160,7 +158,7 @@ pub(crate) struct Inner {
     /// room goes ahead without taking the state mutex (see `make_room`).
     pub calm: AtomicBool,
     /// True while the background threads may offer their core to other
-    /// threads (`io::yield_point`): no L0 slowdown or stop, compaction
+    /// threads (`sched::yield_point`): no L0 slowdown or stop, compaction
     /// debt under the soft limit, no background error, not closing. Set
     /// with every super-version.
     pub yielding: Arc<AtomicBool>,
@@ -176,10 +174,10 @@ pub(crate) struct Inner {
     /// Slows writers while a flush must finish before the next switch
     /// (`pacing.rs`); taken last, for a few microseconds, by the write
     /// leader and the flush.
-    pub pacer: Mutex<pacing::Pacer>,
+    pub pacer: Mutex<crate::sched::Pacer>,
     /// How many flushes and compactions run at once
     /// (`Options::background_cpus`, `cpu.rs`).
-    pub cpu: cpu::CpuBudget,
+    pub cpu: crate::sched::CpuBudget,
     /// What the open's log replay left out, if anything (see
     /// [`Db::recovery_report`]).
     pub recovery_report: Option<String>,
@@ -252,9 +250,11 @@ impl Db {
         opts.validate()?;
         let inner = Arc::new(recovery::open(path.as_ref(), opts)?);
         Self::start(inner, &mut |i, inner| {
-            std::thread::Builder::new()
-                .name(format!("strata-bg-{i}"))
-                .spawn(move || background::run(&inner))
+            let nice = inner.opts.background_nice;
+            let gate = Some(inner.yielding.clone());
+            crate::sched::spawn_background(format!("strata-bg-{i}"), nice, gate, move || {
+                background::run(&inner)
+            })
         })
     }
 
@@ -270,10 +270,9 @@ impl Db {
         // writers make their own chunks: slower at times, not wrong.
         let pool = inner.chunks.clone();
         let nice = inner.opts.background_nice;
-        if let Ok(t) = std::thread::Builder::new()
-            .name("strata-mem".into())
-            .spawn(move || background::fill_chunks(&pool, nice))
-        {
+        if let Ok(t) = crate::sched::spawn_background("strata-mem", nice, None, move || {
+            pool.fill_until_stopped()
+        }) {
             threads.push(t);
         }
         for i in 0..inner.opts.background_threads {

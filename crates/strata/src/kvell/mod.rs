@@ -199,10 +199,9 @@ impl Kvell {
             };
             let shared = Arc::new(worker::Shared::default());
             let s2 = shared.clone();
-            match std::thread::Builder::new()
-                .name(format!("kvell-open-{id}"))
-                .spawn(move || worker::Worker::open(cfg, io, s2))
-            {
+            match crate::sched::spawn(format!("kvell-open-{id}"), move || {
+                worker::Worker::open(cfg, io, s2)
+            }) {
                 Ok(h) => opened.push((shared, h)),
                 Err(e) => {
                     first_err = Some(Error::io(&dir, e));
@@ -233,10 +232,7 @@ impl Kvell {
         let mut handles = Vec::new();
         for (id, (shared, w)) in ready.into_iter().enumerate() {
             let (tx, rx) = std::sync::mpsc::channel();
-            let thread = match std::thread::Builder::new()
-                .name(format!("kvell-{id}"))
-                .spawn(move || w.run(rx))
-            {
+            let thread = match crate::sched::spawn(format!("kvell-{id}"), move || w.run(rx)) {
                 Ok(t) => t,
                 Err(e) => {
                     // Stop the workers already running (each syncs and

@@ -360,12 +360,10 @@ impl MemTable {
         let mem = Arc::clone(this);
         // A merge of several shards takes milliseconds: not on a reader's
         // path. A failed spawn only leaves the shards unindexed.
-        let spawned = std::thread::Builder::new()
-            .name("strata-memindex".into())
-            .spawn(move || {
-                mem.build_index(sealed);
-                mem.indexing.store(false, AtomicOrdering::Release);
-            });
+        let spawned = crate::sched::spawn("strata-memindex", move || {
+            mem.build_index(sealed);
+            mem.indexing.store(false, AtomicOrdering::Release);
+        });
         if spawned.is_err() {
             this.indexing.store(false, AtomicOrdering::Release);
         }

@@ -232,7 +232,7 @@ impl TableBuilder {
         self.index_block.add(&self.last_key, &self.handle_buf);
         self.data_block.reset();
         self.props.data_blocks += 1;
-        crate::io::yield_point();
+        crate::sched::yield_point();
         Ok(())
     }
 

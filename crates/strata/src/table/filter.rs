@@ -104,7 +104,7 @@ impl BloomBuilder {
         let map = out.get_mut(HEADER_LEN..).unwrap_or_default();
         for (i, &h) in self.hashes.iter().enumerate() {
             if i % 4096 == 4095 {
-                crate::io::yield_point();
+                crate::sched::yield_point();
             }
             let base = line_of(h, lines) * LINE;
             for b in local_bits(h, k) {

@@ -220,9 +220,7 @@ impl TableWarmth {
         // Reading a large cold table takes tens of milliseconds: not on a
         // reader's path.
         // A failed spawn only leaves the table cold.
-        let _ = std::thread::Builder::new()
-            .name("strata-warm".into())
-            .spawn(move || populate(file.as_ref(), 0, len));
+        let _ = crate::sched::spawn("strata-warm", move || populate(file.as_ref(), 0, len));
     }
 }
 

@@ -373,15 +373,13 @@ impl TableCache {
             let (jobs, rx) = std::sync::mpsc::channel();
             let fs = Arc::clone(&self.fs);
             let shrink = self.shrink;
-            let spawned = std::thread::Builder::new()
-                .name("strata-purge".into())
-                .spawn(move || {
-                    // Its removals offer the core between pieces
-                    // (`io::yield_point`), whatever the database's state:
-                    // nothing waits for them.
-                    crate::io::enter_background(Arc::new(AtomicBool::new(true)));
-                    rx.into_iter().for_each(|job| run(fs.as_ref(), job, shrink))
-                });
+            // Its removals offer the core between pieces
+            // (`sched::yield_point`), whatever the database's state:
+            // nothing waits for them.
+            let gate = Some(Arc::new(AtomicBool::new(true)));
+            let spawned = crate::sched::spawn_background("strata-purge", 0, gate, move || {
+                rx.into_iter().for_each(|job| run(fs.as_ref(), job, shrink))
+            });
             if let Ok(thread) = spawned {
                 *purger = Some(Purger { jobs, thread });
             }

@@ -106,7 +106,7 @@ impl<'a> GiveWay<'a> {
         if self.left == 0 {
             self.left = GIVE_WAY_EVERY;
             (self.give_way)();
-            crate::io::yield_point();
+            crate::sched::yield_point();
         }
     }
 }
@@ -276,34 +276,28 @@ pub fn run_all(
     fs: &dyn FileSystem,
     one: impl Fn(usize) -> Result<Piece> + Sync,
 ) -> Result<Vec<Piece>> {
-    let results: Vec<Result<Piece>> = std::thread::scope(|s| {
+    let panicked = || {
+        Err(Error::io(
+            "compaction",
+            std::io::Error::other("a compaction sub-task panicked"),
+        ))
+    };
+    let results: Vec<Result<Piece>> = crate::sched::scope(|s| {
         let one = &one;
-        let gate = crate::io::background_gate();
+        let here = |i: usize| {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| one(i)))
+                .unwrap_or_else(|_| panicked())
+        };
         let handles: Vec<_> = (1..n)
-            .map(|i| {
-                let gate = gate.clone();
-                s.spawn(move || {
-                    if let Some(g) = gate {
-                        crate::io::enter_background(g);
-                    }
-                    one(i)
-                })
-            })
+            .map(|i| (i, crate::sched::spawn_scoped(s, move || one(i))))
             .collect();
-        let first = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| one(0)));
-        let mut results = vec![first.unwrap_or_else(|_| {
-            Err(Error::io(
-                "compaction",
-                std::io::Error::other("a compaction sub-task panicked"),
-            ))
-        })];
-        for h in handles {
-            results.push(h.join().unwrap_or_else(|_| {
-                Err(Error::io(
-                    "compaction",
-                    std::io::Error::other("compaction sub-task thread panicked"),
-                ))
-            }));
+        let mut results = vec![here(0)];
+        for (i, h) in handles {
+            results.push(match h {
+                Ok(h) => h.join().unwrap_or_else(|_| panicked()),
+                // No thread to be had: the sub-task runs here.
+                Err(_) => here(i),
+            });
         }
         results
     });

@@ -97,15 +97,21 @@ pub fn run_pipelined(
     let (run_tx, run_rx): (Vec<Sender<Msg>>, Vec<Receiver<Msg>>) =
         (0..n).map(|_| bounded(RUN_DEPTH)).unzip();
     let (out_tx, out_rx) = bounded::<Msg>(WRITE_DEPTH);
-    let gate = crate::io::background_gate();
-    std::thread::scope(|s| {
-        let reader = s.spawn(move || read_stage(&mut runs, run_tx, range));
-        let writer = s.spawn(move || {
-            if let Some(g) = gate {
-                crate::io::enter_background(g);
-            }
+    let no_thread = |e| Error::io("compaction", e);
+    crate::sched::scope(|s| {
+        let reader = crate::sched::spawn_scoped(s, move || read_stage(&mut runs, run_tx, range))
+            .map_err(no_thread)?;
+        let writer = match crate::sched::spawn_scoped(s, move || {
             write_stage(job, env, range, numbers, out_rx)
-        });
+        }) {
+            Ok(w) => w,
+            Err(e) => {
+                // The reader ends when its receivers are gone.
+                drop(run_rx);
+                let _ = reader.join();
+                return Err(no_thread(e));
+            }
+        };
         let merged = merge_stage(job, env, run_rx, out_tx);
         let read = reader.join();
         let written = writer.join().unwrap_or(Err(Fail::Abort));

@@ -152,7 +152,7 @@ const SHRINK_PIECE: u64 = 8 << 20;
 
 /// Before a file larger than [`SHRINK_PIECE`] is removed, takes it down
 /// to its first piece a piece at a time from its end, offering the core
-/// ([`super::yield_point`]) between pieces. Removing a file frees its
+/// ([`crate::sched::yield_point`]) between pieces. Removing a file frees its
 /// cached pages inside one `unlink(2)`, milliseconds of CPU for a table or
 /// log of tens of MiB (longer in wall time once its blocks were written,
 /// waiting for the discards), during which a writer the scheduler had
@@ -181,7 +181,7 @@ fn shrink_in_pieces(path: &Path) {
         if file.set_len(len).is_err() {
             return;
         }
-        super::yield_point();
+        crate::sched::yield_point();
     }
 }
 
@@ -378,7 +378,7 @@ mod tests {
         let big = dir.path().join("big");
         let data: Vec<u8> = (0..(SHRINK_PIECE * 2 + 12_345)).map(|i| i as u8).collect();
         std::fs::write(&big, &data).expect("write");
-        crate::io::enter_background(Arc::new(std::sync::atomic::AtomicBool::new(true)));
+        crate::sched::enter_background(Arc::new(std::sync::atomic::AtomicBool::new(true)));
         PosixFs.remove_unused_file(&big).expect("remove");
         assert!(!big.exists());
 

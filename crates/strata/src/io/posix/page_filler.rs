@@ -54,30 +54,27 @@ fn spawn() -> Option<Filler> {
     // thread a `std::thread::Thread` handle, which nothing would free
     // (valgrind in the C examples' tests).
     let (tx, rx) = sync_channel::<Job>(QUEUE);
-    let thread = std::thread::Builder::new()
-        .name("strata-walfill".into())
-        .spawn(move || {
-            // The lowest priority of the normal policy, nice 19 (why:
-            // docs/design/2026-11-29-code-comment-measurements.md
-            // §wal-page-filler):
-            // - at nice 0 or 7 a woken filler is placed on the
-            //   writer's CPU whenever the other runs a flush, and at
-            //   the next tick takes it for a whole fill;
-            // - `SCHED_IDLE` runs it only on an idle CPU, so when it
-            //   is preempted inside a populate call, holding the
-            //   `mmap_lock` for reading, it may wait long for a CPU;
-            //   a thread that maps (the memtable chunk filler's
-            //   `mprotect`) queues for the lock behind it, and the
-            //   writer's next page fault behind that;
-            // - nice 19 keeps a share of a CPU, so a preempted filler
-            //   gets back to release the lock within the scheduler's
-            //   latency.
-            crate::io::lower_priority(19);
-            for (map, at, n) in rx {
-                fill(&map, at, n);
-            }
-        })
-        .ok()?;
+    // The lowest priority of the normal policy, nice 19 (why:
+    // docs/design/2026-11-29-code-comment-measurements.md
+    // §wal-page-filler):
+    // - at nice 0 or 7 a woken filler is placed on the
+    //   writer's CPU whenever the other runs a flush, and at
+    //   the next tick takes it for a whole fill;
+    // - `SCHED_IDLE` runs it only on an idle CPU, so when it
+    //   is preempted inside a populate call, holding the
+    //   `mmap_lock` for reading, it may wait long for a CPU;
+    //   a thread that maps (the memtable chunk filler's
+    //   `mprotect`) queues for the lock behind it, and the
+    //   writer's next page fault behind that;
+    // - nice 19 keeps a share of a CPU, so a preempted filler
+    //   gets back to release the lock within the scheduler's
+    //   latency.
+    let thread = crate::sched::spawn_background("strata-walfill", 19, None, move || {
+        for (map, at, n) in rx {
+            fill(&map, at, n);
+        }
+    })
+    .ok()?;
     Some(Filler {
         tx: Some(tx),
         thread: Some(thread),

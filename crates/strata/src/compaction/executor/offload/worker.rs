@@ -228,11 +228,16 @@ fn spawn_connection<S: Read + Write + Send + 'static>(
         stats.connections.fetch_sub(1, Ordering::AcqRel);
         return;
     }
-    let (stats, cfg) = (stats.clone(), cfg.clone());
-    std::thread::spawn(move || {
-        serve_connection(&stats, &cfg, conn);
-        stats.connections.fetch_sub(1, Ordering::AcqRel);
+    let (stats2, cfg) = (stats.clone(), cfg.clone());
+    let spawned = crate::sched::spawn("strata-worker-conn", move || {
+        serve_connection(&stats2, &cfg, conn);
+        stats2.connections.fetch_sub(1, Ordering::AcqRel);
     });
+    if spawned.is_err() {
+        // No thread for it: the connection is closed unserved, as past
+        // `MAX_CONNECTIONS`.
+        stats.connections.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// Runs a compaction worker on `addr` (`unix:PATH` or `HOST:PORT`) until
