@@ -54,13 +54,16 @@ use crate::stats::Striped;
 use crate::table::warm::Warmer;
 use crate::table::{BlockCache, RowCache, Table};
 use arc_swap::ArcSwapOption;
+use lru::Lru;
 use parking_lot::Mutex;
-use std::collections::HashMap;
+use purge::Purger;
 use std::fmt;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+
+mod lru;
+mod purge;
 
 /// The figures of a table cache (see [`crate::StatsSnapshot`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -162,29 +165,9 @@ pub struct TableCache {
     hits: Striped,
     misses: AtomicU64,
     evictions: AtomicU64,
-    /// The thread closing released tables and removing obsolete files,
-    /// started by the first release.
-    purger: Mutex<Option<Purger>>,
-    /// Whether a removed table's file may be shrunk first
-    /// (`remove_unused_file`): not with the `offload` executor, whose
-    /// worker process may still map the inputs of a sub-task it was too
-    /// slow to finish (the host ran it itself and went on).
-    shrink: bool,
-}
-
-/// A released table to close, and its file to remove if obsolete.
-type Purge = (Option<Arc<Table>>, Option<PathBuf>);
-
-/// Work for the purge thread: a release, or a caller waiting until the
-/// releases before it are done.
-enum PurgeJob {
-    Release(Purge),
-    Barrier(std::sync::mpsc::Sender<()>),
-}
-
-struct Purger {
-    jobs: std::sync::mpsc::Sender<PurgeJob>,
-    thread: std::thread::JoinHandle<()>,
+    /// Closes released tables and removes obsolete files on a thread of
+    /// its own.
+    purger: Purger,
 }
 
 impl TableCache {
@@ -246,7 +229,7 @@ impl TableCache {
         };
         self.rows.resize(rows);
         for table in closed {
-            self.purge((Some(table), None));
+            self.purger.release((Some(table), None));
         }
     }
 
@@ -276,8 +259,14 @@ impl TableCache {
             hits: Striped::default(),
             misses: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
-            purger: Mutex::new(None),
-            shrink: !matches!(opts.executor, crate::options::ExecutorKind::Offload(_)),
+            // A removed table's file may be shrunk first, but not with the
+            // `offload` executor, whose worker process may still map the
+            // inputs of a sub-task it was too slow to finish (the host ran
+            // it itself and went on).
+            purger: Purger::new(
+                opts.fs.clone(),
+                !matches!(opts.executor, crate::options::ExecutorKind::Offload(_)),
+            ),
         }
     }
 
@@ -351,50 +340,13 @@ impl TableCache {
         let table = self.lru.lock().remove(id);
         let path = remove.then(|| self.path(id));
         if table.is_some() || path.is_some() {
-            self.purge((table, path));
+            self.purger.release((table, path));
         }
     }
 
     /// Returns once every release made before the call is done.
     pub fn purged(&self) {
-        let (tx, rx) = std::sync::mpsc::channel();
-        let sent = match self.purger.lock().as_ref() {
-            Some(p) => p.jobs.send(PurgeJob::Barrier(tx)).is_ok(),
-            None => false,
-        };
-        if sent {
-            let _ = rx.recv();
-        }
-    }
-
-    fn purge(&self, job: Purge) {
-        let mut purger = self.purger.lock();
-        if purger.is_none() {
-            let (jobs, rx) = std::sync::mpsc::channel();
-            let fs = Arc::clone(&self.fs);
-            let shrink = self.shrink;
-            // Its removals offer the core between pieces
-            // (`sched::yield_point`), whatever the database's state:
-            // nothing waits for them.
-            let gate = Some(Arc::new(AtomicBool::new(true)));
-            let spawned = crate::sched::spawn_background("strata-purge", 0, gate, move || {
-                rx.into_iter().for_each(|job| run(fs.as_ref(), job, shrink))
-            });
-            if let Ok(thread) = spawned {
-                *purger = Some(Purger { jobs, thread });
-            }
-        }
-        // Without the thread (it could not start), here and now.
-        let job = PurgeJob::Release(job);
-        let job = match purger.as_ref() {
-            Some(p) => match p.jobs.send(job) {
-                Ok(()) => return,
-                Err(unsent) => unsent.0,
-            },
-            None => job,
-        };
-        drop(purger);
-        run(self.fs.as_ref(), job, self.shrink);
+        self.purger.wait();
     }
 
     /// Current figures.
@@ -487,239 +439,6 @@ impl fmt::Debug for TableCache {
             .field("dir", &self.dir)
             .field("stats", &self.stats())
             .finish()
-    }
-}
-
-/// Hashes table ids (distinct, mostly consecutive numbers) with one
-/// multiplication instead of SipHash: the table cache sits on every read.
-#[derive(Default, Clone, Copy)]
-struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0 ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-}
-
-/// "No node" in the LRU links.
-const NIL: usize = usize::MAX;
-
-struct Node {
-    id: u64,
-    table: Arc<Table>,
-    /// The `FileMeta`'s pin, holding `table` while this node exists.
-    pin: Arc<Pin>,
-    /// Towards the most recently used end.
-    prev: usize,
-    /// Towards the least recently used end.
-    next: usize,
-}
-
-/// A doubly linked list of tables, most recently used first, in a slab of
-/// nodes, plus an index from table id to slot.
-struct Lru {
-    index: HashMap<u64, usize, BuildHasherDefault<IdHasher>>,
-    slots: Vec<Option<Node>>,
-    free: Vec<usize>,
-    /// Most recently used.
-    head: usize,
-    /// Least recently used.
-    tail: usize,
-    mapped_bytes: u64,
-    pinned_bytes: u64,
-}
-
-impl Lru {
-    fn new() -> Self {
-        Lru {
-            index: HashMap::default(),
-            slots: Vec::new(),
-            free: Vec::new(),
-            head: NIL,
-            tail: NIL,
-            mapped_bytes: 0,
-            pinned_bytes: 0,
-        }
-    }
-
-    fn len(&self) -> usize {
-        self.index.len()
-    }
-
-    fn node_mut(&mut self, i: usize) -> Option<&mut Node> {
-        self.slots.get_mut(i).and_then(Option::as_mut)
-    }
-
-    /// Takes node `i` out of the list (it stays in its slot).
-    fn unlink(&mut self, i: usize) {
-        let Some((prev, next)) = self.node_mut(i).map(|n| (n.prev, n.next)) else {
-            return;
-        };
-        match self.node_mut(prev) {
-            Some(p) => p.next = next,
-            None => self.head = next,
-        }
-        match self.node_mut(next) {
-            Some(n) => n.prev = prev,
-            None => self.tail = prev,
-        }
-    }
-
-    /// Links node `i` in as the most recently used.
-    fn push_front(&mut self, i: usize) {
-        let head = self.head;
-        if let Some(n) = self.node_mut(i) {
-            n.prev = NIL;
-            n.next = head;
-        } else {
-            return;
-        }
-        match self.node_mut(head) {
-            Some(h) => h.prev = i,
-            None => self.tail = i,
-        }
-        self.head = i;
-    }
-
-    /// The table `id`, marked most recently used (a reader whose pin was
-    /// cleared meanwhile, or a second `FileMeta` of the same table).
-    fn get(&mut self, id: u64) -> Option<Arc<Table>> {
-        let i = *self.index.get(&id)?;
-        if i != self.head {
-            self.unlink(i);
-            self.push_front(i);
-        }
-        self.node_mut(i).map(|n| Arc::clone(&n.table))
-    }
-
-    /// Adds `table` (not held yet) as the most recently used, and pins it
-    /// in `pin`.
-    fn insert(&mut self, id: u64, table: Arc<Table>, pin: Arc<Pin>) {
-        self.mapped_bytes += table.mapped_bytes();
-        self.pinned_bytes += table.pinned_bytes() as u64;
-        pin.touched.store(false, Ordering::Relaxed);
-        pin.table.store(Some(Arc::clone(&table)));
-        let node = Node {
-            id,
-            table,
-            pin,
-            prev: NIL,
-            next: NIL,
-        };
-        let i = match self.free.pop() {
-            Some(i) => {
-                if let Some(slot) = self.slots.get_mut(i) {
-                    *slot = Some(node);
-                }
-                i
-            }
-            None => {
-                self.slots.push(Some(node));
-                self.slots.len() - 1
-            }
-        };
-        self.index.insert(id, i);
-        self.push_front(i);
-    }
-
-    /// Removes table `id`.
-    fn remove(&mut self, id: u64) -> Option<Arc<Table>> {
-        let i = self.index.remove(&id)?;
-        self.unlink(i);
-        let node = self.slots.get_mut(i).and_then(Option::take)?;
-        self.free.push(i);
-        // Readers holding the pin's table keep it open until they are done.
-        node.pin.table.store(None);
-        self.mapped_bytes = self.mapped_bytes.saturating_sub(node.table.mapped_bytes());
-        self.pinned_bytes = self
-            .pinned_bytes
-            .saturating_sub(node.table.pinned_bytes() as u64);
-        Some(node.table)
-    }
-
-    /// Removes the least recently used table not read through its pin
-    /// since it was last considered; the ones that were move to the front
-    /// with their flag cleared (a second chance). One pass clears every
-    /// flag, so at most `len + 1` nodes are looked at.
-    fn pop_victim(&mut self) -> Option<Arc<Table>> {
-        for _ in 0..self.len() {
-            let i = self.tail;
-            let node = self.slots.get(i).and_then(Option::as_ref)?;
-            if !node.pin.touched.swap(false, Ordering::Relaxed) {
-                let id = node.id;
-                return self.remove(id);
-            }
-            self.unlink(i);
-            self.push_front(i);
-        }
-        let id = self.slots.get(self.tail).and_then(Option::as_ref)?.id;
-        self.remove(id)
-    }
-
-    /// Removes every held table.
-    fn drain(&mut self) -> Vec<Arc<Table>> {
-        let ids: Vec<u64> = self.index.keys().copied().collect();
-        ids.into_iter().filter_map(|id| self.remove(id)).collect()
-    }
-
-    /// Held ids, most recently used first.
-    fn ids(&self) -> Vec<u64> {
-        let mut out = Vec::with_capacity(self.len());
-        let mut i = self.head;
-        while let Some(n) = self.slots.get(i).and_then(Option::as_ref) {
-            out.push(n.id);
-            i = n.next;
-        }
-        out
-    }
-}
-
-impl Drop for TableCache {
-    fn drop(&mut self) {
-        // Closing the database: the releases queued so far are done
-        // before it returns (its files are gone, its maps unmapped).
-        if let Some(Purger { jobs, thread }) = self.purger.get_mut().take() {
-            drop(jobs);
-            let _ = thread.join();
-        }
-    }
-}
-
-fn run(fs: &dyn FileSystem, job: PurgeJob, shrink: bool) {
-    match job {
-        PurgeJob::Release((table, path)) => {
-            // Unmapped first (if this was the last reference), then
-            // removed; a failed removal leaves an orphan that the next
-            // open removes.
-            // The last reference, its map held by nothing else: unmapped
-            // here, so the file may be shrunk before it goes
-            // (`remove_unused_file`). Otherwise something may still read
-            // the map and the file is only unlinked. A path without a
-            // table (closed earlier by the cache) is only unlinked too: the
-            // cache cannot tell who else opened it.
-            let unused = table
-                .is_some_and(|t| shrink && Arc::into_inner(t).is_some_and(|t| !t.map_shared()));
-            if let Some(path) = path {
-                let _ = if unused {
-                    fs.remove_unused_file(&path)
-                } else {
-                    fs.remove_file(&path)
-                };
-            }
-        }
-        PurgeJob::Barrier(done) => {
-            let _ = done.send(());
-        }
     }
 }
 
