@@ -1,8 +1,8 @@
 //! A copy of an LSM database's counters and the shape of its tree.
 
-use super::{mib, Stats};
-use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use super::{mib, Stats, StatsSnapshot};
+use std::fmt::{self, Write as _};
+use std::sync::atomic::Ordering::Relaxed;
 
 /// Per-level shape in a snapshot.
 #[derive(Debug, Clone, Default)]
@@ -11,112 +11,6 @@ pub struct LevelStats {
     pub bytes: u64,
     pub compaction_bytes_written: u64,
     pub compaction_bytes_read: u64,
-}
-
-/// A copy of the counters plus the current shape of the tree.
-#[derive(Debug, Clone, Default)]
-pub struct StatsSnapshot {
-    pub user_bytes_written: u64,
-    pub user_writes: u64,
-    pub user_reads: u64,
-    pub wal_bytes: u64,
-    pub wal_syncs: u64,
-    pub write_groups: u64,
-    pub flush_bytes: u64,
-    pub flush_count: u64,
-    pub flush_micros: u64,
-    pub compaction_count: u64,
-    pub compaction_micros: u64,
-    pub compaction_bytes_read: u64,
-    pub compaction_bytes_written: u64,
-    pub trivial_moves: u64,
-    pub stall_count: u64,
-    pub stall_micros: u64,
-    pub slowdown_count: u64,
-    pub slowdown_micros: u64,
-    pub pace_count: u64,
-    pub pace_micros: u64,
-    pub wal_spares_used: u64,
-    pub wal_spare_failures: u64,
-    pub recovery_stopped: u64,
-    pub recovery_logs_dropped: u64,
-    pub recovery_regions_skipped: u64,
-    /// Memtable arena chunks the filler thread made ahead.
-    pub arena_chunks_made_ahead: u64,
-    /// Arena chunks a writer had to make itself (none was ready).
-    pub arena_chunk_misses: u64,
-    pub shortcut_hits: u64,
-    pub shortcut_misses: u64,
-    pub stale_compactions: u64,
-    pub stale_dropped: u64,
-    pub read_compactions: u64,
-    /// CPU time of the threads that ran compactions.
-    pub compaction_cpu_micros: u64,
-    /// Busy time of pipelined read stages.
-    pub compaction_read_busy_micros: u64,
-    /// Busy time of merge stages (all of a linear sub-task).
-    pub compaction_merge_busy_micros: u64,
-    /// Busy time of pipelined write stages.
-    pub compaction_write_busy_micros: u64,
-    /// Compaction sub-tasks run (a linear plan is one).
-    pub compaction_subtasks: u64,
-    /// Sub-tasks run as a read → merge → write pipeline.
-    pub compaction_pipelined_subtasks: u64,
-    /// Sub-tasks a compaction worker ran.
-    pub compaction_offloaded_subtasks: u64,
-    /// Sub-tasks a failed worker left, re-run here.
-    pub compaction_offload_fallbacks: u64,
-    /// Most compactions that ran at the same time.
-    pub compactions_running_max: u64,
-    /// Times a running compaction paused to give its CPU slot to a flush
-    /// (`Options::background_cpus`).
-    pub compaction_give_ways: u64,
-    /// The matrix container (`l0=matrix`; zeros otherwise).
-    pub matrix: MatrixStats,
-    /// Entries and bytes of the update table (0 without stale tracking).
-    pub update_table_entries: u64,
-    pub update_table_bytes: u64,
-    pub manifest_bytes: u64,
-    /// Bytes read from table files: metadata, data blocks on block-cache
-    /// misses, and every use of an uncompressed block of a memory-mapped
-    /// table (those bypass the block cache, so they count in neither
-    /// `block_cache_hits` nor `block_cache_misses`).
-    pub table_bytes_read: u64,
-    pub block_cache_hits: u64,
-    pub block_cache_misses: u64,
-    pub block_cache_usage: u64,
-    /// Point lookups in tables read directly answered by the row cache, and
-    /// those that were not (0 while tables are mapped).
-    pub row_cache_hits: u64,
-    pub row_cache_misses: u64,
-    /// Tables the table cache holds open (at most `max_open_files − 10`).
-    pub open_tables: usize,
-    /// Bytes of table files memory-mapped by the open tables.
-    pub mapped_table_bytes: u64,
-    /// Index and filter bytes pinned by the open tables.
-    pub pinned_index_filter_bytes: u64,
-    /// Table-cache lookups that found their table open.
-    pub table_cache_hits: u64,
-    /// Table-cache lookups that opened their table.
-    pub table_cache_misses: u64,
-    /// Tables the table cache closed to make room.
-    pub table_cache_evictions: u64,
-    /// Requests to read a whole table into the page cache because lookups
-    /// kept waiting for the device (`Options::warm_budget`; a table warmed
-    /// again later counts again), and the bytes of the tables warmed the
-    /// first time.
-    pub warmed_tables: u64,
-    pub warmed_table_bytes: u64,
-    /// Tables are read through memory maps (`Options::mmap_reads` while the
-    /// live tables fit in `memory.page_cache_room`); otherwise with
-    /// pread(2) through the block cache.
-    pub tables_mapped: bool,
-    /// The memory budget, its shares and what each part holds.
-    pub memory: MemoryStats,
-    pub memtable_bytes: u64,
-    pub immutable_memtables: usize,
-    pub last_sequence: u64,
-    pub levels: Vec<LevelStats>,
 }
 
 /// The memory budget (`Options::memory_budget`, see `crate::budget`) as
@@ -148,56 +42,14 @@ pub struct MemoryStats {
 }
 
 impl StatsSnapshot {
+    /// The counters of `s` (the rest of the snapshot is filled by the
+    /// database from its caches and version).
     pub(crate) fn from_counters(s: &Stats) -> Self {
-        let g = |c: &AtomicU64| c.load(Relaxed);
-        StatsSnapshot {
-            user_bytes_written: g(&s.user_bytes_written),
-            user_writes: g(&s.user_writes),
-            user_reads: s.user_reads.get(),
-            wal_bytes: g(&s.wal_bytes),
-            wal_syncs: g(&s.wal_syncs),
-            write_groups: g(&s.write_groups),
-            flush_bytes: g(&s.flush_bytes),
-            flush_count: g(&s.flush_count),
-            flush_micros: g(&s.flush_micros),
-            compaction_count: g(&s.compaction_count),
-            compaction_micros: g(&s.compaction_micros),
-            compaction_bytes_read: g(&s.compaction_bytes_read),
-            compaction_bytes_written: g(&s.compaction_bytes_written),
-            trivial_moves: g(&s.trivial_moves),
-            stall_count: g(&s.stall_count),
-            stall_micros: g(&s.stall_micros),
-            slowdown_count: g(&s.slowdown_count),
-            slowdown_micros: g(&s.slowdown_micros),
-            pace_count: g(&s.pace_count),
-            pace_micros: g(&s.pace_micros),
-            wal_spares_used: g(&s.wal_spares_used),
-            wal_spare_failures: g(&s.wal_spare_failures),
-            recovery_stopped: g(&s.recovery_stopped),
-            recovery_logs_dropped: g(&s.recovery_logs_dropped),
-            recovery_regions_skipped: g(&s.recovery_regions_skipped),
-            shortcut_hits: g(&s.shortcut_hits),
-            shortcut_misses: g(&s.shortcut_misses),
-            stale_compactions: g(&s.stale_compactions),
-            read_compactions: g(&s.read_compactions),
-            stale_dropped: g(&s.stale_dropped),
-            compaction_cpu_micros: g(&s.compaction_cpu_micros),
-            compaction_read_busy_micros: g(&s.compaction_read_busy_micros),
-            compaction_merge_busy_micros: g(&s.compaction_merge_busy_micros),
-            compaction_write_busy_micros: g(&s.compaction_write_busy_micros),
-            compaction_subtasks: g(&s.compaction_subtasks),
-            compaction_pipelined_subtasks: g(&s.compaction_pipelined_subtasks),
-            compaction_offloaded_subtasks: g(&s.compaction_offloaded_subtasks),
-            compaction_offload_fallbacks: g(&s.compaction_offload_fallbacks),
-            compactions_running_max: g(&s.compactions_running_max),
-            compaction_give_ways: g(&s.compaction_give_ways),
-            matrix: MatrixStats {
-                column_compactions: g(&s.matrix_column_compactions),
-                column_bytes: g(&s.matrix_column_bytes),
-                ..MatrixStats::default()
-            },
-            ..StatsSnapshot::default()
-        }
+        let mut snap = StatsSnapshot::counters_of(s);
+        snap.user_reads = s.user_reads.get();
+        snap.matrix.column_compactions = s.matrix_column_compactions.load(Relaxed);
+        snap.matrix.column_bytes = s.matrix_column_bytes.load(Relaxed);
+        snap
     }
 
     /// Bytes the engine wrote to storage (WAL + flush + compaction + manifest).
@@ -237,60 +89,19 @@ impl StatsSnapshot {
                 )
             })
             .collect();
-        format!(
-            "{{\"user_bytes_written\":{},\"user_writes\":{},\"user_reads\":{},\"wal_bytes\":{},\"wal_syncs\":{},\
-             \"write_groups\":{},\"flush_bytes\":{},\"flush_count\":{},\"flush_micros\":{},\"compaction_count\":{},\
-             \"compaction_micros\":{},\"compaction_bytes_read\":{},\"compaction_bytes_written\":{},\"trivial_moves\":{},\
-             \"stall_count\":{},\"stall_micros\":{},\"slowdown_count\":{},\"slowdown_micros\":{},\"pace_count\":{},\"pace_micros\":{},\"wal_spares_used\":{},\"wal_spare_failures\":{},\"recovery_stopped\":{},\"recovery_logs_dropped\":{},\"recovery_regions_skipped\":{},\"arena_chunks_made_ahead\":{},\"arena_chunk_misses\":{},\
-             \"shortcut_hits\":{},\"shortcut_misses\":{},\"stale_compactions\":{},\"stale_dropped\":{},\"read_compactions\":{},\
-             \"compaction_cpu_micros\":{},\"compaction_read_busy_micros\":{},\"compaction_merge_busy_micros\":{},\"compaction_write_busy_micros\":{},\"compaction_subtasks\":{},\"compaction_pipelined_subtasks\":{},\"compaction_offloaded_subtasks\":{},\"compaction_offload_fallbacks\":{},\"compactions_running_max\":{},\"compaction_give_ways\":{},\
+        let mut out = String::from("{");
+        self.counters_json(&mut out);
+        let _ = write!(
+            out,
+            "\"user_reads\":{},\"arena_chunks_made_ahead\":{},\"arena_chunk_misses\":{},\
              \"update_table_entries\":{},\"update_table_bytes\":{},\"manifest_bytes\":{},\
              \"table_bytes_read\":{},\"block_cache_hits\":{},\"block_cache_misses\":{},\"block_cache_usage\":{},\"row_cache_hits\":{},\"row_cache_misses\":{},\
              \"open_tables\":{},\"mapped_table_bytes\":{},\"pinned_index_filter_bytes\":{},\"table_cache_hits\":{},\
              \"table_cache_misses\":{},\"table_cache_evictions\":{},\"warmed_tables\":{},\"warmed_table_bytes\":{},\"tables_mapped\":{},\"memory\":{},\"memtable_bytes\":{},\"immutable_memtables\":{},\"last_sequence\":{},\
              \"engine_bytes_written\":{},\"write_amplification\":{:.4},\"cache_hit_rate\":{:.4},\"matrix\":{},\"levels\":[{}]}}",
-            self.user_bytes_written,
-            self.user_writes,
             self.user_reads,
-            self.wal_bytes,
-            self.wal_syncs,
-            self.write_groups,
-            self.flush_bytes,
-            self.flush_count,
-            self.flush_micros,
-            self.compaction_count,
-            self.compaction_micros,
-            self.compaction_bytes_read,
-            self.compaction_bytes_written,
-            self.trivial_moves,
-            self.stall_count,
-            self.stall_micros,
-            self.slowdown_count,
-            self.slowdown_micros,
-            self.pace_count,
-            self.pace_micros,
-            self.wal_spares_used,
-            self.wal_spare_failures,
-            self.recovery_stopped,
-            self.recovery_logs_dropped,
-            self.recovery_regions_skipped,
             self.arena_chunks_made_ahead,
             self.arena_chunk_misses,
-            self.shortcut_hits,
-            self.shortcut_misses,
-            self.stale_compactions,
-            self.stale_dropped,
-            self.read_compactions,
-            self.compaction_cpu_micros,
-            self.compaction_read_busy_micros,
-            self.compaction_merge_busy_micros,
-            self.compaction_write_busy_micros,
-            self.compaction_subtasks,
-            self.compaction_pipelined_subtasks,
-            self.compaction_offloaded_subtasks,
-            self.compaction_offload_fallbacks,
-            self.compactions_running_max,
-            self.compaction_give_ways,
             self.update_table_entries,
             self.update_table_bytes,
             self.manifest_bytes,
@@ -318,7 +129,8 @@ impl StatsSnapshot {
             self.cache_hit_rate(),
             self.matrix.to_json(),
             levels.join(",")
-        )
+        );
+        out
     }
 }
 

@@ -1,7 +1,7 @@
 //! Engine-neutral figures of a store, with each engine's own.
 
 use super::mib;
-use super::snapshot::StatsSnapshot;
+use super::StatsSnapshot;
 use std::fmt;
 
 /// Engine-neutral figures of a store ([`crate::KvStore::stats`]), with the
