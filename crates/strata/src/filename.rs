@@ -31,6 +31,19 @@ pub fn table_path(dir: &Path, n: u64) -> PathBuf {
     dir.join(format!("{n:06}.table"))
 }
 
+/// The file name of matrix row `n` (in the container's fast directory).
+pub fn row_name(n: u64) -> String {
+    format!("{n:06}.row")
+}
+
+/// The row number a file name denotes: digits, then `.row`.
+pub fn parse_row_name(name: &str) -> Option<u64> {
+    let stem = name.strip_suffix(".row")?;
+    (!stem.is_empty() && stem.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| stem.parse().ok())
+        .flatten()
+}
+
 pub fn manifest_name(n: u64) -> String {
     format!("MANIFEST-{n:06}")
 }
@@ -57,7 +70,7 @@ pub fn parse(name: &str) -> Option<(FileKind, u64)> {
     match ext {
         "wal" => Some((FileKind::Wal, n)),
         "table" => Some((FileKind::Table, n)),
-        "row" => Some((FileKind::Row, n)),
+        "row" => parse_row_name(name).map(|n| (FileKind::Row, n)),
         _ => None,
     }
 }

@@ -74,6 +74,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "iter",
             "memtable",
             "options",
+            "stats",
             "table",
             "version",
         ],

@@ -434,16 +434,7 @@ impl Db {
             row_cache: tables.row_cache_bytes,
         };
         s.table_bytes_read = read;
-        let m = &sv.version.matrix;
-        s.matrix.rows = m.rows.len();
-        s.matrix.bytes = m.bytes();
-        s.matrix.remaining_bytes = m.remaining_bytes();
-        s.matrix.segments = m.segments();
-        let c = &m.counters;
-        s.matrix.lookups = c.lookups.load(Ordering::Relaxed);
-        s.matrix.comparisons = c.comparisons.load(Ordering::Relaxed);
-        s.matrix.rows_searched = c.rows_searched.load(Ordering::Relaxed);
-        s.matrix.segments_skipped = c.segments_skipped.load(Ordering::Relaxed);
+        inner.l0.fill_stats(&sv.version, &mut s.matrix);
         s
     }
 
@@ -526,23 +517,14 @@ impl Inner {
                 }
             }
         }
-        // New rows are opened (checksummed) and added to the container's
-        // segment filters here, without the state mutex: the current
-        // version cannot change meanwhile (every edit holds `apply`).
-        let mut with_rows = None;
-        if !edit.rows_added.is_empty() {
-            let current = self.state.lock().versions.current();
-            let mut m = current.matrix.clone();
-            let mut rows = Vec::new();
-            for d in &edit.rows_added {
-                match crate::l0::matrix::RowMeta::open(d.clone(), &self.opts.fs, &m.cfg.dir) {
-                    Ok(r) => rows.push(r),
-                    Err(e) => return (self.state.lock(), Err(e)),
-                }
-            }
-            m.apply(rows, &[], &[]);
-            with_rows = Some(m);
-        }
+        // New level-0 pieces beyond tables are opened here, without the
+        // state mutex: the current version cannot change meanwhile (every
+        // edit holds `apply`).
+        let current = self.state.lock().versions.current();
+        let with_rows = match self.l0.open_added(&current, edit, &self.opts.fs) {
+            Ok(m) => m,
+            Err(e) => return (self.state.lock(), Err(e)),
+        };
         let mut st = self.state.lock();
         let mut pending = match st.versions.prepare(edit, opened, with_rows) {
             Ok(p) => p,

@@ -43,11 +43,7 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
     versions.table_cache().set_room(budget.page_cache_room);
     let names = fs.list_dir(dir)?;
     let fast_dir = versions.matrix_dir().to_path_buf();
-    let fast_lock = if opts.l0 == crate::options::L0Kind::Matrix && fast_dir != dir {
-        Some(crate::l0::matrix::fast_dir::claim(&*fs, dir, &fast_dir)?)
-    } else {
-        None
-    };
+    let fast_lock = l0.claim_dir(&*fs, dir, &fast_dir)?;
     // Row files on the fast tier (when it is another directory).
     let row_names: Vec<String> = if fast_dir != dir && fs.exists(&fast_dir) {
         fs.list_dir(&fast_dir)?
@@ -92,7 +88,7 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
         }
     }
     for name in names.iter().chain(&row_names) {
-        if let Some(n) = crate::l0::matrix::row::parse_row_name(name) {
+        if let Some(n) = filename::parse_row_name(name) {
             versions.mark_file_number_used(n);
         }
     }
@@ -372,11 +368,9 @@ fn remove_obsolete_files(inner: &Inner, st: &State) -> Result<()> {
             fs.remove_file(&path)?;
         }
     }
-    crate::l0::matrix::fast_dir::remove_unnamed_rows(
-        &**fs,
-        st.versions.matrix_dir(),
-        &version.matrix,
-    )
+    inner
+        .l0
+        .remove_unnamed(&**fs, st.versions.matrix_dir(), &version)
 }
 
 /// True when the files of a directory without CURRENT are what a crash

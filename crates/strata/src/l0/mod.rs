@@ -20,12 +20,15 @@ use crate::compaction::filter::Dropper;
 use crate::compaction::picker::{self, PickEnv, Picker};
 use crate::compaction::Plan;
 use crate::error::{Error, Result};
+use crate::io::{FileLock, FileSystem};
 use crate::l0::matrix::row::{Row, RowWriter};
 use crate::memtable::MemTable;
 use crate::options::{L0Kind, Options};
+use crate::stats::MatrixStats;
 use crate::types::SeqNo;
 use crate::version::{Edit, FileDesc, Version};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Whether writers must slow down or stop for level 0.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -62,6 +65,53 @@ pub trait L0Container: Send + Sync {
 
     /// Refuses a database whose level 0 this container cannot drain.
     fn check_open(&self, v: &Version) -> Result<()>;
+
+    /// Claims `own`, the container's own directory, when it is not the
+    /// database directory `dir`: the lock held while the database is open
+    /// (`None`: nothing to claim).
+    fn claim_dir(
+        &self,
+        _fs: &dyn FileSystem,
+        _dir: &Path,
+        _own: &Path,
+    ) -> Result<Option<Box<dyn FileLock>>> {
+        Ok(None)
+    }
+
+    /// At open, removes level-0 files in `own` that `v` does not name (a
+    /// flush or recovery that failed before its edit); any container
+    /// removes rows a version does not name.
+    fn remove_unnamed(&self, fs: &dyn FileSystem, own: &Path, v: &Version) -> Result<()> {
+        matrix::fast_dir::remove_unnamed_rows(fs, own, &v.matrix)
+    }
+
+    /// Opens (checksummed) the rows `edit` adds and returns the rows of
+    /// `v` with them stacked on top (their segment filters updated), for
+    /// the version the edit makes; `None` when the edit adds none.
+    fn open_added(
+        &self,
+        v: &Version,
+        edit: &Edit,
+        fs: &Arc<dyn FileSystem>,
+    ) -> Result<Option<matrix::Matrix>> {
+        if edit.rows_added.is_empty() {
+            return Ok(None);
+        }
+        let mut m = v.matrix.clone();
+        let rows = edit
+            .rows_added
+            .iter()
+            .map(|d| matrix::RowMeta::open(d.clone(), fs, &m.cfg.dir))
+            .collect::<Result<Vec<_>>>()?;
+        m.apply(rows, &[], &[]);
+        Ok(Some(m))
+    }
+
+    /// Level 0's figures for a statistics snapshot (the rows' shape and
+    /// the lookups' counters; zeros without rows).
+    fn fill_stats(&self, v: &Version, s: &mut MatrixStats) {
+        v.matrix.fill_stats(s);
+    }
 }
 
 /// The container `opts.l0` names; also raises L1's target to the matrix
@@ -145,7 +195,7 @@ impl L0Container for Matrix {
         let earlier_top = match earlier.rows_added.last() {
             Some(d) => Some(Row::open(
                 &*sink.fs,
-                &dir.join(crate::l0::matrix::row::row_name(d.id)),
+                &dir.join(crate::filename::row_name(d.id)),
             )?),
             None => None,
         };
@@ -198,6 +248,18 @@ impl L0Container for Matrix {
 
     fn check_open(&self, _v: &Version) -> Result<()> {
         Ok(())
+    }
+
+    fn claim_dir(
+        &self,
+        fs: &dyn FileSystem,
+        dir: &Path,
+        own: &Path,
+    ) -> Result<Option<Box<dyn FileLock>>> {
+        if own == dir {
+            return Ok(None);
+        }
+        matrix::fast_dir::claim(fs, dir, own).map(Some)
     }
 }
 

@@ -137,7 +137,7 @@ pub fn verify_dir(dir: &Path, opts: &Options) -> Result<VerifyReport> {
     let mut row_files: Vec<(u64, String)> = if fs.exists(fast) {
         fs.list_dir(fast)?
             .into_iter()
-            .filter_map(|n| Some((crate::l0::matrix::row::parse_row_name(&n)?, n)))
+            .filter_map(|n| Some((crate::filename::parse_row_name(&n)?, n)))
             .collect()
     } else {
         Vec::new()
@@ -174,7 +174,7 @@ pub fn verify_dir(dir: &Path, opts: &Options) -> Result<VerifyReport> {
     }
     for id in live_rows.keys() {
         if !row_files.iter().any(|(r, _)| r == id) {
-            let name = crate::l0::matrix::row::row_name(*id);
+            let name = crate::filename::row_name(*id);
             report.files.push(FileReport {
                 kind: FileKind::Row,
                 error: Some(Error::corruption(

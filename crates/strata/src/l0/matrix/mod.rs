@@ -266,6 +266,19 @@ impl Matrix {
         self.segments.len()
     }
 
+    /// Writes the rows' shape and the lookups' counters into `s`.
+    pub fn fill_stats(&self, s: &mut crate::stats::MatrixStats) {
+        s.rows = self.rows.len();
+        s.bytes = self.bytes();
+        s.remaining_bytes = self.remaining_bytes();
+        s.segments = self.segments();
+        let c = &self.counters;
+        s.lookups = c.lookups.load(Ordering::Relaxed);
+        s.comparisons = c.comparisons.load(Ordering::Relaxed);
+        s.rows_searched = c.rows_searched.load(Ordering::Relaxed);
+        s.segments_skipped = c.segments_skipped.load(Ordering::Relaxed);
+    }
+
     pub fn row(&self, id: u64) -> Option<&RowRef> {
         self.rows.iter().find(|r| r.meta.id() == id)
     }

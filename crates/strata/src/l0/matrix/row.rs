@@ -36,18 +36,7 @@ const CELL_LEN: usize = 8;
 /// Written in chunks of this size while a row is built.
 const CHUNK: usize = 1 << 20;
 
-/// The file name of row `id`.
-pub fn row_name(id: u64) -> String {
-    format!("{id:06}.row")
-}
-
-/// The row number a file name denotes.
-pub fn parse_row_name(name: &str) -> Option<u64> {
-    let stem = name.strip_suffix(".row")?;
-    (!stem.is_empty() && stem.bytes().all(|b| b.is_ascii_digit()))
-        .then(|| stem.parse().ok())
-        .flatten()
-}
+pub use crate::filename::{parse_row_name, row_name};
 
 /// Builds a row file from entries in internal-key order.
 pub struct RowWriter<'a> {
