@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 pub(super) fn pick(inner: &Inner, st: &State, in_flight: &InFlight) -> Option<Plan> {
     let pointers = st.compact_pointers(inner.opts.num_levels);
     let version = st.versions.current();
-    let stale = inner.tracker.scores();
+    let stale = inner.designs.tracker.scores();
     let env = PickEnv {
         version: &version,
         opts: &inner.opts,
@@ -34,7 +34,7 @@ pub(super) fn pick(inner: &Inner, st: &State, in_flight: &InFlight) -> Option<Pl
         pointers: &pointers,
         stale: &stale,
     };
-    inner.l0.pick(&env, &*inner.picker)
+    inner.designs.l0.pick(&env, &*inner.designs.picker)
 }
 
 /// Runs one compaction plan. Called and returns with the state locked.
@@ -80,7 +80,10 @@ fn run_plan<'a>(
     let snapshots = inner.snapshot_list();
     let horizon = snapshots.iter().copied().fold(published, SeqNo::min);
     assign(inner, &mut st, &mut plan, &version, snapshots);
-    let offloads = inner.executor.offloads(&plan, inner.tracker.tracks());
+    let offloads = inner
+        .designs
+        .executor
+        .offloads(&plan, inner.designs.tracker.tracks());
     // A plan that waits on a worker process (for as long as
     // `offload_timeout_ms`) runs outside the CPU budget: it would hold
     // its slot, and so every flush, with nothing to give way from.
@@ -123,12 +126,15 @@ fn run_plan<'a>(
                 st.in_flight
                     .hold(ticket, edit.added.iter().map(|(_, d)| d.id));
             }
-            if applied.is_ok() && inner.tracker.tracks() {
+            if applied.is_ok() && inner.designs.tracker.tracks() {
                 outcome.change.removed = plan.all_inputs().map(|(_, id)| id).collect();
-                MutexGuard::unlocked(&mut st, || inner.tracker.on_compaction(&outcome.change));
+                MutexGuard::unlocked(&mut st, || {
+                    inner.designs.tracker.on_compaction(&outcome.change)
+                });
                 // Under the state mutex: no table is installed meanwhile.
                 let current = st.versions.current();
                 inner
+                    .designs
                     .tracker
                     .retain_scores(&|id| current.table_by_id(id).is_some());
             }
@@ -215,7 +221,7 @@ fn assign(inner: &Inner, st: &mut State, plan: &mut Plan, v: &Version, snapshots
     if plan.kind == PlanKind::Move {
         return;
     }
-    plan.assigned.splits = split::split(plan, v, inner.executor.subtasks());
+    plan.assigned.splits = split::split(plan, v, inner.designs.executor.subtasks());
     // Enough numbers for every sub-task to cut its outputs at half the
     // target size, twice over, plus one per grandparent boundary; more
     // come from the version set if a sub-task here runs out.
@@ -255,14 +261,14 @@ fn execute(
         table_opts: inner.table_opts,
         more_numbers: &more,
         collect_keys: inner.opts.listeners.iter().any(|l| l.wants_keys()),
-        tracker: inner.tracker.as_ref(),
+        tracker: inner.designs.tracker.as_ref(),
         stale_horizon,
         give_way,
     };
     // A panic must not leave the plan in flight for ever: it becomes the
     // compaction's error (and so the background error).
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        inner.executor.run(plan, version, &ctx)
+        inner.designs.executor.run(plan, version, &ctx)
     }))
     .unwrap_or_else(|_| {
         Err(crate::error::Error::io(
@@ -335,7 +341,7 @@ impl Db {
                     }
                     st.check_usable()?;
                     let version = st.versions.current();
-                    let Some(plan) = inner.l0.pick_all(&version, &inner.opts) else {
+                    let Some(plan) = inner.designs.l0.pick_all(&version, &inner.opts) else {
                         break;
                     };
                     compact(inner, st, plan, version, None).check_usable()?;

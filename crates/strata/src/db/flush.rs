@@ -74,7 +74,7 @@ fn flush_one_unguarded<'a>(
                 .map(|d| d.size)
                 .sum();
             let mut edit = Edit::default();
-            inner.l0.record(&written, &mut edit);
+            inner.designs.l0.record(&written, &mut edit);
             let Written { keys, seqs, .. } = written;
             // WALs older than the next memtable's are no longer needed. (Only
             // a flush removes memtables, and one runs at a time: `imm[1]` stays
@@ -102,14 +102,14 @@ fn flush_one_unguarded<'a>(
                 );
                 announced.set(announcing);
             }
-            if applied.is_ok() && inner.tracker.tracks() {
+            if applied.is_ok() && inner.designs.tracker.tracks() {
                 // Durable now; readers still see the memtable until the
                 // super-version below replaces it.
                 MutexGuard::unlocked(&mut st, || {
                     let ids = edit.added.iter().map(|(_, d)| d.id);
                     let ids = ids.chain(edit.rows_added.iter().map(|d| d.id));
                     for (id, (k, s)) in ids.zip(keys.iter().zip(&seqs)) {
-                        inner.tracker.on_flush(id, k, s);
+                        inner.designs.tracker.on_flush(id, k, s);
                     }
                 });
             }
@@ -200,10 +200,11 @@ pub(crate) fn write_l0(
         dir: &inner.dir,
         fs: inner.opts.fs.clone(),
         table_opts: inner.table_opts,
-        collect_keys: inner.tracker.tracks() || inner.opts.listeners.iter().any(|l| l.wants_keys()),
+        collect_keys: inner.designs.tracker.tracks()
+            || inner.opts.listeners.iter().any(|l| l.wants_keys()),
         drop_tombstones: true,
     };
-    inner.l0.write(
+    inner.designs.l0.write(
         &sink,
         mem,
         version,

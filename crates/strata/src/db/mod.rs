@@ -9,7 +9,9 @@
 
 mod background;
 mod compact;
+mod designs;
 pub(crate) mod flush;
+pub(crate) use designs::Designs;
 mod read;
 mod recovery;
 mod snapshot;
@@ -139,15 +141,9 @@ pub(crate) struct Inner {
     /// The memory budget resolved at open (`opts` holds the sizes it
     /// lowered).
     pub budget: crate::budget::MemoryBudget,
-    /// Chooses compactions (`Options::compaction_picker`).
-    pub picker: Box<dyn crate::compaction::picker::Picker>,
-    /// Where each key's newest version lives, for the stale picker, stale
-    /// dropping and the read shortcut; tracks nothing for `Leveled`.
-    pub tracker: Arc<dyn crate::stale::Tracker>,
-    /// Carries out plans (`Options::executor`).
-    pub executor: Box<dyn crate::compaction::executor::Executor>,
-    /// Level 0's container (`Options::l0`): flush sink, plans, stalls.
-    pub l0: Box<dyn crate::l0::L0Container>,
+    /// The designs `opts` selects (`designs.rs`): level 0's container,
+    /// the picker, the tracker and the executor.
+    pub designs: Designs,
     pub stats: Stats,
     pub closed: AtomicBool,
     /// True while nothing may hold a write back: a free memtable slot, no
@@ -190,58 +186,6 @@ pub(crate) struct Inner {
 pub struct Db {
     inner: Arc<Inner>,
     threads: Mutex<Vec<JoinHandle<()>>>,
-}
-
-/// The compaction designs `opts` selects, chosen once at open.
-pub(crate) struct Designs {
-    pub picker: Box<dyn crate::compaction::picker::Picker>,
-    pub tracker: Arc<dyn crate::stale::Tracker>,
-    pub executor: Box<dyn crate::compaction::executor::Executor>,
-}
-
-/// One `match` per selectable compaction design: the picker (with the
-/// tracker that feeds it) and the executor.
-pub(crate) fn compaction_design(opts: &Options) -> Designs {
-    use crate::compaction::{executor, picker};
-    use crate::options::{ExecutorKind, PickerKind};
-    let (picker, tracker): (Box<dyn picker::Picker>, Arc<dyn crate::stale::Tracker>) =
-        match opts.compaction_picker {
-            PickerKind::Leveled => (
-                Box::new(picker::Leveled),
-                Arc::new(crate::stale::NoTracking),
-            ),
-            PickerKind::Stale => (
-                Box::new(picker::Stale),
-                Arc::new(crate::stale::StaleTracker::new(opts.update_table_size)),
-            ),
-        };
-    let local = |subtasks, mode| Box::new(executor::Local { subtasks, mode });
-    let decision = || {
-        executor::Mode::Decide(executor::Decision::new(
-            opts.copro_alpha,
-            opts.copro_beta,
-            1.0,
-            opts.copro_threshold,
-            opts.copro_large_value,
-        ))
-    };
-    let executor: Box<dyn executor::Executor> = match &opts.executor {
-        ExecutorKind::Linear => local(1, executor::Mode::Linear),
-        ExecutorKind::Subtasks(n) => local(*n, executor::Mode::Linear),
-        ExecutorKind::Pipelined => local(1, executor::Mode::Pipelined),
-        ExecutorKind::Copro(n) => local(*n, executor::Mode::Pipelined),
-        ExecutorKind::CoproPlus(n) => local(*n, decision()),
-        ExecutorKind::Offload(addr) => Box::new(executor::offload::Offload::new(
-            addr,
-            std::time::Duration::from_millis(opts.offload_timeout_ms),
-            decision(),
-        )),
-    };
-    Designs {
-        picker,
-        tracker,
-        executor,
-    }
 }
 
 impl Db {
@@ -398,7 +342,7 @@ impl Db {
         }
         s.manifest_bytes = inner.state.lock().versions.manifest_bytes_written;
         (s.arena_chunks_made_ahead, s.arena_chunk_misses) = inner.chunks.counts();
-        let usage = inner.tracker.usage();
+        let usage = inner.designs.tracker.usage();
         s.update_table_entries = usage.entries;
         s.update_table_bytes = usage.bytes;
         let tables = inner.tables.stats();
@@ -434,7 +378,7 @@ impl Db {
             row_cache: tables.row_cache_bytes,
         };
         s.table_bytes_read = read;
-        inner.l0.fill_stats(&sv.version, &mut s.matrix);
+        inner.designs.l0.fill_stats(&sv.version, &mut s.matrix);
         s
     }
 
@@ -473,7 +417,7 @@ impl Inner {
         imm.reverse();
         let version = st.versions.current();
         st.compaction_debt = crate::compaction::picker::compaction_debt(&version, &self.opts);
-        let l0 = self.l0.pressure(&version, &self.opts);
+        let l0 = self.designs.l0.pressure(&version, &self.opts);
         let behind = st.slots_full(&self.opts);
         let unhindered = !l0.slow
             && !l0.stop
@@ -521,7 +465,7 @@ impl Inner {
         // state mutex: the current version cannot change meanwhile (every
         // edit holds `apply`).
         let current = self.state.lock().versions.current();
-        let with_rows = match self.l0.open_added(&current, edit, &self.opts.fs) {
+        let with_rows = match self.designs.l0.open_added(&current, edit, &self.opts.fs) {
             Ok(m) => m,
             Err(e) => return (self.state.lock(), Err(e)),
         };

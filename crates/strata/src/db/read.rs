@@ -98,7 +98,7 @@ impl Db {
         seq: SeqNo,
     ) -> Result<Option<(SeqNo, ValueKind, Vec<u8>)>> {
         let inner = &self.inner;
-        let Some(entry) = inner.tracker.newest(key) else {
+        let Some(entry) = inner.designs.tracker.newest(key) else {
             return Ok(None);
         };
         if entry.seq > seq {

@@ -22,7 +22,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
 pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
-    let l0 = crate::l0::design(&mut opts);
+    let designs = super::Designs::resolve(&mut opts);
+    let l0 = &designs.l0;
     let budget = crate::budget::MemoryBudget::for_options(&opts);
     budget.apply(&mut opts);
     let fs = opts.fs.clone();
@@ -281,7 +282,6 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
         Some(chunks.clone()),
     ));
     let num_levels = opts.num_levels;
-    let designs = super::compaction_design(&opts);
     let inner = Inner {
         dir: dir.to_path_buf(),
         table_opts,
@@ -320,10 +320,7 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
         snapshots: Mutex::new(BTreeMap::new()),
         apply: Mutex::new(()),
         tables,
-        picker: designs.picker,
-        tracker: designs.tracker,
-        executor: designs.executor,
-        l0,
+        designs,
         stats: Stats::default(),
         closed: AtomicBool::new(false),
         // Set by the first super-version, installed before any write.
@@ -369,6 +366,7 @@ fn remove_obsolete_files(inner: &Inner, st: &State) -> Result<()> {
         }
     }
     inner
+        .designs
         .l0
         .remove_unnamed(&**fs, st.versions.matrix_dir(), &version)
 }

@@ -1,6 +1,6 @@
 //! Executors: a plan plus the version it was picked from become output
 //! tables and one version edit, which the caller installs. The executor is
-//! chosen once at open from `Options::executor` (`db::compaction_design`).
+//! chosen once at open from `Options::executor` (`db::Designs::resolve`).
 //!
 //! A plan arrives cut into key-range sub-tasks by the scheduler
 //! ([`crate::compaction::split`], `Plan::assigned`); the sub-tasks share no

@@ -3,7 +3,7 @@
 //! state mutex and runs the plan outside it.
 //!
 //! Two pickers, chosen once at open from `Options::compaction_picker`
-//! (`db::compaction_design`):
+//! (`db::Designs::resolve`):
 //! [`Leveled`] (size triggers only) and [`Stale`] (size triggers, then
 //! tables whose stale-version score passed `stale_threshold`).
 
