@@ -57,8 +57,12 @@ pub(crate) struct State {
     pub in_flight: crate::compaction::scheduler::InFlight,
     pub bg_error: Option<Error>,
     pub shutting_down: bool,
-    /// Bytes by which levels exceed their targets (write pacing).
+    /// Bytes by which levels exceed their targets (write pacing), and
+    /// level 0's part of the write stall: both computed once per
+    /// super-version (`install_super_version`), for the writers' fast path
+    /// (`calm`, `paced`) and for `make_room` alike.
     pub compaction_debt: u64,
+    pub l0_pressure: crate::l0::Pressure,
     /// The next WAL, made ahead of the switch that needs it.
     pub spare_log: spare_log::Spare,
     /// Background threads running a compaction: with more than one
@@ -418,6 +422,7 @@ impl Inner {
         let version = st.versions.current();
         st.compaction_debt = crate::compaction::picker::compaction_debt(&version, &self.opts);
         let l0 = self.designs.l0.pressure(&version, &self.opts);
+        st.l0_pressure = l0;
         let behind = st.slots_full(&self.opts);
         let unhindered = !l0.slow
             && !l0.stop

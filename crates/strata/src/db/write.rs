@@ -404,7 +404,7 @@ impl Inner {
                     continue;
                 }
             }
-            let l0 = self.designs.l0.pressure(&st.versions.current(), &self.opts);
+            let l0 = st.l0_pressure;
             if allow_delay
                 && (l0.slow || st.compaction_debt >= self.opts.soft_pending_compaction_bytes_limit)
             {
