@@ -73,7 +73,7 @@ pub struct Context<'a> {
     /// oldest live snapshot if lower.
     pub stale_horizon: SeqNo,
     /// Called by merge loops every [`GIVE_WAY_EVERY`] entries: pauses the
-    /// compaction while a flush takes its CPU slot (`db/cpu.rs`).
+    /// compaction while a flush takes its CPU slot (`sched/cpu.rs`).
     pub give_way: &'a (dyn Fn() + Sync),
 }
 
@@ -81,7 +81,7 @@ pub struct Context<'a> {
 /// merging small values, longer with large ones; why:
 /// docs/design/2026-11-29-code-comment-measurements.md §give-way): about how long a
 /// flush waits for a running compaction's CPU slot, besides an output
-/// table being finished (see `db/cpu.rs`).
+/// table being finished (see `sched/cpu.rs`).
 pub const GIVE_WAY_EVERY: u32 = 256;
 
 /// Counts merged entries and calls `give_way` every [`GIVE_WAY_EVERY`]
