@@ -16,12 +16,12 @@
 //! written is synced before it is read, and the kernel writes back any
 //! dirty range before a direct read of it).
 
+use super::random::PosixRandom;
 use crate::error::{Error, Result};
 use crate::io::RandomAccessFile;
 use std::cell::RefCell;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::path::PathBuf;
 
 /// Alignment of a direct read's offset, length and buffer: a page, which
 /// every logical block size Linux supports divides.
@@ -29,23 +29,21 @@ pub(super) const ALIGN: usize = 4096;
 
 #[derive(Debug)]
 pub(super) struct PosixDirect {
-    pub(super) path: PathBuf,
     /// Opened with `O_DIRECT`.
     pub(super) file: File,
-    /// The same file opened for buffered reads, advised random: reads in
-    /// order and the read-ahead they ask for.
-    pub(super) buffered: File,
-    pub(super) len: u64,
+    /// The same file opened for buffered reads (its path and length too):
+    /// reads in order and the read-ahead they ask for.
+    pub(super) buffered: PosixRandom,
 }
 
 impl RandomAccessFile for PosixDirect {
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         let end = offset
             .checked_add(buf.len() as u64)
-            .filter(|&end| end <= self.len)
+            .filter(|&end| end <= self.buffered.len)
             .ok_or_else(|| {
                 Error::io(
-                    &self.path,
+                    &self.buffered.path,
                     std::io::Error::new(
                         std::io::ErrorKind::UnexpectedEof,
                         format!("read of {} bytes at {offset} past the end", buf.len()),
@@ -60,7 +58,7 @@ impl RandomAccessFile for PosixDirect {
         let skip = (offset - start) as usize;
         let span = usize::try_from(stop - start).map_err(|_| {
             Error::io(
-                &self.path,
+                &self.buffered.path,
                 std::io::Error::new(std::io::ErrorKind::InvalidInput, "read too large"),
             )
         })?;
@@ -76,7 +74,7 @@ impl RandomAccessFile for PosixDirect {
                 match self.file.read_at(&mut aligned[got..], start + got as u64) {
                     Ok(0) => {
                         return Err(Error::io(
-                            &self.path,
+                            &self.buffered.path,
                             std::io::Error::new(
                                 std::io::ErrorKind::UnexpectedEof,
                                 format!("direct read at {} ended early", start + got as u64),
@@ -92,14 +90,14 @@ impl RandomAccessFile for PosixDirect {
                         stalls = if step == 0 { stalls + 1 } else { 0 };
                         if stalls > 3 {
                             return Err(Error::io(
-                                &self.path,
+                                &self.buffered.path,
                                 std::io::Error::other("direct read makes no progress"),
                             ));
                         }
                         got += step;
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(Error::io(&self.path, e)),
+                    Err(e) => return Err(Error::io(&self.buffered.path, e)),
                 }
             }
             buf.copy_from_slice(&aligned[skip..want]);
@@ -114,19 +112,17 @@ impl RandomAccessFile for PosixDirect {
     }
 
     fn read_sequential_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        self.buffered
-            .read_exact_at(buf, offset)
-            .map_err(|e| Error::io(&self.path, e))
+        self.buffered.read_exact_at(offset, buf)
     }
 
     // Direct reads have no read-around; the buffered descriptor's reads
     // in order ask for what they need (`prefetch`).
     fn advise_random(&self) {
-        super::fadvise(&self.buffered, 0, 0, libc::POSIX_FADV_RANDOM);
+        self.buffered.advise_random();
     }
 
     fn prefetch(&self, offset: u64, len: u64) {
-        super::fadvise(&self.buffered, offset, len, libc::POSIX_FADV_WILLNEED);
+        self.buffered.prefetch(offset, len);
     }
 
     fn direct(&self) -> bool {
@@ -134,7 +130,7 @@ impl RandomAccessFile for PosixDirect {
     }
 
     fn len(&self) -> u64 {
-        self.len
+        self.buffered.len
     }
 }
 
@@ -162,7 +158,7 @@ mod tests {
     use crate::io::FileSystem;
 
     /// A file of `len` bytes where byte `i` is `i * 7 % 251`.
-    fn file(dir: &std::path::Path, len: usize) -> (PathBuf, Vec<u8>) {
+    fn file(dir: &std::path::Path, len: usize) -> (std::path::PathBuf, Vec<u8>) {
         let bytes: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
         let path = dir.join("t");
         std::fs::write(&path, &bytes).expect("write");

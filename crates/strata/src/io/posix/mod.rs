@@ -209,6 +209,19 @@ struct PosixLock {
 
 impl FileLock for PosixLock {}
 
+impl PosixFs {
+    /// `path` opened for buffered reads by offset.
+    fn open_buffered(&self, path: &Path) -> Result<PosixRandom> {
+        let file = File::open(path).map_err(|e| Error::io(path, e))?;
+        let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+        Ok(PosixRandom {
+            path: path.to_path_buf(),
+            file,
+            len,
+        })
+    }
+}
+
 impl FileSystem for PosixFs {
     fn create_dir_all(&self, path: &Path) -> Result<()> {
         std::fs::create_dir_all(path).map_err(|e| Error::io(path, e))
@@ -239,13 +252,7 @@ impl FileSystem for PosixFs {
     }
 
     fn open_random(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
-        let file = File::open(path).map_err(|e| Error::io(path, e))?;
-        let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
-        Ok(Arc::new(PosixRandom {
-            path: path.to_path_buf(),
-            file,
-            len,
-        }))
+        Ok(Arc::new(self.open_buffered(path)?))
     }
 
     fn open_direct(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
@@ -258,14 +265,8 @@ impl FileSystem for PosixFs {
                 .open(path)
             {
                 Ok(file) => {
-                    let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
-                    let buffered = File::open(path).map_err(|e| Error::io(path, e))?;
-                    return Ok(Arc::new(PosixDirect {
-                        path: path.to_path_buf(),
-                        file,
-                        buffered,
-                        len,
-                    }));
+                    let buffered = self.open_buffered(path)?;
+                    return Ok(Arc::new(PosixDirect { file, buffered }));
                 }
                 // A file system without direct I/O (tmpfs, some FUSE
                 // mounts) refuses the flag: read through the page cache.
