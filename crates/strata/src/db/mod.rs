@@ -469,8 +469,8 @@ impl Inner {
         // New level-0 pieces beyond tables are opened here, without the
         // state mutex: the current version cannot change meanwhile (every
         // edit holds `apply`).
-        let current = self.state.lock().versions.current();
-        let with_rows = match self.designs.l0.open_added(&current, edit, &self.opts.fs) {
+        let current = || self.state.lock().versions.current();
+        let with_rows = match self.designs.l0.open_added(edit, &current, &self.opts.fs) {
             Ok(m) => m,
             Err(e) => return (self.state.lock(), Err(e)),
         };

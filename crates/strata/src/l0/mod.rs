@@ -86,18 +86,19 @@ pub trait L0Container: Send + Sync {
     }
 
     /// Opens (checksummed) the rows `edit` adds and returns the rows of
-    /// `v` with them stacked on top (their segment filters updated), for
-    /// the version the edit makes; `None` when the edit adds none.
+    /// the current version (`current`, asked only then) with them stacked
+    /// on top (their segment filters updated), for the version the edit
+    /// makes; `None` when the edit adds none.
     fn open_added(
         &self,
-        v: &Version,
         edit: &Edit,
+        current: &dyn Fn() -> Arc<Version>,
         fs: &Arc<dyn FileSystem>,
     ) -> Result<Option<matrix::Matrix>> {
         if edit.rows_added.is_empty() {
             return Ok(None);
         }
-        let mut m = v.matrix.clone();
+        let mut m = current().matrix.clone();
         let rows = edit
             .rows_added
             .iter()
