@@ -227,26 +227,22 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
             }
         }
     }
+    // Only a gap leaves later logs unreplayed.
+    let logs_dropped = stopped
+        .as_ref()
+        .map_or(0, |(n, _)| wals.iter().filter(|&&w| w > *n).count() as u64);
     // A tear no later write followed: the rest of that log is lost.
-    let stopped = stopped.map(|(n, what)| (n, what, true)).or_else(|| {
-        torn.map(|(n, why)| (n, format!("{why}: the rest of it was not replayed"), false))
-    });
-    let logs_dropped = stopped.as_ref().map_or(0, |(n, _, later_dropped)| {
-        if *later_dropped {
-            wals.iter().filter(|&&w| w > *n).count() as u64
-        } else {
-            0
-        }
-    });
+    let stopped = stopped
+        .or_else(|| torn.map(|(n, why)| (n, format!("{why}: the rest of it was not replayed"))));
     let mut report: Vec<String> = healed
         .iter()
         .map(|why| format!("{why}: no write was lost (the next log goes on without a gap)"))
         .collect();
     match &stopped {
-        Some((_, what, _)) if logs_dropped > 0 => report.push(format!(
+        Some((_, what)) if logs_dropped > 0 => report.push(format!(
             "{what}; {logs_dropped} later log(s) were not replayed either"
         )),
-        Some((_, what, _)) => report.push(what.clone()),
+        Some((_, what)) => report.push(what.clone()),
         None => {}
     }
     if skipped_regions > 0 {
