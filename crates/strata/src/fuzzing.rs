@@ -312,11 +312,11 @@ pub fn options(data: &[u8]) -> usize {
     1
 }
 
-/// `matrix::row::Row` (a matrix container row file): a row that opens is
+/// `l0`'s row file format: a row that opens is
 /// walked forward and backward, and each key is found by the searches.
 pub fn row(data: &[u8]) -> usize {
     use crate::iter::InternalIterator;
-    use crate::l0::matrix::row::{Row, RowIter};
+    use crate::l0::{Row, RowIter};
     let Ok(r) = Row::from_vec(data.to_vec()) else {
         return 0;
     };

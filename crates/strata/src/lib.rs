@@ -50,6 +50,7 @@ pub mod memtable;
 pub mod open;
 pub mod options;
 pub mod report;
+pub mod runs;
 pub(crate) mod sched;
 pub mod stale;
 pub mod stats;

@@ -25,7 +25,7 @@ pub const MAX_VALUE_LEN: usize = 256 * 1024 * 1024;
 
 /// Maximum encoded size of one write batch (1 GiB): a batch is one WAL
 /// record, which recovery holds in memory whole, and goes into one
-/// memtable, which a matrix row must hold (`Options::validate`).
+/// memtable, which a level-0 row must hold (`Options::validate`).
 pub const MAX_BATCH_BYTES: usize = 1024 * 1024 * 1024;
 
 /// What an entry means. The values are on-disk tags: never renumber them.

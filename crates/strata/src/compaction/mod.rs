@@ -11,8 +11,7 @@
 //! snapshots; [`output::Outputs`] cuts the kept entries into tables.
 
 pub mod executor;
-pub mod filter;
-pub mod output;
+pub use crate::runs::{filter, output};
 pub mod picker;
 mod plan;
 pub mod scheduler;

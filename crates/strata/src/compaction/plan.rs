@@ -19,6 +19,7 @@
 
 use crate::coding::{put_bytes, put_varint, Reader};
 use crate::error::{corrupt, Result};
+pub use crate::l0::RowSlice;
 use crate::types::SeqNo;
 
 /// How a plan is carried out.
@@ -72,14 +73,6 @@ pub struct Plan {
     pub rows: Vec<RowSlice>,
     /// Filled in by the scheduler when the plan starts.
     pub assigned: Assignment,
-}
-
-/// Cells `[from, to)` of matrix row `id`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RowSlice {
-    pub id: u64,
-    pub from: u32,
-    pub to: u32,
 }
 
 /// What the scheduler adds to a picked plan before it runs.

@@ -48,7 +48,7 @@ pub fn plan_range(plan: &Plan, v: &Version) -> Option<(Vec<u8>, Vec<u8>)> {
         .all_inputs()
         .filter_map(|(level, id)| v.levels.get(level)?.iter().find(|f| f.id() == id))
         .collect();
-    let rows = v.matrix.slices_range(&plan.rows);
+    let rows = v.rows.slices_range(&plan.rows);
     let lo = files
         .iter()
         .map(|f| f.smallest_user_key())

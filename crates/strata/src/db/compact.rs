@@ -34,7 +34,7 @@ pub(super) fn pick(inner: &Inner, st: &State, in_flight: &InFlight) -> Option<Pl
         pointers: &pointers,
         stale: &stale,
     };
-    inner.designs.l0.pick(&env, &*inner.designs.picker)
+    picker::l0::pick(&env, &*inner.designs.l0, &*inner.designs.picker)
 }
 
 /// Runs one compaction plan. Called and returns with the state locked.
@@ -144,6 +144,7 @@ fn run_plan<'a>(
     };
     match result {
         Ok((edit, outcome)) => {
+            account(inner, &version, &plan, &outcome, started);
             let old = inner.install_super_version(&mut st);
             // The replaced super-version and the picked version may hold
             // the last references to the inputs: unmapping, closing and
@@ -162,7 +163,6 @@ fn run_plan<'a>(
             if let Err(e) = emitted {
                 inner.set_bg_error(&mut st, e);
             }
-            account(inner, &plan, &outcome, started);
         }
         Err(e) => {
             inner.set_bg_error(&mut st, e);
@@ -175,7 +175,7 @@ fn run_plan<'a>(
     st
 }
 
-fn account(inner: &Inner, plan: &Plan, outcome: &Outcome, started: Instant) {
+fn account(inner: &Inner, v: &Version, plan: &Plan, outcome: &Outcome, started: Instant) {
     let s = &inner.stats;
     match plan.trigger {
         Trigger::Stale => Stats::add(&s.stale_compactions, 1),
@@ -189,8 +189,7 @@ fn account(inner: &Inner, plan: &Plan, outcome: &Outcome, started: Instant) {
     }
     Stats::add(&s.compaction_count, 1);
     if !plan.rows.is_empty() {
-        Stats::add(&s.matrix_column_compactions, 1);
-        Stats::add(&s.matrix_column_bytes, outcome.row_bytes_read);
+        v.rows.count_compaction(outcome.row_bytes_read);
     }
     Stats::add(&s.compaction_bytes_read, outcome.bytes_read);
     Stats::add(&s.compaction_bytes_written, outcome.bytes_written);
@@ -230,11 +229,9 @@ fn assign(inner: &Inner, st: &mut State, plan: &mut Plan, v: &Version, snapshots
         .filter_map(|(l, id)| v.levels.get(l)?.iter().find(|f| f.id() == id))
         .map(|f| f.size())
         .sum::<u64>()
-        + plan
-            .rows
-            .iter()
-            .filter_map(|s| Some(v.matrix.row(s.id)?.meta.row.bytes_between(s.from, s.to)))
-            .sum::<u64>();
+        + v.rows
+            .runs(&plan.rows)
+            .map_or(0, |runs| runs.iter().map(|r| r.bytes()).sum::<u64>());
     let (lo, hi) = scheduler::plan_range(plan, v).unwrap_or_default();
     let grandparents = v
         .overlapping(plan.output_level + 1, Some(&lo), Some(&hi))
@@ -341,7 +338,9 @@ impl Db {
                     }
                     st.check_usable()?;
                     let version = st.versions.current();
-                    let Some(plan) = inner.designs.l0.pick_all(&version, &inner.opts) else {
+                    let Some(plan) =
+                        picker::l0::pick_all(&version, &inner.opts, &*inner.designs.l0)
+                    else {
                         break;
                     };
                     compact(inner, st, plan, version, None).check_usable()?;

@@ -24,8 +24,7 @@ pub(crate) struct Designs {
 
 impl Designs {
     /// One `match` per selectable design. Adjusts `opts` where a design
-    /// requires it (the matrix container raises L1's target to its
-    /// capacity, see `l0::design`).
+    /// requires it (see `l0::design`).
     pub(crate) fn resolve(opts: &mut Options) -> Designs {
         let l0 = crate::l0::design(opts);
         let (picker, tracker): (Box<dyn picker::Picker>, Arc<dyn crate::stale::Tracker>) =

@@ -188,7 +188,7 @@ fn flush_one_unguarded<'a>(
 }
 
 /// Writes a memtable into level 0 through its container (`Options::l0`):
-/// one table or one matrix row (none if everything was dropped).
+/// one table or one level-0 row (none if everything was dropped).
 pub(crate) fn write_l0(
     inner: &Inner,
     mem: &MemTable,

@@ -182,7 +182,7 @@ pub(crate) struct Inner {
     /// [`Db::recovery_report`]).
     pub recovery_report: Option<String>,
     _lock: Box<dyn FileLock>,
-    /// The matrix container's fast directory, when it is another one.
+    /// Level 0's own directory (`fast_dir`), when it is another one.
     _fast_lock: Option<Box<dyn FileLock>>,
 }
 
@@ -382,7 +382,7 @@ impl Db {
             row_cache: tables.row_cache_bytes,
         };
         s.table_bytes_read = read;
-        inner.designs.l0.fill_stats(&sv.version, &mut s.matrix);
+        inner.designs.l0.fill_stats(&*sv.version, &mut s.matrix);
         s
     }
 
@@ -421,7 +421,7 @@ impl Inner {
         imm.reverse();
         let version = st.versions.current();
         st.compaction_debt = crate::compaction::picker::compaction_debt(&version, &self.opts);
-        let l0 = self.designs.l0.pressure(&version, &self.opts);
+        let l0 = self.designs.l0.pressure(&*version, &self.opts);
         st.l0_pressure = l0;
         let behind = st.slots_full(&self.opts);
         let unhindered = !l0.slow
@@ -469,7 +469,7 @@ impl Inner {
         // New level-0 pieces beyond tables are opened here, without the
         // state mutex: the current version cannot change meanwhile (every
         // edit holds `apply`).
-        let current = || self.state.lock().versions.current();
+        let current = || self.state.lock().versions.current().rows.clone();
         let with_rows = match self.designs.l0.open_added(edit, &current, &self.opts.fs) {
             Ok(m) => m,
             Err(e) => return (self.state.lock(), Err(e)),

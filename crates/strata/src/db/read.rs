@@ -207,8 +207,8 @@ fn iter_at(sv: Arc<SuperVersion>, seq: SeqNo) -> DbIter {
     for m in &sv.imm {
         MemTable::add_iterators(m, &mut children);
     }
-    // Rows of the matrix container (newer), then L0 tables.
-    sv.version.matrix.add_iterators(&mut children);
+    // Level 0's rows (newer), then its tables.
+    sv.version.rows.add_iterators(&mut children);
     sv.version.level0().add_iterators(&mut children);
     for files in sv.version.levels.iter().skip(1) {
         if !files.is_empty() {

@@ -43,7 +43,7 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
     let mut versions = VersionSet::new(dir, &opts, cache.clone());
     versions.table_cache().set_room(budget.page_cache_room);
     let names = fs.list_dir(dir)?;
-    let fast_dir = versions.matrix_dir().to_path_buf();
+    let fast_dir = versions.l0_dir().to_path_buf();
     let fast_lock = l0.claim_dir(&*fs, dir, &fast_dir)?;
     // Row files on the fast tier (when it is another directory).
     let row_names: Vec<String> = if fast_dir != dir && fs.exists(&fast_dir) {
@@ -93,7 +93,7 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
             versions.mark_file_number_used(n);
         }
     }
-    l0.check_open(&versions.current())?;
+    l0.check_open(&*versions.current())?;
 
     // Replay every WAL the manifest does not cover, oldest first.
     let mut wals: Vec<u64> = names
@@ -120,7 +120,7 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
     // hold an older version.
     let write_out = |mem: &MemTable, versions: &mut VersionSet, edit: &mut Edit| -> Result<()> {
         let mut next = || Ok(versions.new_file_number());
-        let written = l0.write(&sink, mem, &version, edit, Vec::new(), &mut next)?;
+        let written = l0.write(&sink, mem, &*version, edit, Vec::new(), &mut next)?;
         l0.record(&written, edit);
         Ok(())
     };
@@ -365,7 +365,7 @@ fn remove_obsolete_files(inner: &Inner, st: &State) -> Result<()> {
     inner
         .designs
         .l0
-        .remove_unnamed(&**fs, st.versions.matrix_dir(), &version)
+        .remove_unnamed(&**fs, st.versions.l0_dir(), &*version)
 }
 
 /// True when the files of a directory without CURRENT are what a crash

@@ -1,6 +1,6 @@
 //! The file layer. Every file operation of the engine goes through
 //! [`FileSystem`], so tests can inject faults and simulate power loss, and a
-//! second tier (the matrix L0's fast directory) can use another implementation.
+//! second tier (level 0's fast directory) can use another implementation.
 //!
 //! Thread-safety: a `FileSystem` and a `RandomAccessFile` are shared between
 //! threads; a `WritableFile` and a `SequentialFile` have one owner.

@@ -2,9 +2,11 @@
 //! ([`design`]): where a flushed memtable goes (the flush and recovery
 //! sink), which compactions leave level 0, how it holds writers back, and
 //! which databases it can open. Lookups and iterators go through the
-//! version, which holds both kinds of pieces (`Version::levels[0]` tables,
-//! `Version::matrix` rows; the container in use fills only its own, and
-//! rows are always newer than tables).
+//! version, which holds both kinds of pieces (level 0's tables and the
+//! [`Rows`]; the container in use fills only its own, and rows are always
+//! newer than tables). Level 0 sees the version through [`Levels`], and
+//! names the compactions it wants as [`L0Pick`]s that `compaction` turns
+//! into plans, so it sits below both.
 //!
 //! - [`Tables`]: LevelDB's L0: one table per flush, L0→L1 compactions of
 //!   all overlapping tables, stalls by table count.
@@ -12,23 +14,48 @@
 //!   flush on the fast tier, column compactions, stalls by bytes.
 
 pub(crate) mod matrix;
+mod run;
 mod sink;
 
+pub(crate) use matrix::row::{Row, RowIter};
+pub use matrix::{Matrix as Rows, RowMeta, RowSlice};
+pub use run::Run;
 pub(crate) use sink::{nothing_below, write_memtable_to, TableKeys, TableSink, Written};
 
-use crate::compaction::filter::Dropper;
-use crate::compaction::picker::{self, PickEnv, Picker};
-use crate::compaction::Plan;
+use crate::edit::{Edit, FileDesc};
 use crate::error::{Error, Result};
 use crate::io::{FileLock, FileSystem};
-use crate::l0::matrix::row::{Row, RowWriter};
+use crate::l0::matrix::row::RowWriter;
 use crate::memtable::MemTable;
 use crate::options::{L0Kind, Options};
+use crate::runs::filter::Dropper;
+use crate::runs::FileMeta;
 use crate::stats::MatrixStats;
 use crate::types::SeqNo;
-use crate::version::{Edit, FileDesc, Version};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// What level 0 reads of the version it belongs to (`Version` implements
+/// it).
+pub trait Levels {
+    /// The container's rows (empty unless `l0=matrix`).
+    fn rows(&self) -> &Rows;
+    /// The tables of `level` (level 0 newest first, deeper levels by key;
+    /// empty past the last level).
+    fn tables(&self, level: usize) -> &[Arc<FileMeta>];
+    /// True if some table or row of the version may hold `user_key`.
+    fn covers(&self, user_key: &[u8]) -> bool;
+}
+
+/// A compaction out of level 0 that the container asks for; `compaction`
+/// makes the plan (the L1 tables it meets, whether it is bottommost).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum L0Pick {
+    /// Every L0 table into L1.
+    Tables,
+    /// Cells of rows into L1 (a column compaction).
+    Rows(Vec<RowSlice>),
+}
 
 /// Whether writers must slow down or stop for level 0.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -45,7 +72,7 @@ pub trait L0Container: Send + Sync {
         &self,
         sink: &TableSink<'_>,
         mem: &MemTable,
-        version: &Version,
+        version: &dyn Levels,
         earlier: &Edit,
         snapshots: Vec<SeqNo>,
         next_number: &mut dyn FnMut() -> Result<u64>,
@@ -54,17 +81,19 @@ pub trait L0Container: Send + Sync {
     /// Records the pieces of `written` in `edit`.
     fn record(&self, written: &Written, edit: &mut Edit);
 
-    /// The next compaction: level 0's own plans, or `levels`' choice.
-    fn pick(&self, env: &PickEnv<'_>, levels: &dyn Picker) -> Option<Plan>;
+    /// Level 0's own compactions that are due, in the order to try them
+    /// (`l0_busy`: an L0 compaction runs); when none is admitted the level
+    /// picker chooses. Empty when level 0 leaves by the level picker.
+    fn picks(&self, v: &dyn Levels, opts: &Options, l0_busy: bool) -> Vec<L0Pick>;
 
     /// A manual compaction of all of level 0 into L1, if it holds anything.
-    fn pick_all(&self, v: &Version, opts: &Options) -> Option<Plan>;
+    fn pick_all(&self, v: &dyn Levels, opts: &Options) -> Option<L0Pick>;
 
     /// Level 0's part of the write stall.
-    fn pressure(&self, v: &Version, opts: &Options) -> Pressure;
+    fn pressure(&self, v: &dyn Levels, opts: &Options) -> Pressure;
 
     /// Refuses a database whose level 0 this container cannot drain.
-    fn check_open(&self, v: &Version) -> Result<()>;
+    fn check_open(&self, v: &dyn Levels) -> Result<()>;
 
     /// Claims `own`, the container's own directory, when it is not the
     /// database directory `dir`: the lock held while the database is open
@@ -81,24 +110,24 @@ pub trait L0Container: Send + Sync {
     /// At open, removes level-0 files in `own` that `v` does not name (a
     /// flush or recovery that failed before its edit); any container
     /// removes rows a version does not name.
-    fn remove_unnamed(&self, fs: &dyn FileSystem, own: &Path, v: &Version) -> Result<()> {
-        matrix::fast_dir::remove_unnamed_rows(fs, own, &v.matrix)
+    fn remove_unnamed(&self, fs: &dyn FileSystem, own: &Path, v: &dyn Levels) -> Result<()> {
+        matrix::fast_dir::remove_unnamed_rows(fs, own, v.rows())
     }
 
-    /// Opens (checksummed) the rows `edit` adds and returns the rows of
-    /// the current version (`current`, asked only then) with them stacked
+    /// Opens (checksummed) the rows `edit` adds and returns the current
+    /// version's rows (`current`, asked only then) with them stacked
     /// on top (their segment filters updated), for the version the edit
     /// makes; `None` when the edit adds none.
     fn open_added(
         &self,
         edit: &Edit,
-        current: &dyn Fn() -> Arc<Version>,
+        current: &dyn Fn() -> Rows,
         fs: &Arc<dyn FileSystem>,
-    ) -> Result<Option<matrix::Matrix>> {
+    ) -> Result<Option<Rows>> {
         if edit.rows_added.is_empty() {
             return Ok(None);
         }
-        let mut m = current().matrix.clone();
+        let mut m = current();
         let rows = edit
             .rows_added
             .iter()
@@ -110,8 +139,8 @@ pub trait L0Container: Send + Sync {
 
     /// Level 0's figures for a statistics snapshot (the rows' shape and
     /// the lookups' counters; zeros without rows).
-    fn fill_stats(&self, v: &Version, s: &mut MatrixStats) {
-        v.matrix.fill_stats(s);
+    fn fill_stats(&self, v: &dyn Levels, s: &mut MatrixStats) {
+        v.rows().fill_stats(s);
     }
 }
 
@@ -135,7 +164,7 @@ impl L0Container for Tables {
         &self,
         sink: &TableSink<'_>,
         mem: &MemTable,
-        version: &Version,
+        version: &dyn Levels,
         earlier: &Edit,
         snapshots: Vec<SeqNo>,
         next_number: &mut dyn FnMut() -> Result<u64>,
@@ -149,30 +178,30 @@ impl L0Container for Tables {
             .extend(written.descs.iter().map(|d| (0, d.clone())));
     }
 
-    fn pick(&self, env: &PickEnv<'_>, levels: &dyn Picker) -> Option<Plan> {
-        levels.pick(env)
+    fn picks(&self, _v: &dyn Levels, _opts: &Options, _l0_busy: bool) -> Vec<L0Pick> {
+        Vec::new()
     }
 
-    fn pick_all(&self, v: &Version, opts: &Options) -> Option<Plan> {
-        picker::pick_range(v, opts, 0, None, None)
+    fn pick_all(&self, v: &dyn Levels, _opts: &Options) -> Option<L0Pick> {
+        (!v.tables(0).is_empty()).then_some(L0Pick::Tables)
     }
 
-    fn pressure(&self, v: &Version, opts: &Options) -> Pressure {
-        let files = v.level_files(0);
+    fn pressure(&self, v: &dyn Levels, opts: &Options) -> Pressure {
+        let files = v.tables(0).len();
         Pressure {
             slow: files >= opts.level0_slowdown_writes_trigger,
             stop: files >= opts.level0_stop_writes_trigger,
         }
     }
 
-    fn check_open(&self, v: &Version) -> Result<()> {
-        if v.matrix.is_empty() {
+    fn check_open(&self, v: &dyn Levels) -> Result<()> {
+        if v.rows().is_empty() {
             return Ok(());
         }
         Err(Error::InvalidArgument(format!(
             "the database holds {} matrix container rows: open it with l0=matrix \
              (compact_range drains the container)",
-            v.matrix.rows.len()
+            v.rows().rows.len()
         )))
     }
 }
@@ -185,12 +214,12 @@ impl L0Container for Matrix {
         &self,
         sink: &TableSink<'_>,
         mem: &MemTable,
-        version: &Version,
+        version: &dyn Levels,
         earlier: &Edit,
         snapshots: Vec<SeqNo>,
         next_number: &mut dyn FnMut() -> Result<u64>,
     ) -> Result<Written> {
-        let dir = version.matrix.cfg.dir.clone();
+        let dir = version.rows().cfg.dir.clone();
         // Hints point into the top row: the last one this recovery wrote,
         // or the version's newest.
         let earlier_top = match earlier.rows_added.last() {
@@ -202,7 +231,7 @@ impl L0Container for Matrix {
         };
         let top = earlier_top
             .as_ref()
-            .or_else(|| version.matrix.rows.first().map(|r| &r.meta.row));
+            .or_else(|| version.rows().rows.first().map(|r| &r.meta.row));
         let is_bottom_for =
             |uk: &[u8]| sink.drop_tombstones && nothing_below(version, &earlier.rows_added, uk);
         write_row(sink, dir, mem, top, snapshots, is_bottom_for, next_number)
@@ -212,42 +241,37 @@ impl L0Container for Matrix {
         edit.rows_added.extend(written.rows.iter().cloned());
     }
 
-    fn pick(&self, env: &PickEnv<'_>, levels: &dyn Picker) -> Option<Plan> {
-        let v = env.version;
-        // Tables left in L0 (the database ran with l0=tables before) go
-        // first: rows are newer and may not reach L1 ahead of them.
-        if v.level_files(0) > 0 && !env.in_flight.l0_busy() {
-            if let Some(p) = picker::pick_range(v, env.opts, 0, None, None)
-                .map(|mut p| {
-                    p.trigger = crate::compaction::Trigger::Size;
-                    p
-                })
-                .and_then(|p| env.admit(p))
-            {
-                return Some(p);
-            }
+    /// Tables left in L0 (the database ran with l0=tables before) go
+    /// first: rows are newer and may not reach L1 ahead of them.
+    fn picks(&self, v: &dyn Levels, opts: &Options, l0_busy: bool) -> Vec<L0Pick> {
+        if l0_busy {
+            return Vec::new();
         }
-        crate::l0::matrix::column::pick_column(v, env.opts, env.in_flight)
-            .and_then(|p| env.admit(p))
-            .or_else(|| levels.pick(env))
+        if !v.tables(0).is_empty() {
+            return vec![L0Pick::Tables];
+        }
+        matrix::column::pick_column(v, opts)
+            .map(L0Pick::Rows)
+            .into_iter()
+            .collect()
     }
 
-    fn pick_all(&self, v: &Version, opts: &Options) -> Option<Plan> {
-        if v.level_files(0) > 0 {
-            return picker::pick_range(v, opts, 0, None, None);
+    fn pick_all(&self, v: &dyn Levels, _opts: &Options) -> Option<L0Pick> {
+        if !v.tables(0).is_empty() {
+            return Some(L0Pick::Tables);
         }
-        crate::l0::matrix::column::pick_all(v, opts)
+        matrix::column::pick_all(v).map(L0Pick::Rows)
     }
 
-    fn pressure(&self, v: &Version, opts: &Options) -> Pressure {
-        let held = v.matrix.remaining_bytes();
+    fn pressure(&self, v: &dyn Levels, opts: &Options) -> Pressure {
+        let held = v.rows().remaining_bytes();
         Pressure {
             slow: held.saturating_mul(6) >= opts.matrix_capacity.saturating_mul(5),
             stop: held >= opts.matrix_capacity,
         }
     }
 
-    fn check_open(&self, _v: &Version) -> Result<()> {
+    fn check_open(&self, _v: &dyn Levels) -> Result<()> {
         Ok(())
     }
 

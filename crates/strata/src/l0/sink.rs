@@ -2,12 +2,13 @@
 //! tables (`Tables`, and the matrix container's overflow), and what a
 //! flush wrote.
 
-use crate::compaction::filter::Dropper;
-use crate::compaction::output::Outputs;
+use super::Levels;
+use crate::edit::FileDesc;
 use crate::error::Result;
 use crate::memtable::MemTable;
+use crate::runs::filter::Dropper;
+use crate::runs::output::Outputs;
 use crate::types::SeqNo;
-use crate::version::{FileDesc, Version};
 use std::sync::Arc;
 
 /// What a flush wrote: the L0 tables or matrix rows, and with key
@@ -39,8 +40,8 @@ pub(crate) struct TableSink<'a> {
 /// True if no table or row of `version`, and none of `unlisted` (pieces the
 /// caller wrote that `version` does not hold yet), may hold `uk`: a flushed
 /// tombstone of it hides nothing.
-pub(crate) fn nothing_below(version: &Version, unlisted: &[FileDesc], uk: &[u8]) -> bool {
-    !version.covers_at_or_below(0, uk)
+pub(crate) fn nothing_below(version: &dyn Levels, unlisted: &[FileDesc], uk: &[u8]) -> bool {
+    !version.covers(uk)
         && unlisted.iter().all(|d| {
             crate::types::user_key(&d.largest) < uk || crate::types::user_key(&d.smallest) > uk
         })
@@ -52,7 +53,7 @@ pub(crate) fn nothing_below(version: &Version, unlisted: &[FileDesc], uk: &[u8])
 pub(crate) fn write_memtable_to(
     sink: &TableSink<'_>,
     mem: &MemTable,
-    version: &Version,
+    version: &dyn Levels,
     unlisted: &[FileDesc],
     snapshots: Vec<u64>,
     next_number: &mut dyn FnMut() -> Result<u64>,
@@ -96,7 +97,7 @@ mod tests {
     use crate::io::{FileSystem, MemFs};
     use crate::table::{BlockCache, TableOptions};
     use crate::types::{internal_key, ValueKind};
-    use crate::version::{probes, FileMeta, TableCache};
+    use crate::version::{probes, FileMeta, TableCache, Version};
     use crate::Options;
     use std::path::Path;
 

@@ -131,9 +131,6 @@ counters! {
         pub user_reads: Striped,
         pub compaction_written_by_level: [AtomicU64; MAX_LEVELS],
         pub compaction_read_by_level: [AtomicU64; MAX_LEVELS],
-        /// Column compactions of the matrix container and the row bytes they read.
-        pub matrix_column_compactions: AtomicU64,
-        pub matrix_column_bytes: AtomicU64,
     }
     snapshot {
         pub user_reads: u64,

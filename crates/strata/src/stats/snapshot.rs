@@ -2,7 +2,6 @@
 
 use super::{mib, Stats, StatsSnapshot};
 use std::fmt::{self, Write as _};
-use std::sync::atomic::Ordering::Relaxed;
 
 /// Per-level shape in a snapshot.
 #[derive(Debug, Clone, Default)]
@@ -47,8 +46,6 @@ impl StatsSnapshot {
     pub(crate) fn from_counters(s: &Stats) -> Self {
         let mut snap = StatsSnapshot::counters_of(s);
         snap.user_reads = s.user_reads.get();
-        snap.matrix.column_compactions = s.matrix_column_compactions.load(Relaxed);
-        snap.matrix.column_bytes = s.matrix_column_bytes.load(Relaxed);
         snap
     }
 

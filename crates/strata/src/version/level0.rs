@@ -2,8 +2,8 @@
 //!
 //! Level 0 receives every flush, so its pieces overlap and are searched
 //! newest first. This is the read interface of L0 *tables*; level 0 as a
-//! whole is a container chosen at open (`crate::l0`), and the matrix
-//! container's rows are read through `Version::matrix`.
+//! whole is a container chosen at open (`crate::l0`), and its rows are
+//! read through `Version::rows`.
 
 use super::LevelIter;
 use super::{FileMeta, ReadCharge};

@@ -44,19 +44,15 @@ pub struct VersionSet {
     /// Bytes written to manifests since open (for write amplification).
     pub manifest_bytes_written: u64,
     compact_pointers: Vec<Vec<u8>>,
-    /// The matrix container's settings (rows live in `matrix.dir`).
-    matrix: Arc<crate::l0::matrix::Config>,
 }
 
 impl VersionSet {
     /// An empty set for a directory without a database; `recover` or
     /// `create` fills it.
     pub fn new(dir: &Path, opts: &Options, cache: Arc<BlockCache>) -> Self {
-        let matrix = Arc::new(matrix_config(dir, opts));
         let mut v = Version::new(opts.num_levels);
-        v.matrix = crate::l0::matrix::Matrix::new(matrix.clone(), Arc::default());
+        v.rows = crate::l0::Rows::for_database(dir, opts);
         VersionSet {
-            matrix,
             dir: dir.to_path_buf(),
             fs: opts.fs.clone(),
             tables: Arc::new(TableCache::new(dir, opts, cache)),
@@ -228,25 +224,24 @@ impl VersionSet {
                     "row number beyond counter",
                 ));
             }
-            let meta =
-                crate::l0::matrix::RowMeta::open(d, &self.fs, &self.matrix.dir).map_err(|e| {
-                    if e.io_kind() == Some(std::io::ErrorKind::NotFound) {
-                        Error::corruption(
-                            &manifest_path,
-                            0,
-                            format!("matrix row {id:06} named by the manifest is missing"),
-                        )
-                    } else {
-                        e
-                    }
-                })?;
+            let meta = self.current.rows.open_row(d, &self.fs).map_err(|e| {
+                if e.io_kind() == Some(std::io::ErrorKind::NotFound) {
+                    Error::corruption(
+                        &manifest_path,
+                        0,
+                        format!("level-0 row {id:06} named by the manifest is missing"),
+                    )
+                } else {
+                    e
+                }
+            })?;
             opened.push(meta);
             if let Some(c) = cursor {
                 cursors.push((id, c));
             }
         }
-        v.matrix = self.current.matrix.clone();
-        v.matrix.apply(opened, &cursors, &[]);
+        v.rows = self.current.rows.clone();
+        v.rows.apply(opened, &cursors, &[]);
         v.seal();
         self.current = Arc::new(v);
         self.tables.fit(self.current.total_bytes());
@@ -284,7 +279,7 @@ impl VersionSet {
         &mut self,
         edit: &mut Edit,
         opened: Vec<Arc<FileMeta>>,
-        with_rows: Option<crate::l0::matrix::Matrix>,
+        with_rows: Option<crate::l0::Rows>,
     ) -> Result<PendingEdit> {
         if let Some(n) = edit.log_number {
             // Recovery replays logs from this number on: moving it back
@@ -329,16 +324,16 @@ impl VersionSet {
         // outside the state mutex), or here.
         let rows = match with_rows {
             Some(m) => {
-                v.matrix = m;
+                v.rows = m;
                 Vec::new()
             }
             None => edit
                 .rows_added
                 .iter()
-                .map(|d| crate::l0::matrix::RowMeta::open(d.clone(), &self.fs, &self.matrix.dir))
+                .map(|d| self.current.rows.open_row(d.clone(), &self.fs))
                 .collect::<Result<_>>()?,
         };
-        let removed_rows = v.matrix.apply(rows, &edit.row_cursors, &edit.rows_deleted);
+        let removed_rows = v.rows.apply(rows, &edit.row_cursors, &edit.rows_deleted);
         v.seal();
 
         let new_manifest = match &self.manifest {
@@ -439,7 +434,7 @@ impl VersionSet {
                 snap.added.push((level, f.desc.clone()));
             }
         }
-        for r in v.matrix.rows.iter().rev() {
+        for r in v.rows.rows.iter().rev() {
             snap.rows_added.push(r.meta.desc.clone());
             if r.compacting {
                 snap.row_cursors.push((r.meta.id(), r.cursor));
@@ -455,28 +450,13 @@ impl VersionSet {
         snap.encode()
     }
 
-    /// Where the matrix container's rows live.
-    pub fn matrix_dir(&self) -> &Path {
-        &self.matrix.dir
+    /// Where level 0's rows live.
+    pub fn l0_dir(&self) -> &Path {
+        self.current.rows.dir()
     }
 
     pub fn num_levels(&self) -> usize {
         self.num_levels
-    }
-}
-
-/// The matrix container's settings in `opts` for the database in `dir`.
-fn matrix_config(dir: &Path, opts: &Options) -> crate::l0::matrix::Config {
-    crate::l0::matrix::Config {
-        dir: opts.fast_dir.clone().unwrap_or_else(|| dir.to_path_buf()),
-        segment_rows: opts.matrix_segment_rows.max(1),
-        row_bytes: opts.write_buffer_size as u64,
-        hints: opts.matrix_hints,
-        bits_per_key: if opts.bloom_bits_per_key == 0 {
-            10
-        } else {
-            opts.bloom_bits_per_key
-        },
     }
 }
 
@@ -523,7 +503,7 @@ pub(crate) fn check_header(rec: &[u8]) -> Result<()> {
 pub struct PendingEdit {
     version: Version,
     removed: Vec<Arc<FileMeta>>,
-    removed_rows: Vec<Arc<crate::l0::matrix::RowMeta>>,
+    removed_rows: Vec<Arc<crate::l0::RowMeta>>,
     added: Vec<u64>,
     compact_pointers: Vec<(usize, Vec<u8>)>,
     log_number: u64,

@@ -7,7 +7,7 @@ use crate::compaction::{Plan, PlanKind};
 use crate::error::{Error, Result};
 use crate::filename::table_path;
 use crate::io::FileSystem;
-use crate::l0::matrix::RowMeta;
+use crate::l0::Run;
 use crate::stale::CompactionChange;
 use crate::version::{Edit, FileDesc, FileMeta, Version};
 use std::path::Path;
@@ -21,8 +21,8 @@ pub struct Job<'p> {
     pub inputs: Vec<Arc<FileMeta>>,
     /// The plan's `next_inputs`, in key order.
     pub next: Vec<Arc<FileMeta>>,
-    /// A column compaction's matrix rows and their cells `[from, to)`.
-    pub rows: Vec<(Arc<RowMeta>, u32, u32)>,
+    /// The plan's level-0 runs (a column compaction's cells of rows).
+    pub rows: Vec<Run>,
     /// User-key ranges of the tables below the output level that meet the
     /// plan's range, one list per level (sorted, disjoint): a tombstone
     /// whose key one of them covers must stay.
@@ -64,20 +64,8 @@ impl<'p> Job<'p> {
             .iter()
             .map(|id| find(v, plan.output_level, *id))
             .collect::<Result<_>>()?;
-        let rows: Vec<(Arc<RowMeta>, u32, u32)> = plan
-            .rows
-            .iter()
-            .map(|s| match v.matrix.row(s.id) {
-                Some(r) if s.from >= r.cursor && s.to <= r.meta.row.len() => {
-                    Ok((r.meta.clone(), s.from, s.to))
-                }
-                _ => Err(Error::InvalidArgument(format!(
-                    "plan names matrix row {} cells {}..{} not in the container",
-                    s.id, s.from, s.to
-                ))),
-            })
-            .collect::<Result<_>>()?;
-        let rows_range = v.matrix.slices_range(&plan.rows);
+        let rows = v.rows.runs(&plan.rows)?;
+        let rows_range = v.rows.slices_range(&plan.rows);
         let all = || inputs.iter().chain(&next);
         let lo = all()
             .map(|f| f.smallest_user_key())
@@ -139,11 +127,7 @@ impl<'p> Job<'p> {
             .chain(&self.next)
             .map(|f| f.size())
             .sum::<u64>()
-            + self
-                .rows
-                .iter()
-                .map(|(r, from, to)| r.row.bytes_between(*from, *to))
-                .sum::<u64>()
+            + self.rows.iter().map(Run::bytes).sum::<u64>()
     }
 
     /// The edit of a move: inputs re-linked one level down.
@@ -171,24 +155,14 @@ impl<'p> Job<'p> {
         let mut edit = self.base_edit();
         let mut outcome = Outcome {
             bytes_read: self.bytes_read(),
-            row_bytes_read: self
-                .rows
-                .iter()
-                .map(|(r, from, to)| r.row.bytes_between(*from, *to))
-                .sum(),
+            row_bytes_read: self.rows.iter().map(Run::bytes).sum(),
             ..Outcome::default()
         };
         for (level, id) in self.plan.all_inputs() {
             edit.deleted.push((level, id));
         }
-        // A row whose last cell went down goes; the others keep a cursor
-        // (which also puts them in the compacting group).
-        for (r, _, to) in &self.rows {
-            if *to >= r.row.len() {
-                edit.rows_deleted.push(r.id());
-            } else {
-                edit.row_cursors.push((r.id(), *to));
-            }
+        for r in &self.rows {
+            r.retire(&mut edit);
         }
         for p in pieces {
             edit.added

@@ -132,7 +132,7 @@ impl Context<'_> {
 #[derive(Debug, Default, Clone)]
 pub struct Outcome {
     pub bytes_read: u64,
-    /// Of `bytes_read`, the matrix rows' cells a column compaction took.
+    /// Of `bytes_read`, the level-0 rows' cells the plan took.
     pub row_bytes_read: u64,
     pub bytes_written: u64,
     pub entries_dropped: u64,

@@ -78,13 +78,7 @@ pub fn open_runs(job: &Job<'_>, range: Range<'_>) -> Result<Vec<Box<dyn Internal
         files.iter().filter(|f| range.meets(f)).cloned().collect()
     };
     let mut runs: Vec<Box<dyn InternalIterator>> = Vec::new();
-    for (row, from, to) in &job.rows {
-        runs.push(Box::new(crate::l0::matrix::row::RowIter::new(
-            row.clone(),
-            *from,
-            *to,
-        )));
-    }
+    runs.extend(job.rows.iter().map(|r| r.iter()));
     if job.plan.level == 0 {
         for f in clip(&job.inputs) {
             runs.push(Box::new(TableIter::sequential(f.table()?)));

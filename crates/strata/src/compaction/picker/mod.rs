@@ -7,6 +7,7 @@
 //! [`Leveled`] (size triggers only) and [`Stale`] (size triggers, then
 //! tables whose stale-version score passed `stale_threshold`).
 
+pub(crate) mod l0;
 mod leveled;
 mod stale;
 

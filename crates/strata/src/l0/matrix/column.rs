@@ -1,19 +1,19 @@
-//! Column compaction plans (MatrixKV's §3.4): when the container is due,
-//! which rows form the compacting group, and where the next column ends.
+//! Column compactions (MatrixKV's column compaction): when the container
+//! is due, which rows form the compacting group, and where the next
+//! column ends. The plan around a column (the L1 tables it meets) is made
+//! by `compaction`.
 
-use super::{Matrix, RowRef};
-use crate::compaction::scheduler::InFlight;
-use crate::compaction::{Plan, PlanKind, RowSlice, Trigger};
+use super::{Matrix, RowRef, RowSlice};
+use crate::l0::Levels;
 use crate::options::Options;
-use crate::version::Version;
 
-/// The next column compaction of `v`'s container, if it is due: L0 must
-/// hold no tables (rows are newer than any table there), no other L0
-/// compaction may run, and the container must have a compacting group or
-/// be at 2/3 of `matrix_capacity`.
-pub fn pick_column(v: &Version, opts: &Options, in_flight: &InFlight) -> Option<Plan> {
-    let m = &v.matrix;
-    if m.is_empty() || v.level_files(0) > 0 || in_flight.l0_busy() {
+/// The next column of `v`'s container, if it is due: L0 must hold no
+/// tables (rows are newer than any table there), and the container must
+/// have a compacting group or be at 2/3 of `matrix_capacity`. The caller
+/// checks that no other L0 compaction runs.
+pub fn pick_column(v: &dyn Levels, opts: &Options) -> Option<Vec<RowSlice>> {
+    let m = v.rows();
+    if m.is_empty() || !v.tables(0).is_empty() {
         return None;
     }
     let group = match compacting(m) {
@@ -23,7 +23,7 @@ pub fn pick_column(v: &Version, opts: &Options, in_flight: &InFlight) -> Option<
         }
         None => return None,
     };
-    column_of(v, opts, opts.matrix_column_bytes, &group, Trigger::Size)
+    column_of(v, opts.matrix_column_bytes, &group)
 }
 
 /// The compacting group, if there is one.
@@ -32,25 +32,20 @@ fn compacting(m: &Matrix) -> Option<Vec<&RowRef>> {
     (!group.is_empty()).then_some(group)
 }
 
-/// A column compaction of every row of the container at once (manual
-/// compaction), or `None` when it is empty.
-pub fn pick_all(v: &Version, opts: &Options) -> Option<Plan> {
-    let m = &v.matrix;
+/// A column of every row of the container at once (manual compaction),
+/// or `None` when it is empty.
+pub fn pick_all(v: &dyn Levels) -> Option<Vec<RowSlice>> {
+    let m = v.rows();
     let group = compacting(m).unwrap_or_else(|| m.rows.iter().collect());
-    column_of(v, opts, u64::MAX, &group, Trigger::Manual)
+    column_of(v, u64::MAX, &group)
 }
 
 /// The next column of `group`: from the rows' cursors up to the first L1
 /// table boundary where the column's bytes (row cells plus L1 tables)
 /// reach `target`; past the last L1 table, cut where the row with the most
-/// bytes there reaches its share of what is left of the target.
-fn column_of(
-    v: &Version,
-    opts: &Options,
-    target: u64,
-    group: &[&RowRef],
-    trigger: Trigger,
-) -> Option<Plan> {
+/// bytes there reaches its share of what is left of the target. `None`
+/// when the column would hold no cell.
+fn column_of(v: &dyn Levels, target: u64, group: &[&RowRef]) -> Option<Vec<RowSlice>> {
     let live: Vec<&RowRef> = group
         .iter()
         .copied()
@@ -70,7 +65,7 @@ fn column_of(
             })
             .sum()
     };
-    let l1 = v.levels.get(1).map_or(&[][..], Vec::as_slice);
+    let l1 = v.tables(1);
     // L1 tables at or after the start, in key order.
     let first = l1.partition_point(|f| f.largest_user_key() < start.as_slice());
     let mut boundary: Option<Vec<u8>> = None;
@@ -136,33 +131,6 @@ fn column_of(
             }
         })
         .collect();
-    let (lo, hi) = v.matrix.slices_range(&rows)?;
-    let next = v.overlapping(1, Some(&lo), Some(&hi));
-    let all_lo = next
-        .iter()
-        .map(|f| f.smallest_user_key())
-        .chain(std::iter::once(lo.as_slice()))
-        .min()?
-        .to_vec();
-    let all_hi = next
-        .iter()
-        .map(|f| f.largest_user_key())
-        .chain(std::iter::once(hi.as_slice()))
-        .max()?
-        .to_vec();
-    let bottommost =
-        (2..v.levels.len()).all(|l| v.overlapping(l, Some(&all_lo), Some(&all_hi)).is_empty());
-    Some(Plan {
-        kind: PlanKind::Merge,
-        level: 0,
-        output_level: 1,
-        inputs: Vec::new(),
-        next_inputs: next.iter().map(|f| f.id()).collect(),
-        target_file_size: opts.target_file_size,
-        bottommost,
-        compact_pointer: Vec::new(),
-        trigger,
-        rows,
-        assigned: Default::default(),
-    })
+    v.rows().slices_range(&rows)?;
+    Some(rows)
 }

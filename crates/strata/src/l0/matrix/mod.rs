@@ -24,7 +24,6 @@ pub mod column;
 pub(crate) mod fast_dir;
 pub mod row;
 
-use crate::compaction::RowSlice;
 use crate::edit::FileDesc;
 use crate::error::Result;
 use crate::io::FileSystem;
@@ -35,6 +34,14 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use xxhash_rust::xxh3::xxh3_64;
+
+/// Cells `[from, to)` of row `id`: a column compaction's part of one row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RowSlice {
+    pub id: u64,
+    pub from: u32,
+    pub to: u32,
+}
 
 /// A live row file: its descriptor and the open row.
 pub struct RowMeta {
@@ -198,6 +205,9 @@ pub struct Counters {
     pub comparisons: AtomicU64,
     pub rows_searched: AtomicU64,
     pub segments_skipped: AtomicU64,
+    /// Compactions that took row cells, and the cells' bytes.
+    pub column_compactions: AtomicU64,
+    pub column_bytes: AtomicU64,
 }
 
 /// Settings the container takes from the options at open.
@@ -248,6 +258,33 @@ impl Matrix {
         }
     }
 
+    /// The empty container of the database in `dir`, with the settings
+    /// of `opts` (rows live in `fast_dir`, or in `dir`).
+    pub fn for_database(dir: &Path, opts: &crate::options::Options) -> Self {
+        let cfg = Config {
+            dir: opts.fast_dir.clone().unwrap_or_else(|| dir.to_path_buf()),
+            segment_rows: opts.matrix_segment_rows.max(1),
+            row_bytes: opts.write_buffer_size as u64,
+            hints: opts.matrix_hints,
+            bits_per_key: if opts.bloom_bits_per_key == 0 {
+                10
+            } else {
+                opts.bloom_bits_per_key
+            },
+        };
+        Matrix::new(Arc::new(cfg), Arc::default())
+    }
+
+    /// The directory the rows live in.
+    pub fn dir(&self) -> &Path {
+        &self.cfg.dir
+    }
+
+    /// Opens (checksummed) the row `desc` names in [`dir`](Self::dir).
+    pub fn open_row(&self, desc: FileDesc, fs: &Arc<dyn FileSystem>) -> Result<Arc<RowMeta>> {
+        RowMeta::open(desc, fs, &self.cfg.dir)
+    }
+
     pub fn is_empty(&self) -> bool {
         self.rows.is_empty()
     }
@@ -277,6 +314,18 @@ impl Matrix {
         s.comparisons = c.comparisons.load(Ordering::Relaxed);
         s.rows_searched = c.rows_searched.load(Ordering::Relaxed);
         s.segments_skipped = c.segments_skipped.load(Ordering::Relaxed);
+        s.column_compactions = c.column_compactions.load(Ordering::Relaxed);
+        s.column_bytes = c.column_bytes.load(Ordering::Relaxed);
+    }
+
+    /// Counts a compaction that took `bytes` of row cells.
+    pub fn count_compaction(&self, bytes: u64) {
+        self.counters
+            .column_compactions
+            .fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .column_bytes
+            .fetch_add(bytes, Ordering::Relaxed);
     }
 
     pub fn row(&self, id: u64) -> Option<&RowRef> {

@@ -330,7 +330,7 @@ impl Executor for Offload {
     }
 
     fn offloads(&self, plan: &Plan, tracking: bool) -> bool {
-        // A worker reads tables, not the matrix container's rows.
+        // A worker reads tables, not level 0's rows.
         plan.assigned.subtasks() > 1 && !tracking && plan.rows.is_empty()
     }
 }

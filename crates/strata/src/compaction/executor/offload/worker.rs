@@ -63,7 +63,7 @@ fn serve_request(req: Request, cfg: &WorkerConfig) -> Result<Reply> {
     let (inputs, next) = (metas(&req.inputs), metas(&req.next));
     if !req.plan.rows.is_empty() {
         return Err(Error::InvalidArgument(
-            "a compaction worker does not read matrix rows".into(),
+            "a compaction worker does not read level-0 rows".into(),
         ));
     }
     let job = Job {

@@ -445,11 +445,12 @@ impl fmt::Debug for TableCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::edit::FileDesc;
     use crate::io::{FileSystem, MemFs, PosixFs};
     use crate::iter::InternalIterator;
+    use crate::runs::FileMeta;
     use crate::table::{TableBuilder, TableIter, TableOptions};
     use crate::types::{internal_key, seek_key, ValueKind, MAX_SEQ};
-    use crate::version::{FileDesc, FileMeta};
 
     /// Writes table `id` in `dir` holding `key{id}` = `value{id}`.
     fn write_table(fs: &dyn FileSystem, dir: &Path, id: u64) -> FileDesc {

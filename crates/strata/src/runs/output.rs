@@ -16,12 +16,12 @@
 //! (RocksDB 7.8 sizes its outputs between half and twice the target for the
 //! same reason.)
 
+use crate::edit::FileDesc;
 use crate::error::Result;
 use crate::filename::table_path;
 use crate::io::FileSystem;
 use crate::table::{TableBuilder, TableOptions};
 use crate::types::{self, SeqNo};
-use crate::version::FileDesc;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
