@@ -21,7 +21,8 @@ use std::time::{Duration, Instant};
 use strata::stats::LevelStats;
 use strata::types::ValueKind;
 use strata::{
-    Cursor, KvStore, Semantics, StatsSnapshot, StoreSnapshot, StoreStats, WriteBatch, WriteOptions,
+    Cursor, KvStore, ScanRange, Semantics, StatsSnapshot, StoreSnapshot, StoreStats, WriteBatch,
+    WriteOptions,
 };
 
 /// The fjall release this crate is built against (Cargo.lock pins it).
@@ -352,15 +353,9 @@ impl KvStore for FjallStore {
         b.commit().map_err(|e| self.err(e))
     }
 
-    fn scan(
-        &self,
-        start: Bound<&[u8]>,
-        end: Bound<&[u8]>,
-        limit: usize,
-        reverse: bool,
-    ) -> strata::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    fn scan(&self, range: ScanRange<'_>) -> strata::Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let mut out = Vec::new();
-        self.scan_visit(start, end, limit, reverse, &mut |k, v| {
+        self.scan_visit(range, &mut |k, v| {
             out.push((k.to_vec(), v.to_vec()));
         })?;
         Ok(out)
@@ -368,12 +363,15 @@ impl KvStore for FjallStore {
 
     fn scan_visit(
         &self,
-        start: Bound<&[u8]>,
-        end: Bound<&[u8]>,
-        limit: usize,
-        reverse: bool,
+        range: ScanRange<'_>,
         f: &mut dyn FnMut(&[u8], &[u8]),
     ) -> strata::Result<usize> {
+        let ScanRange {
+            start,
+            end,
+            limit,
+            reverse,
+        } = range;
         self.live()?;
         if limit == 0 {
             return Ok(0);

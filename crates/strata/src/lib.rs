@@ -72,4 +72,4 @@ pub use options::{
     WalRecovery, WriteOptions,
 };
 pub use stats::{EngineStats, KvellStats, StatsSnapshot, StoreStats};
-pub use store::{Cursor, KvStore, Semantics, StoreSnapshot};
+pub use store::{Cursor, KvStore, ScanRange, Semantics, StoreSnapshot};

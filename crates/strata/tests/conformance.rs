@@ -13,7 +13,7 @@ use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::path::Path;
-use strata::{Error, KvStore, Options, WriteBatch, WriteOptions};
+use strata::{Error, KvStore, Options, ScanRange, WriteBatch, WriteOptions};
 
 /// Every configuration the suite runs: (name, options).
 fn configurations() -> Vec<(&'static str, Options)> {
@@ -187,9 +187,10 @@ fn run_history(name: &str, opts: &Options, dir: &Path, seed: u64, ops: usize, re
                 let (lo, hi) = bounds(&mut rng);
                 let limit = rng.gen_range(0..50);
                 let reverse = rng.gen_bool(0.5);
-                let got = s
-                    .scan(as_ref(&lo), as_ref(&hi), limit, reverse)
-                    .expect("scan");
+                let range = ScanRange::new(as_ref(&lo), as_ref(&hi))
+                    .limit(limit)
+                    .reverse(reverse);
+                let got = s.scan(range).expect("scan");
                 let mut want = model_range(&m, &lo, &hi);
                 if reverse {
                     want.reverse();
@@ -202,7 +203,7 @@ fn run_history(name: &str, opts: &Options, dir: &Path, seed: u64, ops: usize, re
                 // The copy-free visit sees the same entries.
                 let mut seen = Vec::new();
                 let n = s
-                    .scan_visit(as_ref(&lo), as_ref(&hi), limit, reverse, &mut |k, v| {
+                    .scan_visit(range, &mut |k, v| {
                         seen.push((k.to_vec(), v.to_vec()));
                     })
                     .expect("scan_visit");
@@ -243,9 +244,7 @@ fn run_history(name: &str, opts: &Options, dir: &Path, seed: u64, ops: usize, re
     s.close().expect("close");
     drop(s);
     let s = strata::open(dir, opts.clone()).expect("final reopen");
-    let all = s
-        .scan(Bound::Unbounded, Bound::Unbounded, usize::MAX, false)
-        .expect("scan");
+    let all = s.scan(ScanRange::all()).expect("scan");
     assert_eq!(all.len(), m.len(), "{name}: after the final reopen");
     assert!(
         all.iter()
@@ -407,10 +406,7 @@ fn concurrent_writers_lose_nothing() {
                 assert_eq!(s.get(k.as_bytes()).expect("get"), want, "{name} {k}");
             }
         }
-        let n = s
-            .scan(Bound::Unbounded, Bound::Unbounded, usize::MAX, false)
-            .expect("scan")
-            .len();
+        let n = s.scan(ScanRange::all()).expect("scan").len();
         assert_eq!(n, 8 * 200, "{name}");
         s.close().expect("close");
     }

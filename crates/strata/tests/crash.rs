@@ -25,12 +25,11 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::ops::Bound;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use strata::{KvStore, WriteBatch, WriteOptions};
+use strata::{KvStore, ScanRange, WriteBatch, WriteOptions};
 
 const ENV_DIR: &str = "STRATA_CRASH_CHILD_DIR";
 const ENV_SEED: &str = "STRATA_CRASH_CHILD_SEED";
@@ -305,7 +304,7 @@ fn round(
     eprintln!("round {round}: {n_ops} ops acknowledged, {in_flight} in flight at the kill");
     let db = open_store(dir, spec);
     let got: Model = db
-        .scan(Bound::Unbounded, Bound::Unbounded, usize::MAX, false)
+        .scan(ScanRange::all())
         .unwrap_or_else(|e| panic!("round {round}: scan after the crash: {e}"))
         .into_iter()
         .collect();

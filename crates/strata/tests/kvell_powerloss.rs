@@ -33,7 +33,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use strata::kvell::io::{Io, Req, Submitted};
 use strata::kvell::Kvell;
-use strata::{Error, KvStore, KvellIo, Options, Result, WriteBatch, WriteOptions};
+use strata::{Error, KvStore, KvellIo, Options, Result, ScanRange, WriteBatch, WriteOptions};
 
 /// A write not yet synced: where, and the bytes it replaced.
 struct Undo {
@@ -360,7 +360,7 @@ fn check(
     for c in corrupt.iter().map(|c| Some(c.as_slice())).chain([None]) {
         let hi = c.map_or(Bound::Unbounded, Bound::Excluded);
         let found = s
-            .scan(lo, hi, usize::MAX, false)
+            .scan(ScanRange::new(lo, hi))
             .unwrap_or_else(|e| panic!("{what}: scan: {e}"));
         for (k, _) in found {
             assert!(

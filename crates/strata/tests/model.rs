@@ -12,7 +12,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::ops::Bound;
-use strata::{Db, KvStore, Options, ReadOptions, WriteBatch, WriteOptions};
+use strata::{Db, KvStore, Options, ReadOptions, ScanRange, WriteBatch, WriteOptions};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -561,9 +561,7 @@ fn metamorphic_every_design_answers_alike() {
             );
         }
         for (s, d) in stores.iter().zip(&kvell_designs) {
-            let scan = s
-                .scan(Bound::Unbounded, Bound::Unbounded, usize::MAX, false)
-                .expect("kvell scan");
+            let scan = s.scan(ScanRange::all()).expect("kvell scan");
             assert!(
                 scan == scans[0],
                 "round {round}: scan of [{d}] ({} entries) differs from [{}] ({})",
@@ -572,7 +570,7 @@ fn metamorphic_every_design_answers_alike() {
                 scans[0].len()
             );
             let mut back = s
-                .scan(Bound::Unbounded, Bound::Unbounded, usize::MAX, true)
+                .scan(ScanRange::all().reverse(true))
                 .expect("kvell reverse scan");
             back.reverse();
             assert!(back == scans[0], "round {round}: reverse scan of [{d}]");

@@ -15,7 +15,7 @@ use std::ops::Bound;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::Instant;
-use strata::{KvStore, WriteBatch, WriteOptions};
+use strata::{KvStore, ScanRange, WriteBatch, WriteOptions};
 
 mod result;
 mod run;
@@ -425,13 +425,14 @@ fn worker(
                 // copied (as `db_bench` reads): only the last key is kept,
                 // in a buffer reused from call to call.
                 let mut bytes = 0u64;
-                let got =
-                    ctx.store
-                        .scan_visit(lo, Bound::Unbounded, want, false, &mut |k, v| {
-                            bytes += (k.len() + v.len()) as u64;
-                            seen.clear();
-                            seen.extend_from_slice(k);
-                        })?;
+                let got = ctx.store.scan_visit(
+                    ScanRange::new(lo, Bound::Unbounded).limit(want),
+                    &mut |k, v| {
+                        bytes += (k.len() + v.len()) as u64;
+                        seen.clear();
+                        seen.extend_from_slice(k);
+                    },
+                )?;
                 if got == 0 {
                     break;
                 }
@@ -493,10 +494,7 @@ fn worker(
 fn scanned_bytes(store: &dyn KvStore, from: &[u8], len: usize) -> Result<u64, BenchError> {
     let mut bytes = 0u64;
     store.scan_visit(
-        Bound::Included(from),
-        Bound::Unbounded,
-        len,
-        false,
+        ScanRange::new(Bound::Included(from), Bound::Unbounded).limit(len),
         &mut |k, v| {
             bytes += (k.len() + v.len()) as u64;
         },
@@ -548,11 +546,12 @@ mod tests {
             // `scan_visit` (what the reads use) sees what `scan` returns.
             let visit = |lo: Bound<&[u8]>, hi: Bound<&[u8]>, len: usize, rev: bool| {
                 let mut seen = Vec::new();
-                let n = s.scan_visit(lo, hi, len, rev, &mut |k, v| {
+                let range = ScanRange::new(lo, hi).limit(len).reverse(rev);
+                let n = s.scan_visit(range, &mut |k, v| {
                     seen.push((k.to_vec(), v.to_vec()));
                 })?;
                 assert_eq!(n, seen.len(), "{name}");
-                assert_eq!(seen, s.scan(lo, hi, len, rev)?, "{name}");
+                assert_eq!(seen, s.scan(range)?, "{name}");
                 Ok::<_, BenchError>(seen)
             };
             for (start, len, want) in [

@@ -30,7 +30,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use strata::stats::LevelStats;
 use strata::types::ValueKind;
 use strata::{
-    Cursor, KvStore, Semantics, StatsSnapshot, StoreSnapshot, StoreStats, WriteBatch, WriteOptions,
+    Cursor, KvStore, ScanRange, Semantics, StatsSnapshot, StoreSnapshot, StoreStats, WriteBatch,
+    WriteOptions,
 };
 
 /// Finishes opening a RocksDB or LevelDB database: turns a set `err` or a
@@ -490,15 +491,9 @@ impl KvStore for CStore {
         result
     }
 
-    fn scan(
-        &self,
-        start: Bound<&[u8]>,
-        end: Bound<&[u8]>,
-        limit: usize,
-        reverse: bool,
-    ) -> strata::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    fn scan(&self, range: ScanRange<'_>) -> strata::Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let mut out = Vec::new();
-        self.scan_visit(start, end, limit, reverse, &mut |k, v| {
+        self.scan_visit(range, &mut |k, v| {
             out.push((k.to_vec(), v.to_vec()));
         })?;
         Ok(out)
@@ -506,12 +501,15 @@ impl KvStore for CStore {
 
     fn scan_visit(
         &self,
-        start: Bound<&[u8]>,
-        end: Bound<&[u8]>,
-        limit: usize,
-        reverse: bool,
+        range: ScanRange<'_>,
         f: &mut dyn FnMut(&[u8], &[u8]),
     ) -> strata::Result<usize> {
+        let ScanRange {
+            start,
+            end,
+            limit,
+            reverse,
+        } = range;
         self.live()?;
         // SAFETY: db and read options are live.
         let it = unsafe { (self.api.create_iterator)(self.db, self.read_opts) };

@@ -6,7 +6,7 @@ use crate::keys::{self, Meta};
 use crate::resp::Reply;
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
-use strata::WriteBatch;
+use strata::{ScanRange, WriteBatch};
 
 impl Data {
     pub(super) fn del(&self, _: &mut Session, _: &str, a: &[Vec<u8>]) -> Out {
@@ -164,7 +164,7 @@ impl Data {
         };
         let end = keys::prefix_end(&[keys::META]);
         let hi = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-        let page = self.store.scan(lo, hi, count, false)?;
+        let page = self.store.scan(ScanRange::new(lo, hi).limit(count))?;
         let now = now_ms();
         let mut out = Vec::new();
         for (k, v) in &page {

@@ -15,7 +15,7 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
-use strata::{KvStore, WriteBatch, WriteOptions};
+use strata::{KvStore, ScanRange, WriteBatch, WriteOptions};
 
 mod hashes;
 mod keyspace;
@@ -189,7 +189,11 @@ impl Data {
         reverse: bool,
     ) -> Result<Entries, Reply> {
         let end = hi.map_or(Bound::Unbounded, Bound::Excluded);
-        Ok(self.store.scan(Bound::Included(lo), end, limit, reverse)?)
+        Ok(self.store.scan(
+            ScanRange::new(Bound::Included(lo), end)
+                .limit(limit)
+                .reverse(reverse),
+        )?)
     }
 
     fn prefix(&self, p: &[u8], limit: usize, reverse: bool) -> Result<Entries, Reply> {
@@ -350,7 +354,7 @@ impl Data {
                 Bound::Excluded(from.as_slice())
             };
             let hi = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-            let page = self.store.scan(lo, hi, 1024, false)?;
+            let page = self.store.scan(ScanRange::new(lo, hi).limit(1024))?;
             for (k, v) in &page {
                 if let Some(m) = Meta::decode(v) {
                     if !m.expired(now) {

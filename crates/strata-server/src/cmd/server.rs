@@ -4,9 +4,8 @@
 use super::{find, int, upper, wrong_args, Data, Out, Session, COMMANDS, SYNTAX};
 use crate::keys;
 use crate::resp::Reply;
-use std::ops::Bound;
 use std::sync::atomic::Ordering;
-use strata::WriteBatch;
+use strata::{ScanRange, WriteBatch};
 
 impl Data {
     pub(super) fn ping(&self, _: &mut Session, name: &str, a: &[Vec<u8>]) -> Out {
@@ -233,9 +232,7 @@ impl Data {
             return Err(Reply::err(SYNTAX));
         }
         loop {
-            let page = self
-                .store
-                .scan(Bound::Unbounded, Bound::Unbounded, 4096, false)?;
+            let page = self.store.scan(ScanRange::all().limit(4096))?;
             if page.is_empty() {
                 break;
             }

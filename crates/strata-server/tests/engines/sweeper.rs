@@ -1,7 +1,7 @@
 use std::ops::Bound;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use strata::{KvStore, Options};
+use strata::{KvStore, Options, ScanRange};
 use strata_server::cmd::{now_ms, Data, Session};
 use strata_server::keys;
 use strata_server::resp::Reply;
@@ -24,12 +24,7 @@ fn exec(d: &Data, s: &mut Session, args: &[&str]) -> Reply {
 fn records(store: &Arc<dyn KvStore>, tag: u8) -> Vec<Vec<u8>> {
     let end = [tag + 1];
     store
-        .scan(
-            Bound::Included(&[tag][..]),
-            Bound::Excluded(&end[..]),
-            usize::MAX,
-            false,
-        )
+        .scan(ScanRange::new(Bound::Included(&[tag][..]), Bound::Excluded(&end[..])))
         .expect("scan")
         .into_iter()
         .map(|(k, _)| k)

@@ -25,7 +25,7 @@ use crate::error::{Error, Result};
 use crate::io::FileLock;
 use crate::options::{KvellDurability, Options, WriteOptions};
 use crate::stats::{EngineStats, KvellStats, StoreStats};
-use crate::store::{Cursor, KvStore, PagedCursor, Semantics};
+use crate::store::{Cursor, KvStore, PagedCursor, ScanRange, Semantics};
 use crate::types::ValueKind;
 use oneshot::Tx;
 use parking_lot::Mutex;
@@ -412,13 +412,13 @@ impl Inner {
     /// one after the other (each under its read lock), merged, and the
     /// items read in one batch per worker. Keys deleted in between are
     /// skipped and the walk goes on past them.
-    fn scan(
-        &self,
-        start: Bound<&[u8]>,
-        end: Bound<&[u8]>,
-        limit: usize,
-        reverse: bool,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    fn scan(&self, range: ScanRange<'_>) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let ScanRange {
+            start,
+            end,
+            limit,
+            reverse,
+        } = range;
         self.check_open()?;
         let mut out = Vec::new();
         let mut lo = crate::store::own_bound(start);
@@ -595,14 +595,8 @@ impl KvStore for Kvell {
         self.inner.multi_get(keys)
     }
 
-    fn scan(
-        &self,
-        start: Bound<&[u8]>,
-        end: Bound<&[u8]>,
-        limit: usize,
-        reverse: bool,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.inner.scan(start, end, limit, reverse)
+    fn scan(&self, range: ScanRange<'_>) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.inner.scan(range)
     }
 
     fn cursor(&self, snap: Option<&crate::store::StoreSnapshot>) -> Result<Box<dyn Cursor>> {
@@ -614,7 +608,7 @@ impl KvStore for Kvell {
         }
         let inner = self.inner.clone();
         Ok(Box::new(PagedCursor::new(
-            Box::new(move |s, e, limit, rev| inner.scan(s, e, limit, rev)),
+            Box::new(move |range| inner.scan(range)),
             CURSOR_PAGE,
         )))
     }

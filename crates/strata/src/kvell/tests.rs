@@ -56,7 +56,7 @@ fn puts_gets_deletes_across_classes_and_reopen() -> Result<()> {
         let mut o = opts("");
         o.kvell_io = io;
         let s = Kvell::open(&path, o)?;
-        let all = s.scan(Bound::Unbounded, Bound::Unbounded, usize::MAX, false)?;
+        let all = s.scan(ScanRange::all())?;
         assert_eq!(all, model.clone().into_iter().collect::<Vec<_>>());
         let st = s.stats();
         let k = st.kvell().expect("kvell stats");
@@ -85,15 +85,15 @@ fn batches_multi_get_scans_and_cursors() -> Result<()> {
         got,
         vec![Some(b"v1".to_vec()), Some(b"again".to_vec()), None, None]
     );
-    let page = s.scan(
-        Bound::Included(b"k0010"),
-        Bound::Excluded(b"k0020"),
-        5,
-        false,
-    )?;
+    let page =
+        s.scan(ScanRange::new(Bound::Included(b"k0010"), Bound::Excluded(b"k0020")).limit(5))?;
     assert_eq!(page.len(), 5);
     assert_eq!(page[0].0, b"k0010");
-    let back = s.scan(Bound::Unbounded, Bound::Included(b"k0005"), 3, true)?;
+    let back = s.scan(
+        ScanRange::new(Bound::Unbounded, Bound::Included(b"k0005"))
+            .limit(3)
+            .reverse(true),
+    )?;
     let keys: Vec<_> = back.iter().map(|e| e.0.clone()).collect();
     assert_eq!(
         keys,
@@ -209,9 +209,7 @@ fn a_damaged_slot_reads_as_corruption_before_and_after_a_restart() -> Result<()>
             s.get(bad)
         );
         assert!(s.get(good)?.is_some());
-        assert!(s
-            .scan(Bound::Unbounded, Bound::Unbounded, 10, false)
-            .is_err());
+        assert!(s.scan(ScanRange::all().limit(10)).is_err());
         assert_eq!(kvell_stats(&s).damaged_slots, 1, "round {round}");
         let report = s.recovery_report().unwrap_or_default().to_string();
         assert!(report.contains("reads as Corruption"), "{report}");

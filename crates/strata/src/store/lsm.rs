@@ -1,13 +1,12 @@
 //! The LSM engine ([`Db`]) behind [`KvStore`].
 
-use super::{Cursor, KvStore, Semantics, StoreSnapshot};
+use super::{Cursor, KvStore, ScanRange, Semantics, StoreSnapshot};
 use crate::batch::WriteBatch;
 use crate::db::{Db, ReadOptions, Snapshot};
 use crate::error::{Error, Result};
 use crate::iter::DbIter;
 use crate::options::WriteOptions;
 use crate::stats::StoreStats;
-use std::ops::Bound;
 
 /// Entries a [`KvStore::scan`] reserves room for before reading.
 const SCAN_RESERVE: usize = 256;
@@ -53,13 +52,13 @@ impl KvStore for Db {
     fn write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
         Db::write(self, batch, opts)
     }
-    fn scan(
-        &self,
-        start: Bound<&[u8]>,
-        end: Bound<&[u8]>,
-        limit: usize,
-        reverse: bool,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    fn scan(&self, range: ScanRange<'_>) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let ScanRange {
+            start,
+            end,
+            limit,
+            reverse,
+        } = range;
         let s = Db::scan::<&[u8], _>(self, (start, end))?;
         // Room for a page of results up front (a scan's size is unknown to
         // `collect`, which would grow the vector several times).
@@ -75,16 +74,9 @@ impl KvStore for Db {
         }
         Ok(out)
     }
-    fn scan_visit(
-        &self,
-        start: Bound<&[u8]>,
-        end: Bound<&[u8]>,
-        limit: usize,
-        reverse: bool,
-        f: &mut dyn FnMut(&[u8], &[u8]),
-    ) -> Result<usize> {
+    fn scan_visit(&self, range: ScanRange<'_>, f: &mut dyn FnMut(&[u8], &[u8])) -> Result<usize> {
         // The same scan as `scan`, its entries read in place.
-        Db::scan::<&[u8], _>(self, (start, end))?.visit(limit, reverse, f)
+        Db::scan::<&[u8], _>(self, (range.start, range.end))?.visit(range.limit, range.reverse, f)
     }
     fn snapshot(&self) -> Result<StoreSnapshot> {
         // A closed database has no view to pin.
@@ -151,6 +143,7 @@ impl Cursor for DbIter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::ops::Bound;
 
     #[test]
     fn db_behind_the_trait() -> Result<()> {
@@ -163,12 +156,16 @@ mod tests {
         store.delete(b"b")?;
         assert_eq!(store.get(b"a")?, Some(b"a".to_vec()));
         assert_eq!(store.get(b"b")?, None);
-        let fwd = store.scan(Bound::Included(b"a"), Bound::Unbounded, 2, false)?;
+        let fwd = store.scan(ScanRange::new(Bound::Included(b"a"), Bound::Unbounded).limit(2))?;
         assert_eq!(
             fwd.iter().map(|e| e.0.clone()).collect::<Vec<_>>(),
             [b"a".to_vec(), b"c".to_vec()]
         );
-        let rev = store.scan(Bound::Unbounded, Bound::Excluded(b"d"), 5, true)?;
+        let rev = store.scan(
+            ScanRange::new(Bound::Unbounded, Bound::Excluded(b"d"))
+                .limit(5)
+                .reverse(true),
+        )?;
         assert_eq!(
             rev.iter().map(|e| e.0.clone()).collect::<Vec<_>>(),
             [b"c".to_vec(), b"a".to_vec()]

@@ -9,15 +9,17 @@
 
 mod lsm;
 mod paged;
+mod range;
 
 pub use paged::PagedCursor;
+pub use range::ScanRange;
+pub(crate) use range::{own_bound, range_is_empty};
 
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::options::WriteOptions;
 use crate::stats::StoreStats;
 use std::any::Any;
-use std::ops::Bound;
 
 /// What an engine promises, in words a caller can act on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,30 +106,16 @@ pub trait KvStore: Send + Sync {
             Some(_) => Err(no_snapshots(self.semantics().engine)),
         }
     }
-    /// Up to `limit` entries in `[start, end]` (per the bounds), ascending, or
-    /// descending from the end when `reverse`.
-    fn scan(
-        &self,
-        start: Bound<&[u8]>,
-        end: Bound<&[u8]>,
-        limit: usize,
-        reverse: bool,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
+    /// The entries `range` selects, in its order.
+    fn scan(&self, range: ScanRange<'_>) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
     /// [`scan`](Self::scan) without the copies: hands each entry's key and
     /// value to `f`, borrowed where the engine allows (valid for that call
     /// only), and returns how many it visited. What the benchmark reads
     /// scans with, as `db_bench` does: a scan's figure is then the engine's,
     /// not that of the allocator behind per-entry copies. By default
     /// through `scan`.
-    fn scan_visit(
-        &self,
-        start: Bound<&[u8]>,
-        end: Bound<&[u8]>,
-        limit: usize,
-        reverse: bool,
-        f: &mut dyn FnMut(&[u8], &[u8]),
-    ) -> Result<usize> {
-        let got = self.scan(start, end, limit, reverse)?;
+    fn scan_visit(&self, range: ScanRange<'_>, f: &mut dyn FnMut(&[u8], &[u8])) -> Result<usize> {
+        let got = self.scan(range)?;
         for (k, v) in &got {
             f(k, v);
         }
@@ -165,25 +153,4 @@ pub trait KvStore: Send + Sync {
 
 fn no_snapshots(engine: &str) -> Error {
     Error::NotSupported(format!("the {engine} engine has no snapshots"))
-}
-
-/// Copies a bound's key.
-pub(crate) fn own_bound(b: Bound<&[u8]>) -> Bound<Vec<u8>> {
-    match b {
-        Bound::Included(k) => Bound::Included(k.to_vec()),
-        Bound::Excluded(k) => Bound::Excluded(k.to_vec()),
-        Bound::Unbounded => Bound::Unbounded,
-    }
-}
-
-/// True when no key lies between `lo` and `hi` (a start above the end, or
-/// one key excluded at either end), which `BTreeMap::range` would panic on.
-pub(crate) fn range_is_empty(lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
-    match (lo, hi) {
-        (Bound::Included(a), Bound::Included(b)) => a > b,
-        (Bound::Included(a) | Bound::Excluded(a), Bound::Included(b) | Bound::Excluded(b)) => {
-            a >= b
-        }
-        _ => false,
-    }
 }

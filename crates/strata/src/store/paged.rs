@@ -3,13 +3,12 @@
 //! end or on a change of direction. Each page is read when it is fetched, so
 //! the cursor is only as point-in-time as the engine's scans.
 
-use super::Cursor;
+use super::{Cursor, ScanRange};
 use crate::error::{Error, Result};
 use std::ops::Bound;
 
-/// Fetches up to `limit` entries in `[start, end]`, descending when `reverse`.
-pub type FetchPage =
-    Box<dyn Fn(Bound<&[u8]>, Bound<&[u8]>, usize, bool) -> Result<Vec<(Vec<u8>, Vec<u8>)>> + Send>;
+/// Fetches the entries a range selects (the engine's scan).
+pub type FetchPage = Box<dyn Fn(ScanRange<'_>) -> Result<Vec<(Vec<u8>, Vec<u8>)>> + Send>;
 
 /// A cursor over pages of range scans.
 pub struct PagedCursor {
@@ -42,7 +41,10 @@ impl PagedCursor {
             self.page.clear();
             return;
         }
-        match (self.fetch)(start, end, self.page_len, reverse) {
+        let range = ScanRange::new(start, end)
+            .limit(self.page_len)
+            .reverse(reverse);
+        match (self.fetch)(range) {
             Ok(p) => self.page = p,
             Err(e) => {
                 self.page.clear();
@@ -121,13 +123,16 @@ mod tests {
     fn over(map: BTreeMap<Vec<u8>, Vec<u8>>, page: usize) -> PagedCursor {
         let map = Arc::new(map);
         PagedCursor::new(
-            Box::new(move |s, e, limit, rev| {
-                if super::super::range_is_empty(s, e) {
+            Box::new(move |range| {
+                if range.is_empty() {
                     return Ok(Vec::new());
                 }
-                let owned = (super::super::own_bound(s), super::super::own_bound(e));
-                let r = map.range::<Vec<u8>, _>(owned);
-                let v: Vec<_> = if rev {
+                let owned = (
+                    super::super::own_bound(range.start),
+                    super::super::own_bound(range.end),
+                );
+                let (limit, r) = (range.limit, map.range::<Vec<u8>, _>(owned));
+                let v: Vec<_> = if range.reverse {
                     r.rev()
                         .take(limit)
                         .map(|(k, v)| (k.clone(), v.clone()))
@@ -182,7 +187,7 @@ mod tests {
     #[test]
     fn an_error_invalidates_and_sticks() {
         let mut c = PagedCursor::new(
-            Box::new(|_, _, _, _| {
+            Box::new(|_| {
                 Err(Error::Corruption {
                     file: "x".into(),
                     offset: 0,
