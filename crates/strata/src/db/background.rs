@@ -41,7 +41,7 @@ pub(crate) fn run(inner: &Inner) {
             let threads = inner.opts.background_threads;
             let thread_free = threads <= 1 || st.compacting_threads + 1 < threads;
             if thread_free {
-                if let Some(slot) = inner.cpu.try_compaction() {
+                if let Some(slot) = inner.admission.cpu.try_compaction() {
                     let version = st.versions.current();
                     if let Some(plan) = pick(inner, &st, &st.in_flight) {
                         st.compacting_threads += 1;

@@ -28,6 +28,7 @@ pub(super) fn flush_one<'a>(inner: &'a Inner, st: MutexGuard<'a, State>) -> Mute
         Ok(st) => st,
         Err(p) => {
             inner
+                .admission
                 .pacer
                 .lock()
                 .flush_finished(Instant::now(), 0, Duration::ZERO);
@@ -55,11 +56,11 @@ fn flush_one_unguarded<'a>(
     // A slot of the CPU budget first (`cpu.rs`), outside the mutex: a
     // running compaction gives its own within a few hundred entries. The
     // flush's time (pacing, `flush_micros`) starts once it has one.
-    let slot = MutexGuard::unlocked(&mut st, || inner.cpu.flush());
+    let slot = MutexGuard::unlocked(&mut st, || inner.admission.cpu.flush());
     let version = st.versions.current();
     let snapshots = inner.snapshot_list();
     let started = Instant::now();
-    inner.pacer.lock().flush_started(started);
+    inner.admission.pacer.lock().flush_started(started);
     let written = MutexGuard::unlocked(&mut st, || write_l0(inner, &mem, &version, snapshots));
     // Given back under the state mutex (see `cpu.rs`); what follows is
     // mostly the manifest's I/O.
@@ -120,7 +121,7 @@ fn flush_one_unguarded<'a>(
     st.flushing = false;
     match result {
         Ok((bytes, edit, keys)) => {
-            inner.pacer.lock().flush_finished(
+            inner.admission.pacer.lock().flush_finished(
                 Instant::now(),
                 mem.approximate_size() as u64,
                 started.elapsed(),
@@ -150,17 +151,13 @@ fn flush_one_unguarded<'a>(
             );
             // Logs below the new log number are flushed: no need to sync
             // them, and their files go. Outside the state mutex: a synced
-            // write may hold `unsynced_logs` while it syncs them.
+            // write may hold the retired logs while it syncs them.
             let keep_from = st.versions.log_number;
             MutexGuard::unlocked(&mut st, || {
                 // Dropped after the locks are released: dropping a mapped
                 // log unmaps it, which a synced write waiting for these
                 // locks should not sit through.
-                let flushed_logs = (
-                    take_flushed(&inner.unsynced_logs, keep_from),
-                    take_flushed(&inner.synced_logs, keep_from),
-                );
-                drop(flushed_logs);
+                drop(inner.logs.take_flushed(keep_from));
                 delete_obsolete_wals(inner, keep_from);
                 // The memtable's memory (tens of MiB) is returned here,
                 // not under the state mutex that every writer takes; so
@@ -174,6 +171,7 @@ fn flush_one_unguarded<'a>(
         }
         Err(e) => {
             inner
+                .admission
                 .pacer
                 .lock()
                 .flush_finished(Instant::now(), 0, Duration::ZERO);
@@ -252,18 +250,4 @@ impl Db {
             inner.done_cv.wait_for(&mut st, Duration::from_millis(50));
         }
     }
-}
-
-/// Takes the logs numbered below `keep_from` (their memtables are flushed)
-/// out of `logs`.
-fn take_flushed(
-    logs: &parking_lot::Mutex<Vec<crate::wal::Writer>>,
-    keep_from: u64,
-) -> Vec<crate::wal::Writer> {
-    let mut logs = logs.lock();
-    let (keep, gone) = std::mem::take(&mut *logs)
-        .into_iter()
-        .partition(|w| w.log_number() >= keep_from);
-    *logs = keep;
-    gone
 }

@@ -7,11 +7,15 @@
 //! a batch. Metadata (version set, immutable memtables, background work)
 //! lives in `State` behind one mutex that no read takes.
 
+mod admission;
 mod background;
 mod compact;
 mod designs;
 pub(crate) mod flush;
+mod logs;
+pub(crate) use admission::Admission;
 pub(crate) use designs::Designs;
+pub(crate) use logs::{LogState, Logs};
 mod read;
 mod recovery;
 mod snapshot;
@@ -29,8 +33,8 @@ use crate::stats::{LevelStats, Stats, StatsSnapshot};
 use crate::table::{BlockCache, TableOptions};
 use crate::types::SeqNo;
 use crate::version::{Version, VersionSet};
-use crate::wal;
-use arc_swap::{ArcSwap, ArcSwapOption};
+
+use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -98,14 +102,6 @@ impl State {
     }
 }
 
-/// The WAL writer and the memtable it feeds; only the write leader uses it.
-pub(crate) struct LogState {
-    pub writer: wal::Writer,
-    pub mem: Arc<MemTable>,
-    /// The directory entry of `writer`'s file is not durable yet.
-    pub dir_unsynced: bool,
-}
-
 pub(crate) struct Inner {
     pub dir: PathBuf,
     pub opts: Options,
@@ -121,19 +117,10 @@ pub(crate) struct Inner {
     pub super_version: ArcSwap<SuperVersion>,
     /// Last sequence number visible to readers.
     pub last_seq: AtomicU64,
-    pub log: Mutex<LogState>,
-    /// Logs of immutable memtables not yet `fdatasync`ed: synced by a `sync`
-    /// write before it is acknowledged (so a synced write is never durable
-    /// before the writes that precede it), dropped once flushed.
-    pub unsynced_logs: Mutex<Vec<wal::Writer>>,
-    /// Those logs once synced, kept until their memtable is flushed: the
-    /// flush drops them on its background thread (dropping a mapped log
-    /// unmaps up to 64 MiB, which a synced write should not wait for).
-    pub synced_logs: Mutex<Vec<wal::Writer>>,
-    pub writers: Mutex<write::Queue>,
-    /// Groups committed so far: writers waiting for a leader watch it
-    /// change for a few microseconds before they sleep (`write::spin_while`).
-    pub writers_epoch: AtomicU64,
+    /// The active WAL and the logs of immutable memtables (`logs.rs`).
+    pub logs: Logs,
+    /// The write leader's queue (`write.rs`).
+    pub commit: write::Commit,
     pub snapshots: Mutex<BTreeMap<SeqNo, usize>>,
     /// Held for a whole version edit (`Inner::log_and_apply`): one edit at a
     /// time goes to the manifest, while the state mutex is free for writers.
@@ -150,34 +137,10 @@ pub(crate) struct Inner {
     pub designs: Designs,
     pub stats: Stats,
     pub closed: AtomicBool,
-    /// True while nothing may hold a write back: a free memtable slot, no
-    /// L0 slowdown or stop, compaction debt under the soft limit, no
-    /// background error, not closing. Set with every super-version (and
-    /// cleared by a background error and by close), under the state
-    /// mutex; a write leader that reads it true and whose memtable has
-    /// room goes ahead without taking the state mutex (see `make_room`).
-    pub calm: AtomicBool,
-    /// True while the background threads may offer their core to other
-    /// threads (`sched::yield_point`): no L0 slowdown or stop, compaction
-    /// debt under the soft limit, no background error, not closing. Set
-    /// with every super-version.
-    pub yielding: Arc<AtomicBool>,
-    /// The oldest immutable memtable while pacing is the only thing that
-    /// holds writes back (every memtable slot taken, nothing else of
-    /// `calm` missing); `None` otherwise. Set with `calm`: a write leader
-    /// whose memtable has room paces against it without the state mutex
-    /// (see `make_room`). A leader that meets the state mutex held by a
-    /// background thread (at a switch, or as a flush starts or ends) spins,
-    /// yields its CPU to that thread, and may get it back only at the next
-    /// scheduler tick (why: docs/design/2026-11-29-code-comment-measurements.md §paced).
-    pub paced: ArcSwapOption<MemTable>,
-    /// Slows writers while a flush must finish before the next switch
-    /// (`pacing.rs`); taken last, for a few microseconds, by the write
-    /// leader and the flush.
-    pub pacer: Mutex<crate::sched::Pacer>,
-    /// How many flushes and compactions run at once
-    /// (`Options::background_cpus`, `cpu.rs`).
-    pub cpu: crate::sched::CpuBudget,
+    /// What writers and background threads read without the state mutex:
+    /// whether anything holds writes back, the pacer, the CPU budget
+    /// (`admission.rs`; set with every super-version).
+    pub admission: Admission,
     /// What the open's log replay left out, if anything (see
     /// [`Db::recovery_report`]).
     pub recovery_report: Option<String>,
@@ -199,7 +162,7 @@ impl Db {
         let inner = Arc::new(recovery::open(path.as_ref(), opts)?);
         Self::start(inner, &mut |i, inner| {
             let nice = inner.opts.background_nice;
-            let gate = Some(inner.yielding.clone());
+            let gate = Some(inner.admission.yielding.clone());
             crate::sched::spawn_background(format!("strata-bg-{i}"), nice, gate, move || {
                 background::run(&inner)
             })
@@ -228,7 +191,7 @@ impl Db {
                 Ok(t) => threads.push(t),
                 Err(e) => {
                     inner.state.lock().shutting_down = true;
-                    inner.end_fast_paths();
+                    inner.admission.end_fast_paths();
                     inner.bg_cv.notify_all();
                     inner.chunks.stop();
                     for t in threads {
@@ -274,7 +237,7 @@ impl Db {
         {
             let mut st = self.inner.state.lock();
             st.shutting_down = true;
-            self.inner.end_fast_paths();
+            self.inner.admission.end_fast_paths();
             self.inner.bg_cv.notify_all();
             self.inner.done_cv.notify_all();
             // A compaction may run in a caller's thread (`compact_range`):
@@ -300,7 +263,7 @@ impl Db {
         // Make the logs durable even if the flush failed: older logs first,
         // so that a power loss never keeps a newer log without an older one.
         let synced = {
-            let mut log = self.inner.log.lock();
+            let mut log = self.inner.logs.active.lock();
             self.inner
                 .sync_before_current_log(&mut log)
                 .and_then(|()| log.writer.sync_final())
@@ -429,13 +392,7 @@ impl Inner {
             && st.compaction_debt < self.opts.soft_pending_compaction_bytes_limit
             && st.bg_error.is_none()
             && !st.shutting_down;
-        self.paced.store(if behind && unhindered {
-            st.imm.first().cloned()
-        } else {
-            None
-        });
-        self.calm.store(!behind && unhindered, Ordering::Release);
-        self.yielding.store(unhindered, Ordering::Relaxed);
+        self.admission.publish(behind, unhindered, st.imm.first());
         self.super_version.swap(Arc::new(SuperVersion {
             mem: st.mem.clone(),
             imm,
@@ -490,15 +447,6 @@ impl Inner {
         self.snapshots.lock().keys().copied().collect()
     }
 
-    /// Closes the paths that skip the state mutex (a background error, or
-    /// closing): writers see `calm` false and take the mutex, none paces
-    /// against a memtable, and background threads keep their core.
-    fn end_fast_paths(&self) {
-        self.calm.store(false, Ordering::Release);
-        self.yielding.store(false, Ordering::Relaxed);
-        self.paced.store(None);
-    }
-
     /// Records a background failure: writes stop until reopen.
     /// After background work (a flush, a compaction) panicked and its guards
     /// were dropped by the unwinding: locks the state, lets `tidy` release
@@ -521,7 +469,7 @@ impl Inner {
     pub(crate) fn set_bg_error(&self, st: &mut State, e: Error) {
         if st.bg_error.is_none() {
             st.bg_error = Some(e);
-            self.end_fast_paths();
+            self.admission.end_fast_paths();
         }
         self.done_cv.notify_all();
     }

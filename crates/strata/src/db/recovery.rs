@@ -2,7 +2,7 @@
 //! they held to L0 tables, start a fresh WAL and manifest, and remove files
 //! no version needs.
 
-use super::{Inner, LogState, State};
+use super::{Admission, Inner, LogState, Logs, State};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::filename::{self, wal_path, FileKind, CURRENT, LOCK};
@@ -305,27 +305,20 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
             version: Arc::new(crate::version::Version::new(num_levels)),
         }),
         last_seq: AtomicU64::new(max_seq),
-        log: Mutex::new(LogState {
+        logs: Logs::new(LogState {
             writer,
             mem,
             dir_unsynced: false,
         }),
-        unsynced_logs: Mutex::new(Vec::new()),
-        synced_logs: Mutex::new(Vec::new()),
-        writers: Mutex::new(Default::default()),
-        writers_epoch: AtomicU64::new(0),
+        commit: Default::default(),
         snapshots: Mutex::new(BTreeMap::new()),
         apply: Mutex::new(()),
         tables,
         designs,
         stats: Stats::default(),
         closed: AtomicBool::new(false),
-        // Set by the first super-version, installed before any write.
-        calm: AtomicBool::new(false),
-        yielding: Arc::new(AtomicBool::new(false)),
-        paced: arc_swap::ArcSwapOption::empty(),
-        pacer: parking_lot::Mutex::new(crate::sched::Pacer::new()),
-        cpu: crate::sched::CpuBudget::new(crate::sched::CpuBudget::slots_for(opts.background_cpus)),
+        // Opened by the first super-version, installed before any write.
+        admission: Admission::new(opts.background_cpus),
         opts,
         recovery_report,
         _lock: lock,

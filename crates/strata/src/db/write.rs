@@ -17,8 +17,8 @@ use crate::stats::Stats;
 use crate::wal;
 use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
-use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -130,6 +130,16 @@ thread_local! {
     static SLOT: Arc<Slot> = new_slot();
 }
 
+/// The commit queue: writers waiting for a leader, and how many groups
+/// were committed.
+#[derive(Default)]
+pub(crate) struct Commit {
+    pub queue: Mutex<Queue>,
+    /// Groups committed so far: writers waiting for a leader watch it
+    /// change for a few microseconds before they sleep (`spin_while`).
+    pub epoch: AtomicU64,
+}
+
 /// Writers waiting for, or being served by, a leader.
 #[derive(Default)]
 pub(crate) struct Queue {
@@ -174,7 +184,7 @@ impl Inner {
         // gets a slot of its own.
         let slot = SLOT.try_with(Arc::clone).unwrap_or_else(|_| new_slot());
         slot.done.store(false, Ordering::Relaxed);
-        let mut q = self.writers.lock();
+        let mut q = self.commit.queue.lock();
         q.pending.push_back(Pending {
             batch,
             sync,
@@ -199,10 +209,10 @@ impl Inner {
                 // a wake-up cost more than a whole put). Then look again
                 // under the lock.
                 spun = true;
-                let seen = self.writers_epoch.load(Ordering::Acquire);
+                let seen = self.commit.epoch.load(Ordering::Acquire);
                 parking_lot::MutexGuard::unlocked(&mut q, || {
                     spin_while(|| {
-                        !slot.is_done() && self.writers_epoch.load(Ordering::Acquire) == seen
+                        !slot.is_done() && self.commit.epoch.load(Ordering::Acquire) == seen
                     })
                 });
                 continue;
@@ -267,14 +277,14 @@ impl Inner {
         for p in group.iter().skip(1) {
             p.slot.finish(result.clone());
         }
-        let mut q = self.writers.lock();
+        let mut q = self.commit.queue.lock();
         if group.iter().any(|p| p.sync) {
             q.last_sync_group = group.len();
         }
         q.leader_active = false;
         q.leader_syncs = false;
         let next = q.pending.front().map(|p| Arc::clone(&p.slot));
-        self.writers_epoch.fetch_add(1, Ordering::Release);
+        self.commit.epoch.fetch_add(1, Ordering::Release);
         drop(q);
         if let Some(slot) = next {
             slot.wake();
@@ -286,7 +296,7 @@ impl Inner {
         let force_switch = group.iter().any(|p| p.force_switch);
         let sync = group.iter().any(|p| p.sync);
         let bytes = group.iter().map(|p| p.batch.approximate_size()).sum();
-        let mut log = self.log.lock();
+        let mut log = self.logs.active.lock();
         self.make_room(&mut log, force_switch, bytes)?;
 
         let (first, rest) = match group.split_first_mut() {
@@ -379,10 +389,10 @@ impl Inner {
         // room: nothing holds writes back (one mutex less per write
         // group), or only pacing does (see `Inner::paced`).
         if !force_switch && log.mem.approximate_size() < self.opts.write_buffer_size {
-            if self.calm.load(Ordering::Acquire) {
+            if self.admission.calm.load(Ordering::Acquire) {
                 return Ok(());
             }
-            if let Some(oldest) = self.paced.load_full() {
+            if let Some(oldest) = self.admission.paced.load_full() {
                 if let Some(wait) = self.pace(log, Some(&oldest), bytes) {
                     self.pace_sleep(wait);
                 }
@@ -469,7 +479,7 @@ impl Inner {
     ) -> Option<Duration> {
         let now = Instant::now();
         let Some(oldest) = oldest else {
-            self.pacer.lock().idle(now);
+            self.admission.pacer.lock().idle(now);
             return None;
         };
         let room = self
@@ -481,7 +491,8 @@ impl Inner {
             return None;
         }
         let flushing = oldest.approximate_size();
-        self.pacer
+        self.admission
+            .pacer
             .lock()
             .delay(now, bytes, room, flushing, oldest.flush_progress())
     }
@@ -493,7 +504,7 @@ impl Inner {
         log: &mut super::LogState,
     ) -> Result<()> {
         // A fresh memtable: pacing (if still needed) starts from now.
-        self.pacer.lock().idle(Instant::now());
+        self.admission.pacer.lock().idle(Instant::now());
         // The log a background thread made ahead (`spare_log.rs`), or one
         // made here. Any failure here stops writes, as a failed WAL append
         // does: the database refuses writes until it is reopened (RocksDB
@@ -521,7 +532,7 @@ impl Inner {
         let number = writer.log_number();
         // The old log, and the new log's directory entry, are synced later,
         // off the write path: before the next `sync` write is acknowledged
-        // (see `unsynced_logs`, `dir_unsynced`). A 64 MiB fdatasync here
+        // (see `Logs`, `dir_unsynced`). A 64 MiB fdatasync here
         // would stall every writer.
         let old = std::mem::replace(
             &mut log.mem,
@@ -533,7 +544,7 @@ impl Inner {
         );
         let old_writer = std::mem::replace(&mut log.writer, writer);
         log.dir_unsynced = true;
-        self.unsynced_logs.lock().push(old_writer);
+        self.logs.retire(old_writer);
         st.mem = log.mem.clone();
         st.imm.push(old);
         // The replaced super-version holds only what the new one holds too
@@ -545,24 +556,14 @@ impl Inner {
 }
 
 impl Inner {
-    /// Syncs the logs of immutable memtables (see `unsynced_logs`).
     /// Makes everything before the current log's records durable: the
-    /// older logs, then the directory entry of the current log's file.
+    /// logs of immutable memtables (`Logs::sync_retired`), then the
+    /// directory entry of the current log's file.
     pub(crate) fn sync_before_current_log(&self, log: &mut LogState) -> Result<()> {
-        self.sync_old_logs()?;
+        self.logs.sync_retired(&self.stats)?;
         if log.dir_unsynced {
             self.opts.fs.sync_dir(&self.dir)?;
             log.dir_unsynced = false;
-        }
-        Ok(())
-    }
-
-    pub(crate) fn sync_old_logs(&self) -> Result<()> {
-        let mut logs = self.unsynced_logs.lock();
-        while let Some(w) = logs.first_mut() {
-            w.sync_final()?;
-            Stats::add(&self.stats.wal_syncs, 1);
-            self.synced_logs.lock().push(logs.remove(0));
         }
         Ok(())
     }

@@ -1,0 +1,80 @@
+//! The write-ahead logs of an open database: the active one the write
+//! leader appends to, and the logs of immutable memtables until their
+//! flush. Lock order: `active` → (the state mutex) → `unsynced` →
+//! `synced`.
+
+use crate::error::Result;
+use crate::memtable::MemTable;
+use crate::stats::Stats;
+use crate::wal;
+use parking_lot::Mutex;
+use std::sync::Arc;
+
+/// The WAL writer and the memtable it feeds; only the write leader uses it.
+pub(crate) struct LogState {
+    pub writer: wal::Writer,
+    pub mem: Arc<MemTable>,
+    /// The directory entry of `writer`'s file is not durable yet.
+    pub dir_unsynced: bool,
+}
+
+/// See the module doc.
+pub(crate) struct Logs {
+    pub active: Mutex<LogState>,
+    /// Logs of immutable memtables not yet `fdatasync`ed: synced by a `sync`
+    /// write before it is acknowledged (so a synced write is never durable
+    /// before the writes that precede it), dropped once flushed.
+    unsynced: Mutex<Vec<wal::Writer>>,
+    /// Those logs once synced, kept until their memtable is flushed: the
+    /// flush drops them on its background thread (dropping a mapped log
+    /// unmaps up to 64 MiB, which a synced write should not wait for).
+    synced: Mutex<Vec<wal::Writer>>,
+}
+
+impl Logs {
+    /// `active` as the only log.
+    pub fn new(active: LogState) -> Self {
+        Logs {
+            active: Mutex::new(active),
+            unsynced: Mutex::new(Vec::new()),
+            synced: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Keeps `writer`, the log of a memtable just made immutable, until a
+    /// `sync` write syncs it or its flush drops it.
+    pub fn retire(&self, writer: wal::Writer) {
+        self.unsynced.lock().push(writer);
+    }
+
+    /// Syncs the logs of immutable memtables, oldest first (each sync
+    /// counted in `stats.wal_syncs`); on an error the rest stay unsynced.
+    pub fn sync_retired(&self, stats: &Stats) -> Result<()> {
+        let mut logs = self.unsynced.lock();
+        while let Some(w) = logs.first_mut() {
+            w.sync_final()?;
+            Stats::add(&stats.wal_syncs, 1);
+            self.synced.lock().push(logs.remove(0));
+        }
+        Ok(())
+    }
+
+    /// Takes the retired logs numbered below `keep_from` (their memtables
+    /// are flushed), synced or not, for the caller to drop outside every
+    /// lock.
+    pub fn take_flushed(&self, keep_from: u64) -> Vec<wal::Writer> {
+        let mut gone = take_below(&self.unsynced, keep_from);
+        gone.extend(take_below(&self.synced, keep_from));
+        gone
+    }
+}
+
+/// The writers of `logs` numbered below `keep_from`, removed from it.
+fn take_below(logs: &Mutex<Vec<wal::Writer>>, keep_from: u64) -> Vec<wal::Writer> {
+    let mut logs = logs.lock();
+    let (keep, gone) = std::mem::take(&mut *logs)
+        .into_iter()
+        .partition(|w| w.log_number() >= keep_from);
+    *logs = keep;
+    gone
+}
