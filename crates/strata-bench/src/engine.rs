@@ -104,7 +104,7 @@ pub fn strata_options(settings: &EngineSettings, extra: &str) -> Result<Options,
         // synced mode is its `--sync`) and the spec's own options.
         let mut o = Options::default();
         if settings.sync {
-            o.kvell_durability = strata::KvellDurability::Synced;
+            o.kvell.durability = strata::KvellDurability::Synced;
         }
         o.apply(extra)
             .map_err(|e| BenchError::Usage(e.to_string()))?;
@@ -125,9 +125,9 @@ pub fn strata_options(settings: &EngineSettings, extra: &str) -> Result<Options,
         .background_nice(0);
     // KVell keeps no memtable and no block cache: its page cache gets what
     // an LSM may hold in memory (the block cache and one memtable).
-    o.kvell_page_cache = (settings.block_cache_size + settings.write_buffer_size) as u64;
+    o.kvell.page_cache = (settings.block_cache_size + settings.write_buffer_size) as u64;
     if settings.sync {
-        o.kvell_durability = strata::KvellDurability::Synced;
+        o.kvell.durability = strata::KvellDurability::Synced;
     }
     o.apply(&format!("compression={}", settings.compression))
         .map_err(|e| BenchError::Usage(e.to_string()))?;
@@ -238,8 +238,8 @@ mod tests {
             ..own.clone()
         };
         let o = strata_options(&synced, "engine=kvell")?;
-        assert_eq!(o.kvell_durability, strata::KvellDurability::Synced);
-        assert_eq!(o.kvell_page_cache, Options::default().kvell_page_cache);
+        assert_eq!(o.kvell.durability, strata::KvellDurability::Synced);
+        assert_eq!(o.kvell.page_cache, Options::default().kvell.page_cache);
         // What the report prints for it.
         let opened_dir = tempfile::tempdir().map_err(|e| BenchError::Io("tmp".into(), e))?;
         let opened = open(&EngineKind::Strata(String::new()), &own, opened_dir.path())?;

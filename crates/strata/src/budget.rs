@@ -130,7 +130,7 @@ impl MemoryBudget {
         }
         let cache = share(self.block_cache).max(MIN_BLOCK_CACHE);
         opts.block_cache_size = opts.block_cache_size.min(cache);
-        opts.kvell_page_cache = opts.kvell_page_cache.min(self.memtables);
+        opts.kvell.page_cache = opts.kvell.page_cache.min(self.memtables);
     }
 }
 

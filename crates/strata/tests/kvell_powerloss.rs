@@ -566,7 +566,7 @@ fn power_loss_on_a_drive_that_tears_sectors() {
 #[test]
 fn power_loss_during_an_update_of_a_multi_page_item() {
     let mut o = options();
-    o.kvell_workers = 1;
+    o.kvell.workers = 1;
     let big = |b: u8| Some(vec![b; 5000]);
     let batches: Vec<Batch> = vec![
         vec![(b"k".to_vec(), big(1))],
@@ -584,7 +584,7 @@ fn power_loss_during_an_update_of_a_multi_page_item() {
 #[test]
 fn kill_then_power_loss_after_recovery() {
     let mut o = options();
-    o.kvell_workers = 1;
+    o.kvell.workers = 1;
     let batches: Vec<Batch> = vec![
         vec![(b"k".to_vec(), Some(vec![1; 30]))],
         vec![(b"k".to_vec(), Some(vec![2; 700]))],
@@ -623,7 +623,7 @@ fn written() -> Options {
 #[test]
 fn power_loss_under_written_keeps_what_was_flushed() {
     let mut o = written();
-    o.kvell_workers = 1;
+    o.kvell.workers = 1;
     let batches: Vec<Batch> = vec![
         vec![(b"k".to_vec(), Some(vec![1; 30]))],
         vec![(b"j".to_vec(), Some(vec![2; 30]))],
@@ -668,7 +668,7 @@ fn power_loss_under_written_keeps_what_was_flushed() {
 #[test]
 fn power_loss_after_a_class_change_and_delete_in_one_batch() {
     let mut o = options();
-    o.kvell_workers = 1;
+    o.kvell.workers = 1;
     let small = |b: u8| Some(vec![b; 30]);
     let mid = |b: u8| Some(vec![b; 700]);
     let batches: Vec<Batch> = vec![
@@ -688,7 +688,7 @@ fn power_loss_after_a_class_change_and_delete_in_one_batch() {
 #[test]
 fn a_synced_delete_under_written_outlives_a_kill() {
     let mut o = written();
-    o.kvell_workers = 1;
+    o.kvell.workers = 1;
     let tmp = tempfile::tempdir().expect("tempdir");
     let j = Arc::new(Journal::default());
     j.crash_at.store(u64::MAX, Ordering::SeqCst);
@@ -724,7 +724,7 @@ fn a_synced_delete_under_written_outlives_a_kill() {
 #[test]
 fn a_failed_flush_poisons_the_worker() {
     let mut o = written();
-    o.kvell_workers = 1;
+    o.kvell.workers = 1;
     let tmp = tempfile::tempdir().expect("tempdir");
     let j = Arc::new(Journal::default());
     j.crash_at.store(u64::MAX, Ordering::SeqCst);

@@ -35,17 +35,19 @@ impl Designs {
                 ),
                 PickerKind::Stale => (
                     Box::new(picker::Stale),
-                    Arc::new(crate::stale::StaleTracker::new(opts.update_table_size)),
+                    Arc::new(crate::stale::StaleTracker::new(
+                        opts.stale.update_table_size,
+                    )),
                 ),
             };
         let local = |subtasks, mode| Box::new(executor::Local { subtasks, mode });
         let decision = || {
             executor::Mode::Decide(executor::Decision::new(
-                opts.copro_alpha,
-                opts.copro_beta,
+                opts.copro.alpha,
+                opts.copro.beta,
                 1.0,
-                opts.copro_threshold,
-                opts.copro_large_value,
+                opts.copro.threshold,
+                opts.copro.large_value,
             ))
         };
         let executor: Box<dyn executor::Executor> = match &opts.executor {
@@ -56,7 +58,7 @@ impl Designs {
             ExecutorKind::CoproPlus(n) => local(*n, decision()),
             ExecutorKind::Offload(addr) => Box::new(executor::offload::Offload::new(
                 addr,
-                std::time::Duration::from_millis(opts.offload_timeout_ms),
+                std::time::Duration::from_millis(opts.copro.offload_timeout_ms),
                 decision(),
             )),
         };

@@ -91,7 +91,7 @@ pub struct Kvell {
 impl Kvell {
     /// Opens (by default creating) the KVell store in `dir`.
     pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<Kvell> {
-        let (choice, batch) = (opts.kvell_io, opts.kvell_batch);
+        let (choice, batch) = (opts.kvell.io, opts.kvell.batch);
         Kvell::open_with_io(dir, opts, &move || io::backend(choice, batch))
     }
 
@@ -131,7 +131,7 @@ impl Kvell {
             let b = std::fs::read(&meta).map_err(|e| Error::io(&meta, e))?;
             format::decode_meta(&b, &meta)?
         } else {
-            let w = match opts.kvell_workers {
+            let w = match opts.kvell.workers {
                 0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
                 n => n,
             }
@@ -171,7 +171,7 @@ impl Kvell {
         let page_cache = {
             let mut sized = opts.clone();
             crate::budget::MemoryBudget::for_options(&opts).apply(&mut sized);
-            sized.kvell_page_cache
+            sized.kvell.page_cache
         };
         let per_worker_cache = page_cache / u64::from(workers);
         // Open every worker (each scans its own slabs) in parallel. Every
@@ -184,11 +184,11 @@ impl Kvell {
                 dir: dir.clone(),
                 id,
                 workers,
-                durability: opts.kvell_durability,
-                direct: opts.kvell_direct,
-                batch: opts.kvell_batch,
+                durability: opts.kvell.durability,
+                direct: opts.kvell.direct,
+                batch: opts.kvell.batch,
                 cache_bytes: per_worker_cache,
-                on_damage: opts.kvell_on_damage,
+                on_damage: opts.kvell.on_damage,
             };
             let io = match make_io() {
                 Ok(io) => io,
@@ -255,9 +255,9 @@ impl Kvell {
         }
         let describe = format!(
             "workers={workers},kvell_page_cache={},kvell_durability={},io={io_backend},direct={direct},kvell_batch={}",
-            opts.kvell_page_cache,
-            opts.kvell_durability.name(),
-            opts.kvell_batch
+            opts.kvell.page_cache,
+            opts.kvell.durability.name(),
+            opts.kvell.batch
         );
         Ok(Kvell {
             inner: Arc::new(Inner {
@@ -266,7 +266,7 @@ impl Kvell {
                 closed: AtomicBool::new(false),
                 closing: Mutex::new(()),
                 lock: Mutex::new(Some(lock)),
-                durability: opts.kvell_durability,
+                durability: opts.kvell.durability,
                 io_backend,
                 describe,
                 recovery_report,

@@ -25,7 +25,7 @@ fn puts_gets_deletes_across_classes_and_reopen() -> Result<()> {
         let mut model = BTreeMap::new();
         {
             let mut o = opts("");
-            o.kvell_io = io;
+            o.kvell.io = io;
             let s = Kvell::open(&path, o)?;
             for i in 0..300u32 {
                 let k = format!("key{i:05}").into_bytes();
@@ -54,7 +54,7 @@ fn puts_gets_deletes_across_classes_and_reopen() -> Result<()> {
             assert!(matches!(s.get(b"x"), Err(Error::Closed)));
         }
         let mut o = opts("");
-        o.kvell_io = io;
+        o.kvell.io = io;
         let s = Kvell::open(&path, o)?;
         let all = s.scan(ScanRange::all())?;
         assert_eq!(all, model.clone().into_iter().collect::<Vec<_>>());
@@ -294,7 +294,7 @@ fn an_item_whose_slot_runs_past_the_end_of_its_file_reads() -> Result<()> {
     for io in [KvellIo::Pread, KvellIo::Auto] {
         let d = dir();
         let mut o = opts("kvell_workers=1,kvell_page_cache=0,kvell_direct=false");
-        o.kvell_io = io;
+        o.kvell.io = io;
         let v = vec![7u8; 17_000];
         let s = Kvell::open(d.path(), o.clone())?;
         s.put(b"big", &v)?;

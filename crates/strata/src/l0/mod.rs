@@ -150,7 +150,7 @@ pub fn design(opts: &mut Options) -> Box<dyn L0Container> {
     match opts.l0 {
         L0Kind::Tables => Box::new(Tables),
         L0Kind::Matrix => {
-            opts.max_bytes_for_level_base = opts.max_bytes_for_level_base.max(opts.matrix_capacity);
+            opts.max_bytes_for_level_base = opts.max_bytes_for_level_base.max(opts.matrix.capacity);
             Box::new(Matrix)
         }
     }
@@ -266,8 +266,8 @@ impl L0Container for Matrix {
     fn pressure(&self, v: &dyn Levels, opts: &Options) -> Pressure {
         let held = v.rows().remaining_bytes();
         Pressure {
-            slow: held.saturating_mul(6) >= opts.matrix_capacity.saturating_mul(5),
-            stop: held >= opts.matrix_capacity,
+            slow: held.saturating_mul(6) >= opts.matrix.capacity.saturating_mul(5),
+            stop: held >= opts.matrix.capacity,
         }
     }
 

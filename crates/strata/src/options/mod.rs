@@ -258,33 +258,10 @@ options! {
         memory_budget: i64 = -1, rocksdb "WriteBufferManager and block cache charging";
         /// Storage of level 0. Default `Tables`.
         l0: L0Kind = L0Kind::Tables;
-        /// The fast tier holding the matrix container's rows (`l0=matrix`):
-        /// tmpfs (`/dev/shm/...`) stands in for persistent memory. `None`: the
-        /// database directory. Default `None`.
-        fast_dir: Option<std::path::PathBuf> = None;
-        /// Bytes the matrix container may hold. Column compaction starts at
-        /// 2/3 of it; flushes wait while it is full; L1's target is raised to
-        /// at least this (the thesis: L1 ≈ the container). Default 1 GiB.
-        matrix_capacity: u64 = 1 << 30, range 64 * KIB as u64..;
-        /// Target bytes of one column compaction (rows' part plus the L1
-        /// tables it meets). Default 64 MiB.
-        matrix_column_bytes: u64 = 64 * MIB as u64, range 1..;
-        /// Rows per segment bloom filter. Default 50 (the thesis').
-        matrix_segment_rows: usize = 50, range 1..;
-        /// Narrow each next row's search with the cross-row hints (off: a full
-        /// binary search per row, to measure what the hints save). Default true.
-        matrix_hints: bool = true;
         /// Compaction executor. Default `Linear`.
         executor: ExecutorKind = ExecutorKind::Linear;
         /// Compaction picker. Default `Leveled`.
         compaction_picker: PickerKind = PickerKind::Leveled;
-        /// Bytes of the update table (`Stale` picker): user key + 8 B table id
-        /// + 8 B sequence + bookkeeping per entry. Default 64 MiB (the paper's).
-        update_table_size: usize = 64 * MIB, range 4 * KIB..;
-        /// Share of a table's entries that must be stale before the `Stale`
-        /// picker compacts it early (0 < t ≤ 1). Default 0.5 (the paper's
-        /// 1,000 stale keys in a ~2,000-entry table).
-        stale_threshold: f64 = 0.5;
         /// Read-triggered compaction (LevelDB's seek compaction): a table is
         /// charged a miss when a point lookup read one of its blocks in vain
         /// before reading another table (misses its bloom filter rules out are
@@ -295,43 +272,80 @@ options! {
         /// merged into the next level when the picker has no size-triggered
         /// (or, with the stale picker, early) plan it can start. Default true.
         read_compaction: bool = true;
-        /// CoPro+ decision (`executor=copro+`): a value larger than this is
-        /// "large". Default 256 B: re-derived on the reference machine with
-        /// the paper's §3.3 procedure (pipelining's bandwidth gain stops paying
-        /// for its CPU growth between 100 B and 256 B values; the paper's host
-        /// setting is 32 KB; why: docs/design/2026-11-29-code-comment-measurements.md
-        /// §copro-large-value).
-        copro_large_value: u64 = 256;
-        /// CoPro+ decision: a sub-task whose `f` reaches this runs linear.
-        /// Default 0.7 (the paper's).
-        copro_threshold: f64 = 0.7;
-        /// CoPro+ weight α of CPU load in `f` (the value-size weight φ is
-        /// 1). Default 0 (the paper's tested setting).
-        copro_alpha: f64 = 0.0;
-        /// CoPro+ weight β of memory use in `f`. Default 0 (the paper's
-        /// tested setting).
-        copro_beta: f64 = 0.0;
-        /// How long the host waits for a compaction worker's answer before it
-        /// runs the sub-task itself (`executor=offload`). Default 300 s.
-        offload_timeout_ms: u64 = 300_000, range 1..;
         /// The engine `strata::open` runs (`Db::open` is always the LSM).
         engine: EngineKind = EngineKind::Lsm;
-        /// KVell's worker threads, each owning a key partition (0 = one per
-        /// core). Fixed when the database is created.
-        kvell_workers: usize = 0, range ..=256;
-        /// Bytes of 4 KiB pages all KVell workers together may cache.
-        kvell_page_cache: u64 = 64 << 20;
-        /// When KVell acknowledges a write.
-        kvell_durability: KvellDurability = KvellDurability::Written;
-        /// How KVell submits I/O.
-        kvell_io: KvellIo = KvellIo::Auto;
-        /// Open KVell's slab files with O_DIRECT (where the file system
-        /// allows it; tmpfs does not).
-        kvell_direct: bool = true;
-        /// Most I/Os a KVell worker submits at once.
-        kvell_batch: usize = 64, range 1..=1024;
-        /// What the open does with damaged slots. Default `keep`.
-        kvell_on_damage: KvellOnDamage = KvellOnDamage::Keep;
+    }
+    designs {
+        /// The matrix container's knobs (`l0=matrix`).
+        matrix: MatrixOptions {
+            /// The fast tier holding the matrix container's rows (`l0=matrix`):
+            /// tmpfs (`/dev/shm/...`) stands in for persistent memory. `None`: the
+            /// database directory. Default `None`.
+            fast_dir => dir: Option<std::path::PathBuf> = None;
+            /// Bytes the matrix container may hold. Column compaction starts at
+            /// 2/3 of it; flushes wait while it is full; L1's target is raised to
+            /// at least this (the thesis: L1 ≈ the container). Default 1 GiB.
+            matrix_capacity => capacity: u64 = 1 << 30, range 64 * KIB as u64..;
+            /// Target bytes of one column compaction (rows' part plus the L1
+            /// tables it meets). Default 64 MiB.
+            matrix_column_bytes => column_bytes: u64 = 64 * MIB as u64, range 1..;
+            /// Rows per segment bloom filter. Default 50 (the thesis').
+            matrix_segment_rows => segment_rows: usize = 50, range 1..;
+            /// Narrow each next row's search with the cross-row hints (off: a full
+            /// binary search per row, to measure what the hints save). Default true.
+            matrix_hints => hints: bool = true;
+        }
+        /// Active compaction's knobs (`compaction_picker=stale`).
+        stale: StaleOptions {
+            /// Bytes of the update table (`Stale` picker): user key + 8 B table id
+            /// + 8 B sequence + bookkeeping per entry. Default 64 MiB (the paper's).
+            update_table_size => update_table_size: usize = 64 * MIB, range 4 * KIB..;
+            /// Share of a table's entries that must be stale before the `Stale`
+            /// picker compacts it early (0 < t ≤ 1). Default 0.5 (the paper's
+            /// 1,000 stale keys in a ~2,000-entry table).
+            stale_threshold => threshold: f64 = 0.5;
+        }
+        /// CoPro's knobs (`executor=copro+`, `executor=offload`).
+        copro: CoproOptions {
+            /// CoPro+ decision (`executor=copro+`): a value larger than this is
+            /// "large". Default 256 B: re-derived on the reference machine with
+            /// the paper's §3.3 procedure (pipelining's bandwidth gain stops paying
+            /// for its CPU growth between 100 B and 256 B values; the paper's host
+            /// setting is 32 KB; why: docs/design/2026-11-29-code-comment-measurements.md
+            /// §copro-large-value).
+            copro_large_value => large_value: u64 = 256;
+            /// CoPro+ decision: a sub-task whose `f` reaches this runs linear.
+            /// Default 0.7 (the paper's).
+            copro_threshold => threshold: f64 = 0.7;
+            /// CoPro+ weight α of CPU load in `f` (the value-size weight φ is
+            /// 1). Default 0 (the paper's tested setting).
+            copro_alpha => alpha: f64 = 0.0;
+            /// CoPro+ weight β of memory use in `f`. Default 0 (the paper's
+            /// tested setting).
+            copro_beta => beta: f64 = 0.0;
+            /// How long the host waits for a compaction worker's answer before it
+            /// runs the sub-task itself (`executor=offload`). Default 300 s.
+            offload_timeout_ms => offload_timeout_ms: u64 = 300_000, range 1..;
+        }
+        /// The KVell engine's knobs (`engine=kvell`).
+        kvell: KvellOptions {
+            /// KVell's worker threads, each owning a key partition (0 = one per
+            /// core). Fixed when the database is created.
+            kvell_workers => workers: usize = 0, range ..=256;
+            /// Bytes of 4 KiB pages all KVell workers together may cache.
+            kvell_page_cache => page_cache: u64 = 64 << 20;
+            /// When KVell acknowledges a write.
+            kvell_durability => durability: KvellDurability = KvellDurability::Written;
+            /// How KVell submits I/O.
+            kvell_io => io: KvellIo = KvellIo::Auto;
+            /// Open KVell's slab files with O_DIRECT (where the file system
+            /// allows it; tmpfs does not).
+            kvell_direct => direct: bool = true;
+            /// Most I/Os a KVell worker submits at once.
+            kvell_batch => batch: usize = 64, range 1..=1024;
+            /// What the open does with damaged slots. Default `keep`.
+            kvell_on_damage => on_damage: KvellOnDamage = KvellOnDamage::Keep;
+        }
     }
     other {
         /// The file layer; tests substitute a fault-injecting one. Default the OS.
@@ -401,11 +415,11 @@ impl Options {
         if self.memory_budget < -1 || (1..1 << 20).contains(&self.memory_budget) {
             return bad("memory_budget must be -1 (half of memory), 0 (none) or at least 1 MiB");
         }
-        if !(self.stale_threshold > 0.0 && self.stale_threshold <= 1.0) {
+        if !(self.stale.threshold > 0.0 && self.stale.threshold <= 1.0) {
             return bad("stale_threshold must be in (0, 1]");
         }
         let finite = |x: f64| x.is_finite() && x >= 0.0;
-        if !(finite(self.copro_threshold) && finite(self.copro_alpha) && finite(self.copro_beta)) {
+        if !(finite(self.copro.threshold) && finite(self.copro.alpha) && finite(self.copro.beta)) {
             return bad("copro_threshold, copro_alpha and copro_beta must be finite and >= 0");
         }
         // A row addresses its cells with 32-bit offsets; a memtable holds at

@@ -40,6 +40,9 @@ impl Options {
             if let Some(r) = o.rocksdb {
                 let _ = write!(s, "; RocksDB: `{r}`");
             }
+            if o.field != o.name {
+                let _ = write!(s, "; field `Options::{}`", o.field);
+            }
             s.push_str(".\n\n");
             for line in o.doc.lines() {
                 let _ = writeln!(s, "{}", line.strip_prefix(' ').unwrap_or(line));

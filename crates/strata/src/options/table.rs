@@ -11,6 +11,9 @@
 #[derive(Debug, Clone, Copy)]
 pub struct OptionInfo {
     pub name: &'static str,
+    /// Where the value lives in `Options`: the name, or for a design's
+    /// knob its group and field (`matrix.capacity`).
+    pub field: &'static str,
     /// The field's Rust type.
     pub ty: &'static str,
     /// The field's doc comment, a line per line.
@@ -23,8 +26,11 @@ pub struct OptionInfo {
 }
 
 /// Declares `Options` from its table: `text { rows }` are the options
-/// that read and print as text, `other { rows }` the fields that do not
-/// (the file layer, the listeners).
+/// that read and print as text; `designs { group: Struct { rows } }` are
+/// text options too, each design's knobs nested in a struct of their own
+/// (`opts.matrix.capacity`), a row naming the option users type before
+/// `=>` (`matrix_capacity => capacity: ...`); `other { rows }` are the
+/// fields that do not read as text (the file layer, the listeners).
 macro_rules! options {
     (
         text {
@@ -35,6 +41,19 @@ macro_rules! options {
                 $(, rocksdb $rocks:literal)? ;
             )*
         }
+        designs {
+            $(
+                $(#[doc = $gdoc:literal])*
+                $group:ident : $gty:ident {
+                    $(
+                        $(#[doc = $fdoc:literal])*
+                        $fname:ident => $field:ident : $fty:ty = $fdefault:expr
+                        $(, range $frange:expr)?
+                        $(, rocksdb $frocks:literal)? ;
+                    )*
+                }
+            )*
+        }
         other {
             $( $(#[doc = $odoc:literal])* $oname:ident : $oty:ty = $odefault:expr ; )*
         }
@@ -43,13 +62,36 @@ macro_rules! options {
         #[derive(Clone)]
         pub struct Options {
             $( $(#[doc = $doc])* pub $name: $ty, )*
+            $( $(#[doc = $gdoc])* pub $group: $gty, )*
             $( $(#[doc = $odoc])* pub $oname: $oty, )*
         }
+
+        $(
+            $(#[doc = $gdoc])*
+            #[derive(Debug, Clone, PartialEq)]
+            pub struct $gty {
+                $(
+                    $(#[doc = $fdoc])*
+                    #[doc = ""]
+                    #[doc = concat!("Option `", stringify!($fname), "`.")]
+                    pub $field: $fty,
+                )*
+            }
+
+            impl Default for $gty {
+                fn default() -> Self {
+                    $gty {
+                        $( $field: $fdefault, )*
+                    }
+                }
+            }
+        )*
 
         impl Default for Options {
             fn default() -> Self {
                 Options {
                     $( $name: $default, )*
+                    $( $group: $gty::default(), )*
                     $( $oname: $odefault, )*
                 }
             }
@@ -64,6 +106,14 @@ macro_rules! options {
                     self
                 }
             )*
+            $($(
+                #[doc = concat!("Sets `", stringify!($fname), "` (`", stringify!($group), ".", stringify!($field), "`).")]
+                #[must_use]
+                pub fn $fname(mut self, v: $fty) -> Self {
+                    self.$group.$field = v;
+                    self
+                }
+            )*)*
 
             /// Every option that reads and prints as text, in the order
             /// `Display` prints them.
@@ -71,12 +121,23 @@ macro_rules! options {
                 $(
                     OptionInfo {
                         name: stringify!($name),
+                        field: stringify!($name),
                         ty: stringify!($ty),
                         doc: concat!($($doc, "\n",)*),
                         rocksdb: options!(@some $($rocks)?),
                         range: options!(@text $($range)?),
                     },
                 )*
+                $($(
+                    OptionInfo {
+                        name: stringify!($fname),
+                        field: concat!(stringify!($group), ".", stringify!($field)),
+                        ty: stringify!($fty),
+                        doc: concat!($($fdoc, "\n",)*),
+                        rocksdb: options!(@some $($frocks)?),
+                        range: options!(@text $($frange)?),
+                    },
+                )*)*
             ];
 
             /// Sets one option from its textual `name=value` form, as
@@ -94,6 +155,15 @@ macro_rules! options {
                             })?;
                         }
                     )*
+                    $($(
+                        stringify!($fname) => {
+                            self.$group.$field = <$fty as OptionValue>::parse(value).map_err(|want| {
+                                Error::InvalidArgument(format!(
+                                    "option {name}: {value:?} is not {want}"
+                                ))
+                            })?;
+                        }
+                    )*)*
                     _ => {
                         return Err(Error::InvalidArgument(format!(
                             "unknown option {name:?} (set to {value:?})"
@@ -108,6 +178,7 @@ macro_rules! options {
             pub fn get(&self, name: &str) -> Option<String> {
                 match name {
                     $( stringify!($name) => Some(OptionValue::show(&self.$name)), )*
+                    $($( stringify!($fname) => Some(OptionValue::show(&self.$group.$field)), )*)*
                     _ => None,
                 }
             }
@@ -125,6 +196,17 @@ macro_rules! options {
                         )));
                     }
                 )?)*
+                $($($(
+                    let range = $frange;
+                    if !range.contains(&self.$group.$field) {
+                        return Err(Error::InvalidArgument(format!(
+                            "option {}={} is outside {:?}",
+                            stringify!($fname),
+                            OptionValue::show(&self.$group.$field),
+                            range
+                        )));
+                    }
+                )?)*)*
                 Ok(())
             }
         }
@@ -138,6 +220,10 @@ macro_rules! options {
                     write!(f, "{sep}{}={}", stringify!($name), OptionValue::show(&self.$name))?;
                     sep = ",";
                 )*
+                $($(
+                    write!(f, "{sep}{}={}", stringify!($fname), OptionValue::show(&self.$group.$field))?;
+                    sep = ",";
+                )*)*
                 let _ = sep;
                 Ok(())
             }

@@ -133,7 +133,7 @@ pub fn verify_dir(dir: &Path, opts: &Options) -> Result<VerifyReport> {
     // Matrix rows (`l0=matrix`), in the fast directory: every one there is
     // decoded and checked (magic, version, checksum, cell bounds, order);
     // one the manifest names must be there with its size.
-    let fast = opts.fast_dir.as_deref().unwrap_or(dir);
+    let fast = opts.matrix.dir.as_deref().unwrap_or(dir);
     let mut row_files: Vec<(u64, String)> = if fs.exists(fast) {
         fs.list_dir(fast)?
             .into_iter()

@@ -40,7 +40,7 @@ fn pick_stale(env: &PickEnv<'_>) -> Option<Plan> {
     for (level, files) in env.version.levels.iter().enumerate() {
         for f in files {
             let r = stale_ratio(env, f);
-            if r >= env.opts.stale_threshold && !env.in_flight.contains(f.id()) {
+            if r >= env.opts.stale.threshold && !env.in_flight.contains(f.id()) {
                 candidates.push((r, level, f));
             }
         }

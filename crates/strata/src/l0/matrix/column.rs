@@ -18,12 +18,12 @@ pub fn pick_column(v: &dyn Levels, opts: &Options) -> Option<Vec<RowSlice>> {
     }
     let group = match compacting(m) {
         Some(g) => g,
-        None if m.remaining_bytes().saturating_mul(3) >= opts.matrix_capacity.saturating_mul(2) => {
+        None if m.remaining_bytes().saturating_mul(3) >= opts.matrix.capacity.saturating_mul(2) => {
             m.rows.iter().collect()
         }
         None => return None,
     };
-    column_of(v, opts.matrix_column_bytes, &group)
+    column_of(v, opts.matrix.column_bytes, &group)
 }
 
 /// The compacting group, if there is one.

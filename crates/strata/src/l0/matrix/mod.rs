@@ -262,10 +262,10 @@ impl Matrix {
     /// of `opts` (rows live in `fast_dir`, or in `dir`).
     pub fn for_database(dir: &Path, opts: &crate::options::Options) -> Self {
         let cfg = Config {
-            dir: opts.fast_dir.clone().unwrap_or_else(|| dir.to_path_buf()),
-            segment_rows: opts.matrix_segment_rows.max(1),
+            dir: opts.matrix.dir.clone().unwrap_or_else(|| dir.to_path_buf()),
+            segment_rows: opts.matrix.segment_rows.max(1),
             row_bytes: opts.write_buffer_size as u64,
-            hints: opts.matrix_hints,
+            hints: opts.matrix.hints,
             bits_per_key: if opts.bloom_bits_per_key == 0 {
                 10
             } else {
