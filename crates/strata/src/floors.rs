@@ -49,6 +49,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &[
             "batch",
             "compaction",
+            "edit",
             "io",
             "iter",
             "kvell",

@@ -10,13 +10,13 @@
 
 use crate::batch::WriteBatch;
 use crate::compaction::Plan;
+pub use crate::edit::{Edit, FileDesc};
 use crate::error::{Error, Result};
 use crate::io::{Mapping, RandomAccessFile, SequentialFile};
 use crate::iter::InternalIterator;
 use crate::options::WalRecovery;
 use crate::table::block::{Block, BlockIter};
 use crate::table::{BlockCache, Table, TableIter};
-use crate::version::Edit;
 use std::path::PathBuf;
 use std::sync::Arc;
 

@@ -2,6 +2,16 @@
 //!
 //! See `docs/ARCHITECTURE.md` for the data flow and which module owns what.
 //!
+//! The door is [`open`], returning a [`KvStore`] for the engine
+//! `Options::engine` names (scans by [`ScanRange`], [`Cursor`]s,
+//! [`Semantics`]), with [`Options`], [`WriteBatch`], [`Error`], the
+//! statistics ([`StatsSnapshot`], [`StoreStats`]) and the events
+//! ([`EventListener`]); the LSM's extras are [`Db`], [`Snapshot`] and
+//! [`DbIter`]. Public modules: `options`, `stats`, `io` (the file layer
+//! `Options::fs` takes, and its fault injection), `types` (key and value
+//! limits), `filename` (the on-disk names) and `verify`; modules marked
+//! hidden are for the crate's tools and tests.
+//!
 //! ```
 //! use strata::{Db, Options, ReadOptions, WriteBatch, WriteOptions};
 //!
@@ -29,36 +39,48 @@
 //! # }
 //! ```
 
-pub mod batch;
-pub mod budget;
-pub mod coding;
+pub(crate) mod batch;
+pub(crate) mod budget;
+pub(crate) mod coding;
+/// Compaction internals, public for the compaction worker (`strata
+/// compaction-worker`) and the tests.
+#[doc(hidden)]
 pub mod compaction;
 mod db;
-pub mod edit;
+pub(crate) mod edit;
 pub mod error;
-pub mod events;
+pub(crate) mod events;
 pub mod filename;
 #[cfg(test)]
 mod floors;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod io;
-pub mod iter;
+pub(crate) mod iter;
+/// The KVell engine's internals (open it with `strata::open` and
+/// `engine=kvell`), public for its fault and power-loss tests.
+#[doc(hidden)]
 pub mod kvell;
 pub(crate) mod l0;
+/// The memtable, public for the memtable benchmark in `examples/`.
+#[doc(hidden)]
 pub mod memtable;
-pub mod open;
+pub(crate) mod open;
 pub mod options;
-pub mod report;
-pub mod runs;
+pub(crate) mod report;
+pub(crate) mod runs;
 pub(crate) mod sched;
-pub mod stale;
+pub(crate) mod stale;
 pub mod stats;
-pub mod store;
+pub(crate) mod store;
+/// The table format, public for the tests and the fuzz corpus.
+#[doc(hidden)]
 pub mod table;
 pub mod types;
 pub mod verify;
-pub mod version;
+pub(crate) mod version;
+/// The log format, public for the tests and the fuzz corpus.
+#[doc(hidden)]
 pub mod wal;
 
 pub use batch::WriteBatch;

@@ -15,9 +15,9 @@ use std::sync::Arc;
 use strata::compaction::executor::offload::{encode_metrics, Frame, Op, Origin, Reply, Request};
 use strata::compaction::{Assignment, Plan, PlanKind, Trigger};
 use strata::fuzzing::TARGETS;
+use strata::fuzzing::{Edit, FileDesc};
 use strata::io::{FileSystem, MemFs};
 use strata::table::block::BlockBuilder;
-use strata::version::{Edit, FileDesc};
 use strata::{Db, WalRecovery, WriteBatch};
 
 fn corpus_dir(target: &str) -> PathBuf {

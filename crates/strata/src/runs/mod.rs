@@ -19,4 +19,4 @@ pub use level_iter::LevelIter;
 #[cfg(test)]
 pub(crate) use meta::probes;
 pub use meta::{FileMeta, ReadCharge, BYTES_PER_MISS};
-pub use table_cache::{TableCache, TableCacheStats};
+pub use table_cache::TableCache;

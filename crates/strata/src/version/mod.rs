@@ -10,12 +10,10 @@ mod set;
 pub use crate::edit::{Edit, FileDesc};
 #[cfg(test)]
 pub(crate) use crate::runs::probes;
-pub use crate::runs::{
-    FileMeta, LevelIter, ReadCharge, TableCache, TableCacheStats, BYTES_PER_MISS,
-};
+pub use crate::runs::{FileMeta, LevelIter, ReadCharge, TableCache, BYTES_PER_MISS};
 pub use level0::Level0;
+pub use set::VersionSet;
 pub(crate) use set::{check_header, current_manifest};
-pub use set::{PendingEdit, VersionSet, Written};
 
 use crate::error::Result;
 use crate::types::{self, SeqNo, ValueKind};

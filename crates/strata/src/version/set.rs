@@ -454,10 +454,6 @@ impl VersionSet {
     pub fn l0_dir(&self) -> &Path {
         self.current.rows.dir()
     }
-
-    pub fn num_levels(&self) -> usize {
-        self.num_levels
-    }
 }
 
 /// The path of the manifest that `CURRENT` in `dir` names (the file itself
