@@ -83,8 +83,9 @@ pub(crate) mod version;
 #[doc(hidden)]
 pub mod wal;
 
-pub use batch::WriteBatch;
+pub use batch::{BatchEntry, BatchIter, WriteBatch};
 pub use db::{Db, ReadOptions, Scan, Snapshot};
+pub use edit::FileDesc;
 pub use error::{Error, Result};
 pub use events::{EventListener, TableCreated, TableReason};
 pub use iter::DbIter;

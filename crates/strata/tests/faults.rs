@@ -319,7 +319,7 @@ fn an_io_error_in_every_design_poisons_writes_and_loses_nothing_acknowledged() {
         let at_work = if design.starts_with("compaction_picker=stale") {
             s.stale_compactions
         } else if design.starts_with("l0=matrix") {
-            s.matrix.column_compactions
+            s.l0_rows.column_compactions
         } else {
             s.compaction_subtasks + s.compaction_pipelined_subtasks
         };

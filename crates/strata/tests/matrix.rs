@@ -18,7 +18,7 @@ fn a_fast_directory_belongs_to_one_database() {
         a.put(format!("a{i:05}"), "x".repeat(40)).expect("put");
     }
     a.flush().expect("flush");
-    assert!(a.stats().matrix.rows > 0);
+    assert!(a.stats().l0_rows.rows > 0);
     // While A is open its lock stops B; once A is closed, A's OWNER does.
     match Db::open(tmp.path().join("b"), tiny_with(&spec)) {
         Err(Error::Locked(_)) => {}
@@ -61,7 +61,7 @@ fn level_zero_designs_switch_safely() {
     db.wait_for_compactions().expect("wait");
     let s = db.stats();
     assert_eq!(s.levels[0].files, 0, "{s}");
-    assert!(s.matrix.rows > 0, "{s}");
+    assert!(s.l0_rows.rows > 0, "{s}");
     let expect = all(&db);
     db.close().expect("close");
     drop(db);
@@ -73,7 +73,7 @@ fn level_zero_designs_switch_safely() {
     // ... until compact_range drained the container.
     let db = open(&dir, tiny_with(MATRIX));
     db.compact_range::<&[u8], _>(..).expect("compact_range");
-    assert_eq!(db.stats().matrix.rows, 0);
+    assert_eq!(db.stats().l0_rows.rows, 0);
     assert_eq!(all(&db), expect);
     db.close().expect("close");
     drop(db);
@@ -92,7 +92,7 @@ fn columns_stay_near_their_target_when_keys_run_past_l1() {
     }
     db.wait_for_compactions().expect("wait");
     let s = db.stats();
-    let m = &s.matrix;
+    let m = &s.l0_rows;
     assert!(m.column_compactions > 20, "{s}");
     let mean = m.column_bytes / m.column_compactions;
     assert!(mean < 3 * 12 * 1024, "mean column {mean} B: {s}");

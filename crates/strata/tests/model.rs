@@ -161,9 +161,9 @@ impl SnapReads {
         self.merges += s.compaction_count;
         self.subtasks += s.compaction_subtasks;
         self.pipelined += s.compaction_pipelined_subtasks;
-        self.columns += s.matrix.column_compactions;
-        self.row_lookups += s.matrix.lookups;
-        self.segments_skipped += s.matrix.segments_skipped;
+        self.columns += s.l0_rows.column_compactions;
+        self.row_lookups += s.l0_rows.lookups;
+        self.segments_skipped += s.l0_rows.segments_skipped;
     }
 }
 

@@ -390,7 +390,10 @@ fn power_loss_with_the_matrix_container() {
     // These histories do fill the container: one run without a crash
     // must run column compactions.
     let s = uncrashed_stats(&o);
-    assert!(s.matrix.column_compactions > 0 && s.matrix.rows > 0, "{s}");
+    assert!(
+        s.l0_rows.column_compactions > 0 && s.l0_rows.rows > 0,
+        "{s}"
+    );
     run_cases(60, &o);
     run_cases(
         40,

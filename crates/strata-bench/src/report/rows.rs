@@ -315,7 +315,7 @@ pub(super) fn matrix_rows(r: &Report) -> Option<Vec<Vec<String>>> {
                 .engine_stats
                 .as_ref()
                 .and_then(|s| s.get("lsm"))
-                .and_then(|s| s.get("matrix"));
+                .and_then(|s| s.get("l0_rows"));
             let g = |k: &str| {
                 mx.and_then(|x| x.get(k))
                     .and_then(serde_json::Value::as_u64)

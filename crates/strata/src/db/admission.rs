@@ -6,12 +6,41 @@
 //! at close ([`Admission::end_fast_paths`]); the slow paths (slow down,
 //! stop) take the state mutex (`write.rs`, `make_room`).
 
+use crate::l0::Pressure;
 use crate::memtable::MemTable;
+use crate::options::Options;
 use crate::sched::{CpuBudget, Pacer};
 use arc_swap::ArcSwapOption;
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+
+/// What holds writers back, derived once per super-version from its state
+/// ([`Hold::of`]): the fast path's flags and `make_room` read the same.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Hold {
+    /// Every memtable slot is taken: writers pace against the oldest
+    /// flush, and a full memtable waits for a slot.
+    pub behind: bool,
+    /// Level 0 asks writers to slow down, or the compaction debt reached
+    /// `soft_pending_compaction_bytes_limit`: each write group waits once.
+    pub slow: bool,
+    /// Level 0 asks writers to stop, or the debt reached
+    /// `hard_pending_compaction_bytes_limit`: a full memtable waits.
+    pub stop: bool,
+}
+
+impl Hold {
+    /// The hold for level 0's `l0` pressure, compaction `debt` and
+    /// `behind` (every memtable slot taken) under `opts`' limits.
+    pub fn of(l0: Pressure, debt: u64, behind: bool, opts: &Options) -> Hold {
+        Hold {
+            behind,
+            slow: l0.slow || debt >= opts.soft_pending_compaction_bytes_limit,
+            stop: l0.stop || debt >= opts.hard_pending_compaction_bytes_limit,
+        }
+    }
+}
 
 /// See the module doc.
 pub(crate) struct Admission {
@@ -55,11 +84,12 @@ impl Admission {
         }
     }
 
-    /// Sets the flags for a new super-version's state: `behind`, every
-    /// memtable slot is taken; `unhindered`, nothing else holds writes
-    /// back; `oldest`, the oldest immutable memtable. Called under the
-    /// state mutex.
-    pub fn publish(&self, behind: bool, unhindered: bool, oldest: Option<&Arc<MemTable>>) {
+    /// Sets the flags for a new super-version's state: its `hold`,
+    /// whether the database is `usable` (no background error, not
+    /// closing), and `oldest`, the oldest immutable memtable. Called
+    /// under the state mutex.
+    pub fn publish(&self, hold: Hold, usable: bool, oldest: Option<&Arc<MemTable>>) {
+        let (behind, unhindered) = (hold.behind, usable && !hold.slow && !hold.stop);
         self.paced
             .store(oldest.filter(|_| behind && unhindered).cloned());
         self.calm.store(!behind && unhindered, Ordering::Release);
@@ -73,5 +103,61 @@ impl Admission {
         self.calm.store(false, Ordering::Release);
         self.yielding.store(false, Ordering::Relaxed);
         self.paced.store(None);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hold_slows_at_the_soft_limit_and_stops_at_the_hard_one() {
+        let opts = Options::default()
+            .soft_pending_compaction_bytes_limit(100)
+            .hard_pending_compaction_bytes_limit(200);
+        let calm = Pressure::default();
+        assert_eq!(Hold::of(calm, 99, false, &opts), Hold::default());
+        let soft = Hold::of(calm, 100, false, &opts);
+        assert!(soft.slow && !soft.stop);
+        let hard = Hold::of(calm, 200, true, &opts);
+        assert!(hard.slow && hard.stop && hard.behind);
+        let l0 = Hold::of(
+            Pressure {
+                slow: false,
+                stop: true,
+            },
+            0,
+            false,
+            &opts,
+        );
+        assert!(l0.stop && !l0.slow);
+    }
+
+    #[test]
+    fn only_an_unhindered_usable_state_opens_the_fast_paths() {
+        let a = Admission::new(0);
+        let mem = Arc::new(MemTable::new(1, 4 << 10, 1));
+        a.publish(Hold::default(), true, None);
+        assert!(a.calm.load(Ordering::Acquire) && a.yielding.load(Ordering::Relaxed));
+        assert!(a.paced.load().is_none());
+        let behind = Hold {
+            behind: true,
+            ..Hold::default()
+        };
+        a.publish(behind, true, Some(&mem));
+        assert!(!a.calm.load(Ordering::Acquire) && a.paced.load().is_some());
+        let slow = Hold {
+            behind: true,
+            slow: true,
+            stop: false,
+        };
+        a.publish(slow, true, Some(&mem));
+        assert!(!a.calm.load(Ordering::Acquire) && !a.yielding.load(Ordering::Relaxed));
+        assert!(a.paced.load().is_none());
+        a.publish(Hold::default(), false, None);
+        assert!(!a.calm.load(Ordering::Acquire));
+        a.publish(Hold::default(), true, None);
+        a.end_fast_paths();
+        assert!(!a.calm.load(Ordering::Acquire) && !a.yielding.load(Ordering::Relaxed));
     }
 }

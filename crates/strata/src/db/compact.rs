@@ -144,7 +144,6 @@ fn run_plan<'a>(
     };
     match result {
         Ok((edit, outcome)) => {
-            account(inner, &version, &plan, &outcome, started);
             let old = inner.install_super_version(&mut st);
             // The replaced super-version and the picked version may hold
             // the last references to the inputs: unmapping, closing and
@@ -163,6 +162,7 @@ fn run_plan<'a>(
             if let Err(e) = emitted {
                 inner.set_bg_error(&mut st, e);
             }
+            account(inner, &st.versions.current(), &plan, &outcome, started);
         }
         Err(e) => {
             inner.set_bg_error(&mut st, e);

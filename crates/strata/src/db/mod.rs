@@ -13,7 +13,7 @@ mod compact;
 mod designs;
 pub(crate) mod flush;
 mod logs;
-pub(crate) use admission::Admission;
+pub(crate) use admission::{Admission, Hold};
 pub(crate) use designs::Designs;
 pub(crate) use logs::{LogState, Logs};
 mod read;
@@ -61,12 +61,12 @@ pub(crate) struct State {
     pub in_flight: crate::compaction::scheduler::InFlight,
     pub bg_error: Option<Error>,
     pub shutting_down: bool,
-    /// Bytes by which levels exceed their targets (write pacing), and
-    /// level 0's part of the write stall: both computed once per
-    /// super-version (`install_super_version`), for the writers' fast path
-    /// (`calm`, `paced`) and for `make_room` alike.
+    /// Bytes by which levels exceed their targets, and what holds writers
+    /// back: both computed once per super-version
+    /// (`install_super_version`), for the writers' fast path (`calm`,
+    /// `paced`) and for `make_room` alike.
     pub compaction_debt: u64,
-    pub l0_pressure: crate::l0::Pressure,
+    pub hold: Hold,
     /// The next WAL, made ahead of the switch that needs it.
     pub spare_log: spare_log::Spare,
     /// Background threads running a compaction: with more than one
@@ -345,7 +345,7 @@ impl Db {
             row_cache: tables.row_cache_bytes,
         };
         s.table_bytes_read = read;
-        inner.designs.l0.fill_stats(&*sv.version, &mut s.matrix);
+        inner.designs.l0.fill_stats(&*sv.version, &mut s.l0_rows);
         s
     }
 
@@ -385,14 +385,14 @@ impl Inner {
         let version = st.versions.current();
         st.compaction_debt = crate::compaction::picker::compaction_debt(&version, &self.opts);
         let l0 = self.designs.l0.pressure(&*version, &self.opts);
-        st.l0_pressure = l0;
-        let behind = st.slots_full(&self.opts);
-        let unhindered = !l0.slow
-            && !l0.stop
-            && st.compaction_debt < self.opts.soft_pending_compaction_bytes_limit
-            && st.bg_error.is_none()
-            && !st.shutting_down;
-        self.admission.publish(behind, unhindered, st.imm.first());
+        st.hold = Hold::of(
+            l0,
+            st.compaction_debt,
+            st.slots_full(&self.opts),
+            &self.opts,
+        );
+        let usable = st.bg_error.is_none() && !st.shutting_down;
+        self.admission.publish(st.hold, usable, st.imm.first());
         self.super_version.swap(Arc::new(SuperVersion {
             mem: st.mem.clone(),
             imm,
@@ -426,7 +426,10 @@ impl Inner {
         // New level-0 pieces beyond tables are opened here, without the
         // state mutex: the current version cannot change meanwhile (every
         // edit holds `apply`).
-        let current = || self.state.lock().versions.current().rows.clone();
+        let current = || {
+            let v = self.state.lock().versions.current();
+            v.rows.clone()
+        };
         let with_rows = match self.designs.l0.open_added(edit, &current, &self.opts.fs) {
             Ok(m) => m,
             Err(e) => return (self.state.lock(), Err(e)),

@@ -293,7 +293,7 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
             bg_error: None,
             shutting_down: false,
             compaction_debt: 0,
-            l0_pressure: Default::default(),
+            hold: Default::default(),
             spare_log: Default::default(),
             compacting_threads: 0,
         }),

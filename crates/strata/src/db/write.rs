@@ -387,7 +387,7 @@ impl Inner {
     ) -> Result<()> {
         // The common cases without the state mutex, when the memtable has
         // room: nothing holds writes back (one mutex less per write
-        // group), or only pacing does (see `Inner::paced`).
+        // group), or only pacing does (see `Admission::paced`).
         if !force_switch && log.mem.approximate_size() < self.opts.write_buffer_size {
             if self.admission.calm.load(Ordering::Acquire) {
                 return Ok(());
@@ -414,10 +414,7 @@ impl Inner {
                     continue;
                 }
             }
-            let l0 = st.l0_pressure;
-            if allow_delay
-                && (l0.slow || st.compaction_debt >= self.opts.soft_pending_compaction_bytes_limit)
-            {
+            if allow_delay && st.hold.slow {
                 // Delay this write once, giving compaction a moment of CPU.
                 drop(st);
                 let t = Instant::now();
@@ -438,9 +435,7 @@ impl Inner {
             if force_switch && log.mem.is_empty() {
                 return Ok(());
             }
-            let stalled = st.slots_full(&self.opts)
-                || l0.stop
-                || st.compaction_debt >= self.opts.hard_pending_compaction_bytes_limit;
+            let stalled = st.slots_full(&self.opts) || st.hold.stop;
             if stalled && !force_switch {
                 let t = Instant::now();
                 Stats::add(&self.stats.stall_count, 1);

@@ -30,7 +30,7 @@ use crate::memtable::MemTable;
 use crate::options::{L0Kind, Options};
 use crate::runs::filter::Dropper;
 use crate::runs::FileMeta;
-use crate::stats::MatrixStats;
+use crate::stats::RowStats;
 use crate::types::SeqNo;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -139,7 +139,7 @@ pub trait L0Container: Send + Sync {
 
     /// Level 0's figures for a statistics snapshot (the rows' shape and
     /// the lookups' counters; zeros without rows).
-    fn fill_stats(&self, v: &dyn Levels, s: &mut MatrixStats) {
+    fn fill_stats(&self, v: &dyn Levels, s: &mut RowStats) {
         v.rows().fill_stats(s);
     }
 }

@@ -9,7 +9,7 @@
 //!   want it.
 //! - **Yield points** (`yielding.rs`): a background thread offers its core
 //!   every `YIELD_EVERY` (200 µs) of computing while its database's gate
-//!   (`Inner::yielding`) is open; the database closes the gate while the
+//!   (`Inner::admission.yielding`) is open; the database closes the gate while the
 //!   background work is what writers wait for (an L0 slowdown or stop,
 //!   compaction debt over its soft limit).
 //! - **CPU budget** (`cpu.rs`): at most `Options::background_cpus` flushes

@@ -52,7 +52,7 @@ const MAX_PROGRESS: f64 = 0.9;
 /// A late flush is assumed to need this share of its estimate still.
 const LATE_SHARE: f64 = 0.25;
 
-/// Pacing state, behind its own mutex (`Inner::pacer`).
+/// Pacing state, behind its own mutex (`Inner::admission.pacer`).
 #[derive(Debug)]
 pub(crate) struct Pacer {
     /// Bytes per second of recent flushes (memtable bytes ÷ flush time),

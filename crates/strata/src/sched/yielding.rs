@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 pub(crate) const YIELD_EVERY: Duration = Duration::from_micros(200);
 
 /// A background thread's offers of its core: when it last made one, and
-/// the database's flag saying whether it may (`Inner::yielding`).
+/// the database's flag saying whether it may (`Inner::admission.yielding`).
 struct Yielding {
     last: Instant,
     gate: Arc<AtomicBool>,

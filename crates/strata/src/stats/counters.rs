@@ -7,7 +7,7 @@
 //! version when a snapshot is taken) is declared after the table, in the
 //! struct it belongs to.
 
-use super::{LevelStats, MatrixStats, MemoryStats, Striped, MAX_LEVELS};
+use super::{LevelStats, MemoryStats, RowStats, Striped, MAX_LEVELS};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -138,8 +138,8 @@ counters! {
         pub arena_chunks_made_ahead: u64,
         /// Arena chunks a writer had to make itself (none was ready).
         pub arena_chunk_misses: u64,
-        /// The matrix container (`l0=matrix`; zeros otherwise).
-        pub matrix: MatrixStats,
+        /// Level 0's rows (`l0=matrix`; zeros otherwise).
+        pub l0_rows: RowStats,
         /// Entries and bytes of the update table (0 without stale tracking).
         pub update_table_entries: u64,
         pub update_table_bytes: u64,

@@ -7,7 +7,7 @@ mod store;
 mod striped;
 
 pub use counters::{Stats, StatsSnapshot};
-pub use snapshot::{LevelStats, MatrixStats, MemoryStats};
+pub use snapshot::{LevelStats, MemoryStats, RowStats};
 pub use store::{EngineStats, KvellStats, StoreStats};
 pub use striped::Striped;
 

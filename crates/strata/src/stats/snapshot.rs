@@ -95,7 +95,7 @@ impl StatsSnapshot {
              \"table_bytes_read\":{},\"block_cache_hits\":{},\"block_cache_misses\":{},\"block_cache_usage\":{},\"row_cache_hits\":{},\"row_cache_misses\":{},\
              \"open_tables\":{},\"mapped_table_bytes\":{},\"pinned_index_filter_bytes\":{},\"table_cache_hits\":{},\
              \"table_cache_misses\":{},\"table_cache_evictions\":{},\"warmed_tables\":{},\"warmed_table_bytes\":{},\"tables_mapped\":{},\"memory\":{},\"memtable_bytes\":{},\"immutable_memtables\":{},\"last_sequence\":{},\
-             \"engine_bytes_written\":{},\"write_amplification\":{:.4},\"cache_hit_rate\":{:.4},\"matrix\":{},\"levels\":[{}]}}",
+             \"engine_bytes_written\":{},\"write_amplification\":{:.4},\"cache_hit_rate\":{:.4},\"l0_rows\":{},\"levels\":[{}]}}",
             self.user_reads,
             self.arena_chunks_made_ahead,
             self.arena_chunk_misses,
@@ -124,16 +124,17 @@ impl StatsSnapshot {
             self.engine_bytes_written(),
             self.write_amplification(),
             self.cache_hit_rate(),
-            self.matrix.to_json(),
+            self.l0_rows.to_json(),
             levels.join(",")
         );
         out
     }
 }
 
-/// The matrix container's figures.
+/// Level 0's rows (`l0=matrix`; zeros otherwise): their shape, the
+/// compactions that took their cells, and the lookups that searched them.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct MatrixStats {
+pub struct RowStats {
     pub rows: usize,
     /// Bytes of the row files, and of their cells not compacted yet.
     pub bytes: u64,
@@ -151,7 +152,7 @@ pub struct MatrixStats {
     pub segments_skipped: u64,
 }
 
-impl MatrixStats {
+impl RowStats {
     /// Key comparisons per row searched (the hints shrink it).
     pub fn comparisons_per_row(&self) -> f64 {
         if self.rows_searched == 0 {
@@ -263,11 +264,11 @@ impl fmt::Display for StatsSnapshot {
                 self.stale_dropped
             )?;
         }
-        let m = &self.matrix;
+        let m = &self.l0_rows;
         if m.rows > 0 || m.column_compactions > 0 {
             writeln!(
                 f,
-                "matrix container:   {} rows in {} segments, {:.2} MiB ({:.2} MiB not compacted); \
+                "level-0 rows:       {} rows in {} segments, {:.2} MiB ({:.2} MiB not compacted); \
                  {} column compactions ({:.2} MiB of rows); {} lookups, {:.1} comparisons per row \
                  searched, {} segments skipped",
                 m.rows,

@@ -11,7 +11,7 @@
 //!
 //! The paper's tested setting is α = β = 0, φ = 1, threshold 0.7 and
 //! large = 32 KB on the host (16 KB on the device); strata re-derives
-//! `large` for its host (`Options::copro_large_value`; why:
+//! `large` for its host (`Options::copro.large_value`; why:
 //! docs/design/2026-11-29-code-comment-measurements.md §copro-large-value).
 
 use super::job::{meets, Job};

@@ -27,15 +27,15 @@ pub fn pick_all(v: &Version, opts: &Options, l0: &dyn L0Container) -> Option<Pla
 fn plan_of(v: &Version, opts: &Options, pick: L0Pick, trigger: Trigger) -> Option<Plan> {
     let mut plan = match pick {
         L0Pick::Tables => pick_range(v, opts, 0, None, None)?,
-        L0Pick::Rows(rows) => rows_plan(v, opts, rows)?,
+        L0Pick::Rows(rows) => rows_plan(v, opts, rows, trigger)?,
     };
     plan.trigger = trigger;
     Some(plan)
 }
 
-/// A merge of the cells `rows` with the L1 tables they overlap, into L1;
-/// `None` when the slices hold no cell.
-fn rows_plan(v: &Version, opts: &Options, rows: Vec<RowSlice>) -> Option<Plan> {
+/// A merge of the cells `rows` with the L1 tables they overlap, into L1,
+/// for `trigger`; `None` when the slices hold no cell.
+fn rows_plan(v: &Version, opts: &Options, rows: Vec<RowSlice>, trigger: Trigger) -> Option<Plan> {
     let (lo, hi) = v.rows.slices_range(&rows)?;
     let next = v.overlapping(1, Some(&lo), Some(&hi));
     let all_lo = next
@@ -61,7 +61,7 @@ fn rows_plan(v: &Version, opts: &Options, rows: Vec<RowSlice>) -> Option<Plan> {
         target_file_size: opts.target_file_size,
         bottommost,
         compact_pointer: Vec::new(),
-        trigger: Trigger::Manual,
+        trigger,
         rows,
         assigned: Default::default(),
     })

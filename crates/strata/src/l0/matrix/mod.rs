@@ -304,7 +304,7 @@ impl Matrix {
     }
 
     /// Writes the rows' shape and the lookups' counters into `s`.
-    pub fn fill_stats(&self, s: &mut crate::stats::MatrixStats) {
+    pub fn fill_stats(&self, s: &mut crate::stats::RowStats) {
         s.rows = self.rows.len();
         s.bytes = self.bytes();
         s.remaining_bytes = self.remaining_bytes();
