@@ -405,6 +405,15 @@ int strata_has(const strata_t *db, const char *what);
 int strata_flush(const strata_t *db, char **errptr);
 
 /**
+ * Writes to the directory `path`, which must not exist, a copy of the
+ * database that strata_open() opens on its own, holding every write
+ * acknowledged before the call (the LSM: tables hard-linked where the
+ * file system allows, copied otherwise). STRATA_EINVAL when `path` is
+ * NULL or exists, STRATA_ENOTSUP for the KVell engine. Thread-safe.
+ */
+int strata_checkpoint(const strata_t *db, const char *path, char **errptr);
+
+/**
  * Releases a buffer returned by strata_get() or strata_stats_json() (NULL
  * is ignored). The buffers are malloc'd, so free() works too.
  */

@@ -130,6 +130,22 @@ pub fn run(cli: &Cli) -> Result<ExitCode, CliError> {
             println!("{s}");
             Ok(ExitCode::SUCCESS)
         }
+        Command::Checkpoint { target } => {
+            let db = open(cli, "checkpoint", false)?;
+            let start = std::time::Instant::now();
+            let s = db.checkpoint(target)?;
+            let elapsed = start.elapsed();
+            db.close()?;
+            println!(
+                "checkpoint {}: {} files, {:.2} MiB ({:.2} MiB copied, the rest hard links) in {:.3} s",
+                target.display(),
+                s.files,
+                s.bytes as f64 / (1 << 20) as f64,
+                s.copied_bytes as f64 / (1 << 20) as f64,
+                elapsed.as_secs_f64()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Verify => {
             let dir = cli.dir("verify")?;
             let opts = cli.options(Options::default())?;

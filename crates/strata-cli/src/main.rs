@@ -94,6 +94,13 @@ pub enum Command {
     Compact,
     /// Check every file of the database without opening it; exit code 1 on damage.
     Verify,
+    /// Write a consistent copy of the database to TARGET (a new directory)
+    /// that opens on its own: every write made before the command, tables
+    /// hard-linked where the file system allows, copied otherwise.
+    Checkpoint {
+        /// The new directory.
+        target: PathBuf,
+    },
     /// Serve the database over the Redis protocol (RESP2) until SIGINT or
     /// SIGTERM (creates the database if missing). See docs/SERVER.md.
     Serve(ServeArgs),

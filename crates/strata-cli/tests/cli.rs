@@ -67,6 +67,24 @@ fn put_get_scan_delete_stats_verify() {
 }
 
 #[test]
+fn a_checkpoint_opens_on_its_own_and_an_existing_target_is_refused() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (db, ck) = (tmp.path().join("db"), tmp.path().join("ck"));
+    for (k, v) in [("a", "1"), ("b", "2")] {
+        assert_eq!(code(&strata(&db, &["put", k, v])), 0);
+    }
+    let target = ck.to_str().expect("utf-8 path");
+    let o = strata(&db, &["checkpoint", target]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(stdout(&o).contains("files"), "{}", stdout(&o));
+    assert_eq!(stdout(&strata(&ck, &["scan"])), "a\t1\nb\t2\n");
+    assert_eq!(code(&strata(&ck, &["verify"])), 0);
+    let o = strata(&db, &["checkpoint", target]);
+    assert_ne!(code(&o), 0);
+    assert!(stderr(&o).contains("exists"), "{}", stderr(&o));
+}
+
+#[test]
 fn missing_database_is_a_clear_error() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let missing = tmp.path().join("nope");

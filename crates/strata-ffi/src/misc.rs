@@ -45,6 +45,28 @@ pub extern "C" fn strata_flush(db: *const strata_t, errptr: *mut *mut c_char) ->
     guard(errptr, (), || obj(db, "database")?.db.flush().map_err(eng)).1
 }
 
+/// Writes to the directory `path`, which must not exist, a copy of the
+/// database that strata_open() opens on its own, holding every write
+/// acknowledged before the call (the LSM: tables hard-linked where the
+/// file system allows, copied otherwise). STRATA_EINVAL when `path` is
+/// NULL or exists, STRATA_ENOTSUP for the KVell engine. Thread-safe.
+#[no_mangle]
+pub extern "C" fn strata_checkpoint(
+    db: *const strata_t,
+    path: *const c_char,
+    errptr: *mut *mut c_char,
+) -> c_int {
+    guard(errptr, (), || {
+        let db = obj(db, "database")?;
+        let path = cstr(path, "path")?;
+        db.db
+            .checkpoint(std::path::Path::new(path))
+            .map(|_| ())
+            .map_err(eng)
+    })
+    .1
+}
+
 /// Releases a buffer returned by strata_get() or strata_stats_json() (NULL
 /// is ignored). The buffers are malloc'd, so free() works too.
 #[no_mangle]

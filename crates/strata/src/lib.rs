@@ -84,7 +84,7 @@ pub(crate) mod version;
 pub mod wal;
 
 pub use batch::{BatchEntry, BatchIter, WriteBatch};
-pub use db::{Db, ReadOptions, Scan, Snapshot};
+pub use db::{CheckpointStats, Db, ReadOptions, Scan, Snapshot};
 pub use edit::FileDesc;
 pub use error::{Error, Result};
 pub use events::{EventListener, TableCreated, TableReason};

@@ -9,6 +9,7 @@
 
 mod admission;
 mod background;
+mod checkpoint;
 mod compact;
 mod designs;
 pub(crate) mod flush;
@@ -22,6 +23,7 @@ mod snapshot;
 mod spare_log;
 mod write;
 
+pub use checkpoint::CheckpointStats;
 pub use read::{ReadOptions, Scan};
 pub use snapshot::Snapshot;
 

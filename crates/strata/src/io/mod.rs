@@ -17,7 +17,7 @@ pub use posix::PosixFs;
 #[cfg(test)]
 pub(crate) use posix::{fs_type, TMPFS};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use std::fmt::Debug;
 use std::path::Path;
 use std::sync::Arc;
@@ -231,6 +231,15 @@ pub trait FileSystem: Send + Sync + Debug {
     fn open_sequential(&self, path: &Path) -> Result<Box<dyn SequentialFile>>;
     /// Atomically replaces `to` with `from`.
     fn rename(&self, from: &Path, to: &Path) -> Result<()>;
+    /// Makes `to` (which must not exist) hold the bytes of `from`, an
+    /// existing file that no one changes meanwhile: a hard link where the
+    /// implementation and the file system allow it, otherwise a copy,
+    /// synced. Returns the bytes copied (0 for a link). The new directory
+    /// entry is durable only after `sync_dir`. By default a copy
+    /// ([`copy_file`]).
+    fn link_or_copy(&self, from: &Path, to: &Path) -> Result<u64> {
+        copy_file(self, from, to)
+    }
     /// Removes a file.
     fn remove_file(&self, path: &Path) -> Result<()>;
     /// Removes a file that this process no longer maps or reads (an
@@ -252,6 +261,37 @@ pub trait FileSystem: Send + Sync + Debug {
     /// Takes an exclusive lock on `path` (created if missing); `Error::Locked`
     /// when another process holds it.
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>>;
+}
+
+/// Copies `from` to a new file `to` through `fs`, 1 MiB at a time, and
+/// syncs it; returns the bytes copied. On an error `to` is removed.
+pub fn copy_file<F: FileSystem + ?Sized>(fs: &F, from: &Path, to: &Path) -> Result<u64> {
+    if fs.exists(to) {
+        return Err(Error::InvalidArgument(format!(
+            "{} exists: not copied over",
+            to.display()
+        )));
+    }
+    let copied = (|| {
+        let mut src = fs.open_sequential(from)?;
+        let mut dst = fs.create(to)?;
+        let mut buf = vec![0u8; 1 << 20];
+        let mut n = 0u64;
+        loop {
+            let got = src.read(&mut buf)?;
+            if got == 0 {
+                break;
+            }
+            dst.append(&buf[..got])?;
+            n += got as u64;
+        }
+        dst.sync()?;
+        Ok(n)
+    })();
+    if copied.is_err() {
+        let _ = fs.remove_file(to);
+    }
+    copied
 }
 
 /// Reads a whole (small) file.

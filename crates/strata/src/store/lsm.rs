@@ -90,6 +90,9 @@ impl KvStore for Db {
     fn flush(&self) -> Result<()> {
         Db::flush(self)
     }
+    fn checkpoint(&self, target: &std::path::Path) -> Result<crate::CheckpointStats> {
+        Db::checkpoint(self, target)
+    }
     fn compact(&self) -> Result<()> {
         Db::compact_range::<&[u8], _>(self, ..)
     }

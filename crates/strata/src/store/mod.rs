@@ -136,6 +136,18 @@ pub trait KvStore: Send + Sync {
     fn compact(&self) -> Result<()> {
         self.flush()
     }
+    /// Writes to `target`, a directory that must not exist yet, a copy of
+    /// the store that opens on its own and holds every write acknowledged
+    /// before the call (the LSM: [`Db::checkpoint`](crate::Db::checkpoint),
+    /// hard links where the file system allows). `NotSupported` where the
+    /// engine has none (KVell).
+    fn checkpoint(&self, target: &std::path::Path) -> Result<crate::CheckpointStats> {
+        let _ = target;
+        Err(Error::NotSupported(format!(
+            "the {} engine has no checkpoints",
+            self.semantics().engine
+        )))
+    }
     /// Waits until the engine's background work (flushes of full memtables,
     /// compactions) is done; the active memtable stays as it is.
     fn wait_for_compactions(&self) -> Result<()>;

@@ -13,7 +13,7 @@ pub(crate) use crate::runs::probes;
 pub use crate::runs::{FileMeta, LevelIter, ReadCharge, TableCache, BYTES_PER_MISS};
 pub use level0::Level0;
 pub use set::VersionSet;
-pub(crate) use set::{check_header, current_manifest};
+pub(crate) use set::{check_header, current_manifest, write_manifest_and_current};
 
 use crate::error::Result;
 use crate::types::{self, SeqNo, ValueKind};

@@ -450,6 +450,20 @@ impl VersionSet {
         snap.encode()
     }
 
+    /// The manifest of a checkpoint of `v` (a version of this set): its
+    /// number and its one record, the whole of `v` with this set's log
+    /// number, last sequence and compaction pointers.
+    pub fn checkpoint_record(&self, v: &Version) -> (u64, Vec<u8>) {
+        let number = self.next_file_number;
+        let edit = Edit {
+            log_number: Some(self.log_number),
+            next_file_number: Some(number + 1),
+            last_sequence: Some(self.last_sequence),
+            ..Edit::default()
+        };
+        (number, self.snapshot_record(v, &edit))
+    }
+
     /// Where level 0's rows live.
     pub fn l0_dir(&self) -> &Path {
         self.current.rows.dir()
@@ -573,6 +587,23 @@ impl PendingEdit {
             }
         }
     }
+}
+
+/// Writes manifest `number` in `dir` holding `snapshot`, then `CURRENT`
+/// naming it (a new database's files, as a checkpoint writes them).
+pub(crate) fn write_manifest_and_current(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    number: u64,
+    snapshot: &[u8],
+) -> Result<()> {
+    write_manifest(fs, &dir.join(manifest_name(number)), number, snapshot)?;
+    io::write_atomic(
+        fs,
+        dir,
+        CURRENT,
+        format!("{}\n", manifest_name(number)).as_bytes(),
+    )
 }
 
 /// Writes and syncs a new manifest: the header, then `snapshot`.

@@ -318,6 +318,23 @@ impl FileSystem for PosixFs {
         std::fs::remove_file(path).map_err(|e| Error::io(path, e))
     }
 
+    /// A hard link; a copy where the file system refuses one (another
+    /// device, no hard links, too many links).
+    fn link_or_copy(&self, from: &Path, to: &Path) -> Result<u64> {
+        match std::fs::hard_link(from, to) {
+            Ok(()) => Ok(0),
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EXDEV | libc::EPERM | libc::EOPNOTSUPP | libc::EMLINK)
+                ) =>
+            {
+                super::copy_file(self, from, to)
+            }
+            Err(e) => Err(Error::io(to, e)),
+        }
+    }
+
     fn remove_unused_file(&self, path: &Path) -> Result<()> {
         shrink_in_pieces(path);
         self.remove_file(path)
