@@ -408,8 +408,11 @@ int strata_flush(const strata_t *db, char **errptr);
  * Writes to the directory `path`, which must not exist, a copy of the
  * database that strata_open() opens on its own, holding every write
  * acknowledged before the call (the LSM: tables hard-linked where the
- * file system allows, copied otherwise). STRATA_EINVAL when `path` is
- * NULL or exists, STRATA_ENOTSUP for the KVell engine. Thread-safe.
+ * file system allows, copied otherwise; open the copy without
+ * `fast_dir`). STRATA_EINVAL when `path` is NULL, exists or lies inside
+ * the database's directory; STRATA_ENOTSUP for the KVell engine;
+ * STRATA_EIO (remove the partial copy), STRATA_ECLOSED or
+ * STRATA_EPOISONED otherwise. Thread-safe.
  */
 int strata_checkpoint(const strata_t *db, const char *path, char **errptr);
 

@@ -196,10 +196,11 @@ int main(int argc, char **argv) {
     CHECK(!strata_iter_valid(NULL));
     CHECK(strata_iter_key(NULL, &klen) == NULL);
 
-    /* A checkpoint: a copy that opens on its own (the LSM; KVell has none). */
+    /* A checkpoint beside the database: a copy that opens on its own (the LSM;
+       KVell has none). */
     {
         char ck[4096];
-        snprintf(ck, sizeof ck, "%s/checkpoint", argv[1]);
+        snprintf(ck, sizeof ck, "%s-checkpoint", argv[1]);
         if (snaps) {
             CHECK(strata_checkpoint(db, ck, &err) == STRATA_OK && err == NULL);
             EXPECT_ERR(strata_checkpoint(db, ck, &err), STRATA_EINVAL); /* it exists now */

@@ -48,8 +48,11 @@ pub extern "C" fn strata_flush(db: *const strata_t, errptr: *mut *mut c_char) ->
 /// Writes to the directory `path`, which must not exist, a copy of the
 /// database that strata_open() opens on its own, holding every write
 /// acknowledged before the call (the LSM: tables hard-linked where the
-/// file system allows, copied otherwise). STRATA_EINVAL when `path` is
-/// NULL or exists, STRATA_ENOTSUP for the KVell engine. Thread-safe.
+/// file system allows, copied otherwise; open the copy without
+/// `fast_dir`). STRATA_EINVAL when `path` is NULL, exists or lies inside
+/// the database's directory; STRATA_ENOTSUP for the KVell engine;
+/// STRATA_EIO (remove the partial copy), STRATA_ECLOSED or
+/// STRATA_EPOISONED otherwise. Thread-safe.
 #[no_mangle]
 pub extern "C" fn strata_checkpoint(
     db: *const strata_t,

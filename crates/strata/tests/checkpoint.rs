@@ -83,6 +83,92 @@ fn a_checkpoint_holds_every_acknowledged_write_in_every_design() {
     }
 }
 
+/// Rows on a fast tier of their own go into the copy's directory: the
+/// copy opens with the same `l0` and no `fast_dir`.
+#[test]
+fn rows_in_a_fast_dir_go_into_the_copy() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (src, ck, fast) = (
+        tmp.path().join("db"),
+        tmp.path().join("ck"),
+        tmp.path().join("fast"),
+    );
+    let spec = format!("{MATRIX},fast_dir={}", fast.display());
+    let ops = history(9, 600, 200, 0.0);
+    let db = open(&src, tiny_with(&spec));
+    for op in &ops {
+        op.write(&db).expect("write");
+    }
+    assert!(db.stats().l0_rows.rows > 0, "the container holds rows");
+    db.checkpoint(&ck).expect("checkpoint");
+    db.close().expect("close");
+    drop(db);
+    let copy = open(&ck, tiny_with(MATRIX));
+    assert!(copy.stats().l0_rows.rows > 0, "the copy holds the rows");
+    assert_eq!(all(&copy), model(&ops).into_iter().collect::<Vec<_>>());
+}
+
+/// With a writer going on, the copy is a prefix of its writes that holds
+/// every one acknowledged before the call.
+#[test]
+fn a_checkpoint_under_concurrent_writes_is_a_prefix_with_every_earlier_write() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    for spec in ["", MATRIX] {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let ck = tmp.path().join("ck");
+        let db = Arc::new(open(&tmp.path().join("db"), tiny_with(spec)));
+        let (acked, stop) = (
+            Arc::new(AtomicU64::new(0)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let writer = {
+            let (db, acked, stop) = (db.clone(), acked.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut i = 0u64;
+                while !stop.load(Ordering::Relaxed) || i < 3_000 {
+                    db.put(format!("k{i:08}").as_bytes(), [b'v'; 40])
+                        .expect("put");
+                    i += 1;
+                    acked.store(i, Ordering::Release);
+                }
+            })
+        };
+        while acked.load(Ordering::Acquire) < 1_500 {
+            std::thread::yield_now();
+        }
+        let before = acked.load(Ordering::Acquire);
+        db.checkpoint(&ck).expect("checkpoint");
+        stop.store(true, Ordering::Relaxed);
+        writer.join().expect("writer");
+        let copy = open(&ck, tiny_with(spec));
+        let keys: Vec<Vec<u8>> = all(&copy).into_iter().map(|(k, _)| k).collect();
+        let n = keys.len() as u64;
+        assert!(
+            n >= before,
+            "[{spec}] {n} keys, {before} acknowledged before"
+        );
+        let prefix: Vec<Vec<u8>> = (0..n).map(|i| format!("k{i:08}").into_bytes()).collect();
+        assert_eq!(keys, prefix, "[{spec}] the copy is a prefix of the writes");
+    }
+}
+
+#[test]
+fn a_checkpoint_inside_the_database_directory_is_refused() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("db");
+    let db = open(&dir, tiny_with(""));
+    db.put(b"k", b"v").expect("put");
+    match db.checkpoint(dir.join("ck.tmp")) {
+        Err(Error::InvalidArgument(m)) => assert!(m.contains("inside"), "{m}"),
+        other => panic!("checkpoint inside the database gave {other:?}"),
+    }
+    assert!(!dir.join("ck.tmp").exists());
+    db.close().expect("close");
+    drop(db);
+    let db = open(&dir, tiny_with(""));
+    assert_eq!(db.get(b"k").expect("get"), Some(b"v".to_vec()));
+}
+
 #[test]
 fn a_checkpoint_into_an_existing_directory_is_refused() {
     let tmp = tempfile::tempdir().expect("tempdir");
