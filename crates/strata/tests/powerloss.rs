@@ -620,12 +620,13 @@ fn power_loss_at_every_operation_of_a_short_history() {
         "tables",
         7,
         &deep_options,
-        // Counts seen: 296-297, 221-223, 99-100, 26-27, 804-805.
+        // Counts seen: 293-297, 219-224, 98-100, 23-27, 804-809 (the first
+        // spare log shifts a few points between runs).
         &[
             (Work::Flush, 280),
             (Work::Compaction(1), 210),
             (Work::Compaction(2), 90),
-            (Work::Switch, 24),
+            (Work::Switch, 18),
             (Work::LogWrite, 780),
         ],
     );
