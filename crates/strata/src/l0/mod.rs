@@ -131,7 +131,7 @@ pub trait L0Container: Send + Sync {
         let rows = edit
             .rows_added
             .iter()
-            .map(|d| matrix::RowMeta::open(d.clone(), fs, &m.cfg.dir))
+            .map(|d| m.open_row(d.clone(), fs))
             .collect::<Result<Vec<_>>>()?;
         m.apply(rows, &[], &[]);
         Ok(Some(m))
@@ -219,7 +219,7 @@ impl L0Container for Matrix {
         snapshots: Vec<SeqNo>,
         next_number: &mut dyn FnMut() -> Result<u64>,
     ) -> Result<Written> {
-        let dir = version.rows().cfg.dir.clone();
+        let dir = version.rows().dir().to_path_buf();
         // Hints point into the top row: the last one this recovery wrote,
         // or the version's newest.
         let earlier_top = match earlier.rows_added.last() {

@@ -574,12 +574,7 @@ impl PendingEdit {
                 // the rename of CURRENT may have happened, CURRENT may name
                 // it (a failed directory sync after the rename, say). If it
                 // is not named, the next open removes it.
-                io::write_atomic(
-                    &**fs,
-                    dir,
-                    CURRENT,
-                    format!("{}\n", manifest_name(*number)).as_bytes(),
-                )?;
+                set_current(&**fs, dir, *number)?;
                 Ok(Written::New {
                     writer: w,
                     number: *number,
@@ -598,6 +593,11 @@ pub(crate) fn write_manifest_and_current(
     snapshot: &[u8],
 ) -> Result<()> {
     write_manifest(fs, &dir.join(manifest_name(number)), number, snapshot)?;
+    set_current(fs, dir, number)
+}
+
+/// Makes `CURRENT` in `dir` name manifest `number`, atomically and durably.
+fn set_current(fs: &dyn FileSystem, dir: &Path, number: u64) -> Result<()> {
     io::write_atomic(
         fs,
         dir,
