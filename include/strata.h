@@ -237,6 +237,20 @@ int strata_delete(const strata_t *db,
                   char **errptr);
 
 /**
+ * Deletes every key in [start, end) with one range tombstone (an empty
+ * range deletes nothing). `wo` may be NULL. STRATA_EINVAL when
+ * start > end; STRATA_ENOTSUP where strata_has(db, "range_deletes") is 0
+ * (KVell). Thread-safe.
+ */
+int strata_delete_range(const strata_t *db,
+                        const strata_writeoptions_t *wo,
+                        const uint8_t *start,
+                        size_t startlen,
+                        const uint8_t *end,
+                        size_t endlen,
+                        char **errptr);
+
+/**
  * Looks up `key`. `ro` may be NULL (latest state). When the key exists,
  * returns its value in a buffer malloc'd by strata (release with
  * strata_free(); non-NULL even for an empty value), stores its length in
@@ -279,6 +293,18 @@ int strata_writebatch_delete(strata_writebatch_t *b,
                              const uint8_t *key,
                              size_t keylen,
                              char **errptr);
+
+/**
+ * Adds a deletion of every key in [start, end) to the batch (checked
+ * when the batch is written: start > end is STRATA_EINVAL; an engine
+ * without range deletions refuses the whole batch with STRATA_ENOTSUP).
+ */
+int strata_writebatch_delete_range(strata_writebatch_t *b,
+                                   const uint8_t *start,
+                                   size_t startlen,
+                                   const uint8_t *end,
+                                   size_t endlen,
+                                   char **errptr);
 
 /**
  * Removes every entry from the batch.
@@ -393,7 +419,8 @@ char *strata_stats_json(const strata_t *db);
  * for an unknown name or a NULL handle. Names: "snapshots" (snapshot
  * create works), "atomic_batches" (strata_write applies all or nothing,
  * also across a crash), "snapshot_scans" (an iterator reads one point in
- * time). The LSM engine has all three; KVell none. Thread-safe.
+ * time), "range_deletes" (strata_delete_range works). The LSM engine has
+ * all four; KVell none. Thread-safe.
  */
 int strata_has(const strata_t *db, const char *what);
 

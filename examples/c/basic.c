@@ -140,6 +140,27 @@ int main(int argc, char **argv) {
     CHECK(absent(db, NULL, "k1", 2));
     CHECK(get_eq(db, NULL, "key042", 6, "val42", 5));
 
+    /* Range deletion where the engine has it: [r1, r3) of r1..r3. */
+    const int ranges = strata_has(db, "range_deletes");
+    CHECK(ranges == snaps);
+    for (int i = 1; i <= 3; i++) {
+        snprintf(key, sizeof key, "r%d", i);
+        CHECK(strata_put(db, NULL, (const uint8_t *)key, 2, (const uint8_t *)"x", 1, &err) == STRATA_OK);
+    }
+    if (ranges) {
+        CHECK(strata_delete_range(db, NULL, (const uint8_t *)"r1", 2, (const uint8_t *)"r3", 2, &err) == STRATA_OK);
+        CHECK(absent(db, NULL, "r2", 2));
+        EXPECT_ERR(strata_delete_range(db, NULL, (const uint8_t *)"b", 1, (const uint8_t *)"a", 1, &err), STRATA_EINVAL);
+    } else {
+        EXPECT_ERR(strata_delete_range(db, NULL, (const uint8_t *)"r1", 2, (const uint8_t *)"r3", 2, &err), STRATA_ENOTSUP);
+        CHECK(get_eq(db, NULL, "r2", 2, "x", 1));
+    }
+    /* The rest of the example counts keys: the three go. */
+    for (int i = 1; i <= 3; i++) {
+        snprintf(key, sizeof key, "r%d", i);
+        CHECK(strata_delete(db, NULL, (const uint8_t *)key, 2, &err) == STRATA_OK);
+    }
+
     strata_readoptions_t *ro = strata_readoptions_create();
     if (snap) {
         strata_readoptions_set_snapshot(ro, snap);

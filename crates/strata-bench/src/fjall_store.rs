@@ -311,6 +311,7 @@ impl KvStore for FjallStore {
             // A scan reads through a database snapshot taken at its start.
             snapshot_scans: true,
             snapshots: false,
+            range_deletes: false,
             unsynced: "a process crash (the journal is written to the OS per write)",
             synced: "per-write sync is the run's setting here (persist(SyncData) after each write)",
         }
@@ -339,12 +340,19 @@ impl KvStore for FjallStore {
 
     fn write(&self, batch: WriteBatch, opts: &WriteOptions) -> strata::Result<()> {
         self.live()?;
+        if batch.has_range_deletes() {
+            return Err(strata::Error::NotSupported(
+                "range deletion through the fjall comparator binding".into(),
+            ));
+        }
         let mut b = self.db.batch();
         for entry in &batch {
             let e = entry?;
             match e.kind {
                 ValueKind::Value => b.insert(&self.ks, e.key, e.value),
                 ValueKind::Delete => b.remove(&self.ks, e.key),
+                // Refused above.
+                ValueKind::RangeDelete => {}
             }
         }
         if self.sync || opts.sync {

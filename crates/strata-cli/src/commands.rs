@@ -42,6 +42,14 @@ pub fn run(cli: &Cli) -> Result<ExitCode, CliError> {
             db.close()?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::DeleteRange { from, to, sync } => {
+            let db = open(cli, "delete-range", false)?;
+            let mut b = WriteBatch::new();
+            b.delete_range(from, to);
+            db.write(b, &WriteOptions { sync: *sync })?;
+            db.close()?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Scan {
             from,
             to,

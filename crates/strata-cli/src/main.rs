@@ -64,6 +64,14 @@ pub enum Command {
         #[arg(long)]
         sync: bool,
     },
+    /// Delete every key in [FROM, TO) with one range tombstone.
+    DeleteRange {
+        from: String,
+        to: String,
+        /// fdatasync the WAL before returning.
+        #[arg(long)]
+        sync: bool,
+    },
     /// Print `key<TAB>value` lines of a key range, in order.
     Scan {
         /// First key (inclusive).

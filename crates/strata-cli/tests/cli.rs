@@ -51,6 +51,12 @@ fn put_get_scan_delete_stats_verify() {
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     assert_eq!(code(&strata(&db, &["get", "b"])), 1);
     assert_eq!(stdout(&strata(&db, &["scan"])), "a\t1\nc\t3\n");
+    let o = strata(&db, &["delete-range", "a", "b"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(stdout(&strata(&db, &["scan"])), "c\t3\n");
+    let o = strata(&db, &["delete-range", "c", "a"]);
+    assert_ne!(code(&o), 0, "an inverted range is refused");
+    assert_eq!(stdout(&strata(&db, &["scan"])), "c\t3\n");
 
     let o = strata(&db, &["stats"]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));

@@ -57,6 +57,36 @@ pub extern "C" fn strata_delete(
     .1
 }
 
+/// Deletes every key in [start, end) with one range tombstone (an empty
+/// range deletes nothing). `wo` may be NULL. STRATA_EINVAL when
+/// start > end; STRATA_ENOTSUP where strata_has(db, "range_deletes") is 0
+/// (KVell). Thread-safe.
+#[no_mangle]
+pub extern "C" fn strata_delete_range(
+    db: *const strata_t,
+    wo: *const strata_writeoptions_t,
+    start: *const u8,
+    startlen: usize,
+    end: *const u8,
+    endlen: usize,
+    errptr: *mut *mut c_char,
+) -> c_int {
+    guard(errptr, (), || {
+        let db = obj(db, "database")?;
+        let wo = write_options(wo)?;
+        let start = bytes(start, startlen, "start")?;
+        let end = bytes(end, endlen, "end")?;
+        if wo.sync {
+            let mut b = WriteBatch::new();
+            b.delete_range(start, end);
+            db.db.write(b, &wo).map_err(eng)
+        } else {
+            db.db.delete_range(start, end).map_err(eng)
+        }
+    })
+    .1
+}
+
 /// Looks up `key`. `ro` may be NULL (latest state). When the key exists,
 /// returns its value in a buffer malloc'd by strata (release with
 /// strata_free(); non-NULL even for an empty value), stores its length in
@@ -151,6 +181,28 @@ pub extern "C" fn strata_writebatch_delete(
         let b = obj_mut(b, "batch")?;
         let key = bytes(key, keylen, "key")?;
         b.batch.delete(key);
+        Ok(())
+    })
+    .1
+}
+
+/// Adds a deletion of every key in [start, end) to the batch (checked
+/// when the batch is written: start > end is STRATA_EINVAL; an engine
+/// without range deletions refuses the whole batch with STRATA_ENOTSUP).
+#[no_mangle]
+pub extern "C" fn strata_writebatch_delete_range(
+    b: *mut strata_writebatch_t,
+    start: *const u8,
+    startlen: usize,
+    end: *const u8,
+    endlen: usize,
+    errptr: *mut *mut c_char,
+) -> c_int {
+    guard(errptr, (), || {
+        let b = obj_mut(b, "batch")?;
+        let start = bytes(start, startlen, "start")?;
+        let end = bytes(end, endlen, "end")?;
+        b.batch.delete_range(start, end);
         Ok(())
     })
     .1

@@ -5,11 +5,12 @@
 //! batch   := sequence:u64 LE | count:u32 LE | entry*count
 //! entry   := tag:u8 | [ keyspace:varint ]        -- only when tag & 0x80
 //!            key_len:varint | key
-//!            [ value_len:varint | value ]        -- only when kind = 1 (Value)
+//!            [ value_len:varint | value ]        -- when kind = 1 (Value) or 3
 //! ```
 //!
-//! `tag & 0x7f` is a [`ValueKind`] (0 delete, 1 value; 2 and 3 are reserved
-//! for merge operands and range tombstones and rejected). Bit 0x80 says a
+//! `tag & 0x7f` is a [`ValueKind`] (0 delete, 1 value, 3 range tombstone,
+//! whose key is the range's start and value its exclusive end, with
+//! `start <= end`; 2 is reserved for merge operands and rejected). Bit 0x80 says a
 //! keyspace id follows (reserved for keyspaces, FORMAT.md): this
 //! version writes entries of the default keyspace without it, so they cost
 //! no byte for it, and rejects entries that carry one. Entry `i` of a batch
@@ -78,7 +79,7 @@ pub struct BatchEntry<'a> {
     /// Always 0 in this version.
     pub keyspace: u32,
     pub key: &'a [u8],
-    /// Empty for `Delete`.
+    /// Empty for `Delete`; the range's end for `RangeDelete`.
     pub value: &'a [u8],
 }
 
@@ -103,6 +104,25 @@ impl WriteBatch {
         self.rep.push(ValueKind::Delete as u8);
         put_bytes(&mut self.rep, key);
         self.bump(key.len());
+    }
+
+    /// Appends a deletion of every key in `[start, end)`: every version
+    /// older than this entry of a key in the range is deleted. An empty
+    /// range (`start == end`) deletes nothing; `start > end` is refused by
+    /// [`validate`](Self::validate) (so by every write).
+    pub fn delete_range(&mut self, start: impl AsRef<[u8]>, end: impl AsRef<[u8]>) {
+        let (start, end) = (start.as_ref(), end.as_ref());
+        self.rep.push(ValueKind::RangeDelete as u8);
+        put_bytes(&mut self.rep, start);
+        put_bytes(&mut self.rep, end);
+        self.bump(start.len() + end.len());
+    }
+
+    /// True if the batch holds a range tombstone (an engine without them
+    /// refuses such a batch).
+    pub fn has_range_deletes(&self) -> bool {
+        self.iter()
+            .any(|e| e.is_ok_and(|e| e.kind == ValueKind::RangeDelete))
     }
 
     fn bump(&mut self, user_bytes: usize) {
@@ -163,7 +183,7 @@ impl WriteBatch {
         }
         for (i, e) in self.iter().enumerate() {
             let e = e?;
-            check_lengths(e.key.len(), e.value.len())
+            check_entry(&e)
                 .map_err(|m| Error::InvalidArgument(format!("write batch entry {i}: {m}")))?;
         }
         Ok(())
@@ -268,7 +288,7 @@ impl WriteBatch {
         while found < count && !r.is_empty() {
             let at = (HEADER_LEN + r.pos()) as u64;
             let e = parse_entry(&mut r)?;
-            check_lengths(e.key.len(), e.value.len()).map_err(|m| corrupt(at, m))?;
+            check_entry(&e).map_err(|m| corrupt(at, m))?;
             user_bytes += (e.key.len() + e.value.len()) as u64;
             found += 1;
         }
@@ -293,6 +313,18 @@ impl WriteBatch {
             user_bytes,
         })
     }
+}
+
+/// The limits on an entry (key and value lengths; a range tombstone's end
+/// is a key, at or after its start), as a message.
+fn check_entry(e: &BatchEntry<'_>) -> std::result::Result<(), String> {
+    if e.kind == ValueKind::RangeDelete {
+        check_lengths(e.value.len(), 0)?;
+        if e.key > e.value {
+            return Err("range deletion whose start is after its end".into());
+        }
+    }
+    check_lengths(e.key.len(), e.value.len())
 }
 
 /// The limits on key and value lengths, as a message.
@@ -327,14 +359,14 @@ fn parse_entry<'a>(r: &mut Reader<'a>) -> Result<BatchEntry<'a>> {
             format!("write batch entry has keyspace id {keyspace}; this version has only the default keyspace"),
         ));
     }
-    let kind = ValueKind::from_u8(tag)
+    let kind = ValueKind::from_batch_tag(tag)
         .ok_or_else(|| corrupt(start, format!("unknown write batch entry kind {tag}")))?;
     let key_at = at(r);
     let key = r
         .len_prefixed()
         .ok_or_else(|| corrupt(key_at, "write batch entry key truncated or bad length"))?;
     let value = match kind {
-        ValueKind::Value => {
+        ValueKind::Value | ValueKind::RangeDelete => {
             let v_at = at(r);
             r.len_prefixed()
                 .ok_or_else(|| corrupt(v_at, "write batch entry value truncated or bad length"))?
@@ -575,8 +607,32 @@ mod tests {
     }
 
     #[test]
+    fn range_deletions_round_trip_and_inverted_ones_are_refused() {
+        let mut b = WriteBatch::new();
+        b.put("a", "1");
+        b.delete_range("b", "f");
+        b.delete_range("g", "g");
+        assert!(b.has_range_deletes());
+        b.validate().expect("valid");
+        let d = WriteBatch::decode(b.encoded()).expect("decodes");
+        let e = entries(&d);
+        assert_eq!(e[1], (ValueKind::RangeDelete, b"b".to_vec(), b"f".to_vec()));
+        assert_eq!(e[2], (ValueKind::RangeDelete, b"g".to_vec(), b"g".to_vec()));
+        let mut bad = WriteBatch::new();
+        bad.delete_range("z", "a");
+        assert!(matches!(bad.validate(), Err(Error::InvalidArgument(_))));
+        assert!(WriteBatch::decode(bad.encoded())
+            .expect_err("inverted")
+            .is_corruption());
+        let mut long = WriteBatch::new();
+        long.delete_range("a", vec![b'z'; MAX_KEY_LEN + 1]);
+        assert!(long.validate().is_err());
+        assert!(!sample().has_range_deletes());
+    }
+
+    #[test]
     fn decode_rejects_bad_tags_counts_and_keyspaces() {
-        for tag in [2u8, 3, 7, 0x7f] {
+        for tag in [2u8, 7, 0x7f] {
             let mut enc = WriteBatch::new().encoded().to_vec();
             enc[8] = 1;
             enc.extend_from_slice(&[tag, 1, b'k', 1, b'v']);

@@ -18,11 +18,22 @@
 //!         | 8 varint(id) varint(cursor)    matrix row compacted up to cell `cursor`
 //!                                           (and in the compacting group)
 //!         | 9 varint(id)                   matrix row removed
+//!         | 10 varint(level) desc varint(min_seq) varint(swept_seq)   table added
+//!         | 11 desc varint(min_seq) varint(swept_seq)                 matrix row added
+//!         | 12 varint(seq) bytes(start) bytes(end)  range tombstone added
+//!         | 13 varint(seq)                 range tombstone removed
+//! desc   := the fields of tag 7
 //! bytes  := varint(len) byte*len
 //! ```
+//!
+//! This version writes tables and rows with tags 10 and 11; tags 6 and 7
+//! (written before range tombstones existed) are read with `min_seq` and
+//! `swept_seq` 0, which keeps a range tombstone over their keys alive
+//! until they are compacted away.
 
 use crate::coding::{put_bytes, put_varint, Reader};
 use crate::error::{corrupt, Result};
+use crate::rangedel::RangeTombstone;
 use crate::types::SeqNo;
 
 const TAG_LOG_NUMBER: u64 = 1;
@@ -34,6 +45,10 @@ const TAG_NEW_FILE: u64 = 6;
 const TAG_NEW_ROW: u64 = 7;
 const TAG_ROW_CURSOR: u64 = 8;
 const TAG_DELETED_ROW: u64 = 9;
+const TAG_NEW_FILE_MIN_SEQ: u64 = 10;
+const TAG_NEW_ROW_MIN_SEQ: u64 = 11;
+const TAG_RANGE_DEL: u64 = 12;
+const TAG_RANGE_DEL_REMOVED: u64 = 13;
 
 /// Everything the manifest knows about a table file.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -47,6 +62,12 @@ pub struct FileDesc {
     pub entries: u64,
     pub deletions: u64,
     pub max_seq: SeqNo,
+    /// The smallest sequence number of an entry (0 if unknown): a range
+    /// tombstone newer than it may still hide one of its entries.
+    pub min_seq: SeqNo,
+    /// Every range tombstone at or below this sequence was applied when
+    /// the file was written and hides nothing in it (0: none known).
+    pub swept_seq: SeqNo,
 }
 
 /// A change from one version to the next.
@@ -64,6 +85,10 @@ pub struct Edit {
     pub row_cursors: Vec<(u64, u32)>,
     /// Matrix rows removed (every cell went to L1).
     pub rows_deleted: Vec<u64>,
+    /// Range tombstones added (a flush moves its memtable's here).
+    pub range_dels_added: Vec<RangeTombstone>,
+    /// Range tombstones retired, by sequence number.
+    pub range_dels_removed: Vec<SeqNo>,
 }
 
 impl FileDesc {
@@ -90,6 +115,8 @@ impl FileDesc {
             entries: r.varint()?,
             deletions: r.varint()?,
             max_seq: r.varint()?,
+            min_seq: 0,
+            swept_seq: 0,
         })
     }
 }
@@ -120,13 +147,17 @@ impl Edit {
             put_varint(&mut b, *id);
         }
         for (level, f) in &self.added {
-            put_varint(&mut b, TAG_NEW_FILE);
+            put_varint(&mut b, TAG_NEW_FILE_MIN_SEQ);
             put_varint(&mut b, *level as u64);
             f.encode_into(&mut b);
+            put_varint(&mut b, f.min_seq);
+            put_varint(&mut b, f.swept_seq);
         }
         for f in &self.rows_added {
-            put_varint(&mut b, TAG_NEW_ROW);
+            put_varint(&mut b, TAG_NEW_ROW_MIN_SEQ);
             f.encode_into(&mut b);
+            put_varint(&mut b, f.min_seq);
+            put_varint(&mut b, f.swept_seq);
         }
         for (id, cursor) in &self.row_cursors {
             put_varint(&mut b, TAG_ROW_CURSOR);
@@ -136,6 +167,16 @@ impl Edit {
         for id in &self.rows_deleted {
             put_varint(&mut b, TAG_DELETED_ROW);
             put_varint(&mut b, *id);
+        }
+        for t in &self.range_dels_added {
+            put_varint(&mut b, TAG_RANGE_DEL);
+            put_varint(&mut b, t.seq);
+            put_bytes(&mut b, &t.start);
+            put_bytes(&mut b, &t.end);
+        }
+        for seq in &self.range_dels_removed {
+            put_varint(&mut b, TAG_RANGE_DEL_REMOVED);
+            put_varint(&mut b, *seq);
         }
         b
     }
@@ -182,19 +223,39 @@ impl Edit {
                     let id = r.varint().ok_or_else(|| bad("truncated file id"))?;
                     e.deleted.push((l, id));
                 }
-                TAG_NEW_FILE | TAG_NEW_ROW => {
-                    let l = if tag == TAG_NEW_FILE {
-                        level(&mut r)?
-                    } else {
-                        0
-                    };
-                    let f = FileDesc::decode_from(&mut r)
+                TAG_NEW_FILE | TAG_NEW_ROW | TAG_NEW_FILE_MIN_SEQ | TAG_NEW_ROW_MIN_SEQ => {
+                    let table = matches!(tag, TAG_NEW_FILE | TAG_NEW_FILE_MIN_SEQ);
+                    let l = if table { level(&mut r)? } else { 0 };
+                    let mut f = FileDesc::decode_from(&mut r)
                         .ok_or_else(|| bad("truncated table or row descriptor"))?;
-                    if tag == TAG_NEW_FILE {
+                    if matches!(tag, TAG_NEW_FILE_MIN_SEQ | TAG_NEW_ROW_MIN_SEQ) {
+                        f.min_seq = r.varint().ok_or_else(|| bad("truncated min_seq"))?;
+                        f.swept_seq = r.varint().ok_or_else(|| bad("truncated swept_seq"))?;
+                    }
+                    if table {
                         e.added.push((l, f));
                     } else {
                         e.rows_added.push(f);
                     }
+                }
+                TAG_RANGE_DEL => {
+                    let seq = r.varint().ok_or_else(|| bad("truncated range tombstone"))?;
+                    let start = r
+                        .len_prefixed()
+                        .ok_or_else(|| bad("truncated range start"))?;
+                    let end = r.len_prefixed().ok_or_else(|| bad("truncated range end"))?;
+                    if seq > crate::types::MAX_SEQ || start >= end {
+                        return Err(bad("range tombstone with a bad sequence or range"));
+                    }
+                    e.range_dels_added.push(RangeTombstone {
+                        start: start.to_vec(),
+                        end: end.to_vec(),
+                        seq,
+                    });
+                }
+                TAG_RANGE_DEL_REMOVED => {
+                    e.range_dels_removed
+                        .push(r.varint().ok_or_else(|| bad("truncated range tombstone"))?);
                 }
                 TAG_ROW_CURSOR => {
                     let id = r.varint().ok_or_else(|| bad("truncated row id"))?;
@@ -238,6 +299,8 @@ mod tests {
                     entries: 10,
                     deletions: 1,
                     max_seq: 77,
+                    min_seq: 3,
+                    swept_seq: 60,
                 },
             )],
             rows_added: vec![FileDesc {
@@ -248,11 +311,50 @@ mod tests {
                 entries: 3,
                 deletions: 0,
                 max_seq: 80,
+                min_seq: 0,
+                swept_seq: 0,
             }],
             row_cursors: vec![(10, 7)],
             rows_deleted: vec![6],
+            range_dels_added: vec![RangeTombstone {
+                start: b"c".to_vec(),
+                end: b"f".to_vec(),
+                seq: 70,
+            }],
+            range_dels_removed: vec![12],
         };
         assert_eq!(Edit::decode(&e.encode()).ok(), Some(e));
+    }
+
+    #[test]
+    fn old_descriptor_tags_read_with_min_seq_zero() {
+        let d = FileDesc {
+            id: 4,
+            max_seq: 9,
+            ..FileDesc::default()
+        };
+        let mut b = Vec::new();
+        put_varint(&mut b, TAG_NEW_FILE);
+        put_varint(&mut b, 1);
+        d.encode_into(&mut b);
+        put_varint(&mut b, TAG_NEW_ROW);
+        d.encode_into(&mut b);
+        let e = Edit::decode(&b).expect("decodes");
+        assert_eq!(e.added, vec![(1, d.clone())]);
+        assert_eq!(e.rows_added, vec![d]);
+    }
+
+    #[test]
+    fn empty_range_tombstone_is_corruption() {
+        let e = Edit {
+            range_dels_added: vec![RangeTombstone {
+                start: b"b".to_vec(),
+                end: b"b".to_vec(),
+                seq: 4,
+            }],
+            ..Edit::default()
+        };
+        assert!(Edit::decode(&e.encode()).is_err());
     }
 
     #[test]

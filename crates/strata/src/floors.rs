@@ -77,6 +77,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("memtable", &["iter", "options", "table"]),
     ("open", &["db", "kvell", "options", "store"]),
     ("options", &["events", "io", "table"]),
+    ("rangedel", &[]),
     ("report", &[]),
     ("runs", &["edit", "io", "iter", "options", "stats", "table"]),
     ("sched", &[]),
@@ -101,7 +102,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
 ];
 
 /// Modules every module may import.
-const LEAVES: &[&str] = &["error", "coding", "types", "filename", "sched"];
+const LEAVES: &[&str] = &["error", "coding", "types", "filename", "sched", "rangedel"];
 
 /// The crate's `src` directory.
 fn src() -> PathBuf {

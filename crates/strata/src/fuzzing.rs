@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::io::{Mapping, RandomAccessFile, SequentialFile};
 use crate::iter::InternalIterator;
 use crate::options::WalRecovery;
+pub use crate::rangedel::RangeTombstone;
 use crate::table::block::{Block, BlockIter};
 use crate::table::{BlockCache, Table, TableIter};
 use std::path::PathBuf;

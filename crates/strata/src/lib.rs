@@ -67,6 +67,7 @@ pub(crate) mod l0;
 pub mod memtable;
 pub(crate) mod open;
 pub mod options;
+pub(crate) mod rangedel;
 pub(crate) mod report;
 pub(crate) mod runs;
 pub(crate) mod sched;

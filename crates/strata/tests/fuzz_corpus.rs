@@ -99,6 +99,8 @@ fn worker_seeds() -> Vec<(&'static str, Vec<u8>)> {
         entries: 10,
         deletions: 1,
         max_seq: 99,
+        min_seq: 0,
+        swept_seq: 0,
     };
     let req = Request {
         rules: strata::compaction::executor::offload::RULES.to_string(),
@@ -269,6 +271,12 @@ fn generate_fuzz_corpus() {
     let mut one = WriteBatch::new();
     one.put(vec![0xffu8; 20], vec![7u8; 300]);
     write("batch", "one-put", one.encoded());
+    let mut ranged = WriteBatch::new();
+    ranged.put("a", "1");
+    ranged.delete_range("a", "m");
+    ranged.delete_range("q", "q");
+    ranged.set_sequence(7);
+    write("batch", "range-delete", ranged.encoded());
 
     // A real database on MemFs: WAL, table, manifest.
     let fs = MemFs::new();
@@ -374,6 +382,8 @@ fn generate_fuzz_corpus() {
                 entries: 10,
                 deletions: 1,
                 max_seq: 999,
+                min_seq: 900,
+                swept_seq: 950,
             },
         )],
         rows_added: vec![FileDesc {
@@ -384,9 +394,17 @@ fn generate_fuzz_corpus() {
             entries: 5,
             deletions: 0,
             max_seq: 1000,
+            min_seq: 995,
+            swept_seq: 0,
         }],
         row_cursors: vec![(10, 3)],
         rows_deleted: vec![8],
+        range_dels_added: vec![strata::fuzzing::RangeTombstone {
+            start: b"d".to_vec(),
+            end: b"k".to_vec(),
+            seq: 998,
+        }],
+        range_dels_removed: vec![640],
     };
     write("edit", "synthetic", &e.encode());
     let p = merge_plan();

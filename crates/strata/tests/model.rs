@@ -26,6 +26,31 @@ fn key(rng: &mut StdRng) -> Vec<u8> {
     k
 }
 
+/// A narrow range `[lo, hi)` of the key space (1 to 15 keys wide, now and
+/// then empty or reaching a truncated key).
+fn range(rng: &mut StdRng) -> (Vec<u8>, Vec<u8>) {
+    let n: u32 = rng.gen_range(0..400);
+    let w: u32 = rng.gen_range(0..16);
+    let mut lo = format!("k{n:05}").into_bytes();
+    if rng.gen_bool(0.1) {
+        lo.truncate(rng.gen_range(1..lo.len()));
+    }
+    (lo, format!("k{:05}", n + w).into_bytes())
+}
+
+/// The model's `delete_range`.
+fn model_delete_range(model: &mut Model, lo: &[u8], hi: &[u8]) {
+    if lo < hi {
+        let doomed: Vec<Vec<u8>> = model
+            .range::<[u8], _>((Bound::Included(lo), Bound::Excluded(hi)))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in doomed {
+            model.remove(&k);
+        }
+    }
+}
+
 fn value(rng: &mut StdRng) -> Vec<u8> {
     let len = match rng.gen_range(0..10) {
         0 => 0,
@@ -206,16 +231,31 @@ fn run_case(seed: u64, ops: usize, design: &str, snapshot_heavy: bool) -> SnapRe
                 db.put(&k, &v).expect("put");
                 model.insert(k, v);
             }
-            40..=49 => {
+            40..=46 => {
                 let k = key(&mut rng);
                 db.delete(&k).expect("delete");
                 model.remove(&k);
+            }
+            47..=49 => {
+                let (lo, hi) = range(&mut rng);
+                if lo <= hi {
+                    db.delete_range(&lo, &hi).expect("delete_range");
+                    model_delete_range(&mut model, &lo, &hi);
+                } else {
+                    assert!(db.delete_range(&lo, &hi).is_err(), "{ctx}: inverted range");
+                }
             }
             50..=56 => {
                 let mut b = WriteBatch::new();
                 for _ in 0..rng.gen_range(1..20) {
                     let k = key(&mut rng);
-                    if rng.gen_bool(0.7) {
+                    if rng.gen_bool(0.05) {
+                        let (lo, hi) = range(&mut rng);
+                        if lo <= hi {
+                            b.delete_range(&lo, &hi);
+                            model_delete_range(&mut model, &lo, &hi);
+                        }
+                    } else if rng.gen_bool(0.7) {
                         let v = value(&mut rng);
                         b.put(&k, &v);
                         model.insert(k, v);
@@ -514,6 +554,22 @@ fn metamorphic_every_design_answers_alike() {
                     }
                     for s in &stores {
                         s.delete(&k).expect("kvell delete");
+                    }
+                }
+                9 if rng.gen_bool(0.3) => {
+                    // A range deletion; KVell has none, so its stores
+                    // delete the range's keys one by one.
+                    let (lo, hi) = range(&mut rng);
+                    if lo <= hi {
+                        for db in &dbs {
+                            db.delete_range(&lo, &hi).expect("delete_range");
+                        }
+                        for s in &stores {
+                            let r = ScanRange::new(Bound::Included(&lo), Bound::Excluded(&hi));
+                            for (doomed, _) in s.scan(r).expect("kvell scan") {
+                                s.delete(&doomed).expect("kvell delete");
+                            }
+                        }
                     }
                 }
                 _ => {

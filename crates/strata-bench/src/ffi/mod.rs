@@ -444,6 +444,12 @@ impl KvStore for CStore {
                 "per-batch sync on a comparator: set the engine's sync setting".into(),
             ));
         }
+        if batch.has_range_deletes() {
+            return Err(strata::Error::NotSupported(format!(
+                "range deletion through the {} comparator binding",
+                self.api.engine
+            )));
+        }
         // SAFETY: a fresh batch, destroyed below on every path.
         let b = unsafe { (self.api.batch_create)() };
         if b.is_null() {
@@ -470,6 +476,8 @@ impl KvStore for CStore {
                     ValueKind::Delete => unsafe {
                         (self.api.batch_delete)(b, ptr(e.key), e.key.len())
                     },
+                    // Refused above.
+                    ValueKind::RangeDelete => {}
                 },
                 Err(e) => {
                     result = Err(e);
@@ -619,6 +627,7 @@ impl KvStore for CStore {
             atomic_batches: true,
             snapshot_scans: true,
             snapshots: false,
+            range_deletes: false,
             unsynced: "a process crash (the library's WAL, not synced per write)",
             synced: "per-write sync is the engine's setting here, not the call's",
         }

@@ -33,6 +33,10 @@ pub enum PlanKind {
     /// `next_inputs`): drops its stale versions when nothing lies below it
     /// to merge with.
     Rewrite = 2,
+    /// Delete the inputs without reading them (`level == output_level`
+    /// ≥ 1, no `next_inputs`): a range tombstone every reader sees hides
+    /// each of their entries.
+    Drop = 3,
 }
 
 /// Why a plan was made.
@@ -47,6 +51,9 @@ pub enum Trigger {
     /// A table point lookups kept searching in vain
     /// ([`crate::version::FileMeta::read_exhausted`]).
     Read = 3,
+    /// A table holding versions a range tombstone hides
+    /// (`picker::range_dels`).
+    RangeDel = 4,
 }
 
 /// One compaction job.
@@ -119,10 +126,11 @@ impl Plan {
     /// (≥ 1) and stays there; other kinds go one level down.
     pub fn is_well_formed(&self) -> bool {
         let shape = match self.kind {
-            PlanKind::Rewrite => {
+            PlanKind::Rewrite | PlanKind::Drop => {
                 self.level >= 1
+                    && (self.kind == PlanKind::Drop || self.inputs.len() == 1)
                     && self.level == self.output_level
-                    && self.inputs.len() == 1
+                    && !self.inputs.is_empty()
                     && self.next_inputs.is_empty()
             }
             PlanKind::Move | PlanKind::Merge => {
@@ -132,7 +140,8 @@ impl Plan {
                     && self.rows.iter().all(|r| r.from <= r.to)
             }
         };
-        shape && (self.kind != PlanKind::Rewrite || self.rows.is_empty())
+        shape
+            && (self.kind == PlanKind::Move || self.kind == PlanKind::Merge || self.rows.is_empty())
     }
 
     /// All input file ids with their levels.
@@ -189,6 +198,7 @@ impl Plan {
             Some(0) => PlanKind::Move,
             Some(1) => PlanKind::Merge,
             Some(2) => PlanKind::Rewrite,
+            Some(3) => PlanKind::Drop,
             _ => return Err(bad(&r, "unknown kind")),
         };
         let small = |r: &mut Reader<'_>| r.varint().filter(|v| *v < 64).map(|v| v as usize);
@@ -220,6 +230,7 @@ impl Plan {
             Some(1) => Trigger::Stale,
             Some(2) => Trigger::Manual,
             Some(3) => Trigger::Read,
+            Some(4) => Trigger::RangeDel,
             _ => return Err(bad(&r, "unknown trigger")),
         };
         let mut assigned = Assignment::default();

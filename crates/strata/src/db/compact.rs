@@ -33,6 +33,7 @@ pub(super) fn pick(inner: &Inner, st: &State, in_flight: &InFlight) -> Option<Pl
         in_flight,
         pointers: &pointers,
         stale: &stale,
+        horizon: inner.horizon(),
     };
     picker::l0::pick(&env, &*inner.designs.l0, &*inner.designs.picker)
 }
@@ -180,11 +181,16 @@ fn account(inner: &Inner, v: &Version, plan: &Plan, outcome: &Outcome, started: 
     match plan.trigger {
         Trigger::Stale => Stats::add(&s.stale_compactions, 1),
         Trigger::Read => Stats::add(&s.read_compactions, 1),
+        Trigger::RangeDel => Stats::add(&s.range_del_compactions, 1),
         Trigger::Size | Trigger::Manual => {}
     }
     Stats::add(&s.stale_dropped, outcome.stale_dropped);
     if plan.kind == PlanKind::Move {
         Stats::add(&s.trivial_moves, 1);
+        return;
+    }
+    if plan.kind == PlanKind::Drop {
+        Stats::add(&s.range_dropped_tables, plan.inputs.len() as u64);
         return;
     }
     Stats::add(&s.compaction_count, 1);
@@ -217,7 +223,7 @@ fn account(inner: &Inner, v: &Version, plan: &Plan, outcome: &Outcome, started: 
 /// everything but the table files.
 fn assign(inner: &Inner, st: &mut State, plan: &mut Plan, v: &Version, snapshots: Vec<SeqNo>) {
     plan.assigned.snapshots = snapshots;
-    if plan.kind == PlanKind::Move {
+    if matches!(plan.kind, PlanKind::Move | PlanKind::Drop) {
         return;
     }
     plan.assigned.splits = split::split(plan, v, inner.designs.executor.subtasks());
@@ -353,6 +359,35 @@ impl Db {
                 picker::pick_range(&version, &inner.opts, level, lo.as_deref(), hi.as_deref())
             {
                 compact(inner, st, plan, version, None).check_usable()?;
+            }
+        }
+        // Then the tables in range that hold versions a range tombstone
+        // hides (each plan clears one table; it cannot pick it again).
+        loop {
+            let st = inner.state.lock();
+            st.check_usable()?;
+            let version = st.versions.current();
+            let pointers = st.compact_pointers(inner.opts.num_levels);
+            let stale = std::collections::HashMap::new();
+            let env = PickEnv {
+                version: &version,
+                opts: &inner.opts,
+                in_flight: &st.in_flight,
+                pointers: &pointers,
+                stale: &stale,
+                horizon: inner.horizon(),
+            };
+            let range = Some((lo.as_deref(), hi.as_deref()));
+            match picker::range_dels::pick(&env, range) {
+                Some(plan) => {
+                    compact(inner, st, plan, version, None).check_usable()?;
+                }
+                // A background compaction has the rest: wait for it.
+                None if picker::range_dels::running(&env, range) => {
+                    let mut st = st;
+                    inner.done_cv.wait_for(&mut st, Duration::from_millis(50));
+                }
+                None => break,
             }
         }
         Ok(())

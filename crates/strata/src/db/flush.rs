@@ -76,6 +76,7 @@ fn flush_one_unguarded<'a>(
                 .sum();
             let mut edit = Edit::default();
             inner.designs.l0.record(&written, &mut edit);
+            edit.range_dels_added = mem.range_dels();
             let Written { keys, seqs, .. } = written;
             // WALs older than the next memtable's are no longer needed. (Only
             // a flush removes memtables, and one runs at a time: `imm[1]` stays

@@ -52,6 +52,35 @@ pub struct SuperVersion {
     pub version: Arc<Version>,
 }
 
+impl SuperVersion {
+    /// The range tombstones of the view: the memtables' and the version's.
+    pub fn cover(&self) -> crate::rangedel::Cover {
+        let mut c = crate::rangedel::Cover::of(self.mem.range_fragments());
+        for m in &self.imm {
+            if let Some(f) = m.range_fragments() {
+                c.push(f);
+            }
+        }
+        c.push(Arc::clone(self.version.range_dels.fragments()));
+        c
+    }
+
+    /// True if a reader at `read_seq` sees a range tombstone hiding the
+    /// version of `key` written at `seq`. Without range tombstones: one
+    /// atomic load per memtable and one length check.
+    pub fn hides(&self, key: &[u8], seq: SeqNo, read_seq: SeqNo) -> bool {
+        let hides = |f: &crate::rangedel::Fragments| {
+            f.newest_visible(key, read_seq).is_some_and(|t| t > seq)
+        };
+        self.mem.range_fragments().is_some_and(|f| hides(&f))
+            || self
+                .imm
+                .iter()
+                .any(|m| m.range_fragments().is_some_and(|f| hides(&f)))
+            || hides(self.version.range_dels.fragments())
+    }
+}
+
 /// Metadata guarded by `Inner::state`.
 pub(crate) struct State {
     pub versions: VersionSet,
@@ -348,6 +377,8 @@ impl Db {
         };
         s.table_bytes_read = read;
         inner.designs.l0.fill_stats(&*sv.version, &mut s.l0_rows);
+        s.range_tombstones = sv.version.range_dels.list().len() as u64;
+        s.range_tombstone_bytes = sv.version.range_dels.key_bytes() as u64;
         s
     }
 
@@ -450,6 +481,14 @@ impl Inner {
     /// Live snapshot sequence numbers.
     pub(crate) fn snapshot_list(&self) -> Vec<SeqNo> {
         self.snapshots.lock().keys().copied().collect()
+    }
+
+    /// The oldest sequence a reader may read at: the oldest live
+    /// snapshot's, else the last published. (The published sequence is
+    /// read first: a snapshot taken after it holds one at least as high.)
+    pub(crate) fn horizon(&self) -> SeqNo {
+        let published = self.last_seq.load(Ordering::Acquire);
+        self.snapshot_list().into_iter().fold(published, SeqNo::min)
     }
 
     /// Records a background failure: writes stop until reopen.

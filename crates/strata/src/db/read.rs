@@ -80,7 +80,7 @@ impl Db {
             }
         };
         Ok(match found {
-            Some((_, ValueKind::Value, v)) => Some(v),
+            Some((s, ValueKind::Value, v)) if !sv.hides(key, s, seq) => Some(v),
             _ => None,
         })
     }
@@ -215,7 +215,8 @@ fn iter_at(sv: Arc<SuperVersion>, seq: SeqNo) -> DbIter {
             children.push(Box::new(LevelIter::new(files.clone())));
         }
     }
-    DbIter::new(Box::new(MergeIter::new(children)), seq, sv)
+    let cover = sv.cover();
+    DbIter::new(Box::new(MergeIter::new(children)), seq, cover, sv)
 }
 
 /// A range scan as a double-ended Rust iterator of `Result<(key, value)>`.

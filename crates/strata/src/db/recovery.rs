@@ -122,6 +122,7 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
         let mut next = || Ok(versions.new_file_number());
         let written = l0.write(&sink, mem, &*version, edit, Vec::new(), &mut next)?;
         l0.record(&written, edit);
+        edit.range_dels_added.extend(mem.range_dels());
         Ok(())
     };
     // The history has no holes: each record starts at or before the

@@ -167,6 +167,17 @@ impl Db {
         self.write(b, &WriteOptions::default())
     }
 
+    /// Deletes every key in `[start, end)` (one range tombstone, whatever
+    /// the number of keys): reads at or after it no longer see them, and
+    /// compaction drops the versions it hides where no snapshot needs
+    /// them. An empty range deletes nothing; `start > end` is
+    /// `InvalidArgument`.
+    pub fn delete_range(&self, start: impl AsRef<[u8]>, end: impl AsRef<[u8]>) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.delete_range(start, end);
+        self.write(b, &WriteOptions::default())
+    }
+
     /// Applies `batch` atomically: after a crash either all of it is there or none.
     pub fn write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
         self.check_open()?;

@@ -1,5 +1,6 @@
 //! The user-facing iterator: user keys at one snapshot, newest visible
-//! version only, tombstones hidden, both directions.
+//! version only, tombstones hidden (point tombstones, and versions a
+//! visible range tombstone of its [`Cover`] hides), both directions.
 //!
 //! Forward, the inner iterator sits on the entry that yields the current
 //! key/value. Reverse, the inner iterator sits *before* all entries of the
@@ -12,6 +13,7 @@
 
 use super::InternalIterator;
 use crate::error::Result;
+use crate::rangedel::Cover;
 use crate::types::{self, SeqNo, ValueKind};
 use std::any::Any;
 use std::sync::Arc;
@@ -30,6 +32,8 @@ enum Direction {
 pub struct DbIter {
     inner: Box<dyn InternalIterator>,
     seq: SeqNo,
+    /// The range tombstones of the view.
+    cover: Cover,
     direction: Direction,
     valid: bool,
     saved_key: Vec<u8>,
@@ -45,14 +49,18 @@ pub struct DbIter {
 pub type SeekSampler = Arc<dyn Fn(&[u8]) + Send + Sync>;
 
 impl DbIter {
+    /// A cursor over `inner` at `seq`, hiding what `cover`'s tombstones
+    /// delete; `pin` keeps the view's sources alive.
     pub(crate) fn new(
         inner: Box<dyn InternalIterator>,
         seq: SeqNo,
+        cover: Cover,
         pin: Arc<dyn Any + Send + Sync>,
     ) -> Self {
         DbIter {
             inner,
             seq,
+            cover,
             direction: Direction::Forward,
             valid: false,
             saved_key: Vec::new(),
@@ -197,14 +205,25 @@ impl DbIter {
         self.saved_value.clear();
     }
 
+    /// What the visible entry `p` means to this reader: a value a range
+    /// tombstone hides reads as a deletion.
+    #[inline]
+    fn effective(&self, p: types::ParsedKey<'_>) -> ValueKind {
+        if p.kind == ValueKind::Value && self.cover.hides(p.user_key, p.seq, self.seq) {
+            ValueKind::Delete
+        } else {
+            p.kind
+        }
+    }
+
     /// Forward: skips invisible entries, shadowed versions and deleted keys.
     /// With `skipping`, entries of user keys `<= saved_key` are hidden.
     fn find_next_user_entry(&mut self, mut skipping: bool) {
         while self.inner.valid() {
             if let Some(p) = types::parse_internal_key(self.inner.key()) {
                 if p.seq <= self.seq {
-                    match p.kind {
-                        ValueKind::Delete => {
+                    match self.effective(p) {
+                        ValueKind::Delete | ValueKind::RangeDelete => {
                             self.saved_key.clear();
                             self.saved_key.extend_from_slice(p.user_key);
                             skipping = true;
@@ -230,13 +249,13 @@ impl DbIter {
         while self.inner.valid() {
             if let Some(p) = types::parse_internal_key(self.inner.key()) {
                 if p.seq <= self.seq {
-                    if kind != ValueKind::Delete && p.user_key < self.saved_key.as_slice() {
+                    if kind == ValueKind::Value && p.user_key < self.saved_key.as_slice() {
                         // Passed the entries of the key we collected.
                         break;
                     }
-                    kind = p.kind;
-                    match p.kind {
-                        ValueKind::Delete => {
+                    kind = self.effective(p);
+                    match kind {
+                        ValueKind::Delete | ValueKind::RangeDelete => {
                             self.saved_key.clear();
                             self.saved_value.clear();
                         }
@@ -251,7 +270,7 @@ impl DbIter {
             }
             self.inner.prev();
         }
-        if kind == ValueKind::Delete || self.inner.status().is_err() {
+        if kind != ValueKind::Value || self.inner.status().is_err() {
             self.invalidate();
             self.direction = Direction::Forward;
         } else {

@@ -28,6 +28,7 @@ use crate::io::{FileLock, FileSystem};
 use crate::l0::matrix::row::RowWriter;
 use crate::memtable::MemTable;
 use crate::options::{L0Kind, Options};
+use crate::rangedel::Cover;
 use crate::runs::filter::Dropper;
 use crate::runs::FileMeta;
 use crate::stats::RowStats;
@@ -299,7 +300,7 @@ fn write_row(
     is_bottom_for: impl FnMut(&[u8]) -> bool,
     next_number: &mut dyn FnMut() -> Result<u64>,
 ) -> Result<Written> {
-    let mut dropper = Dropper::new(snapshots, is_bottom_for);
+    let mut dropper = Dropper::new(snapshots, is_bottom_for, Cover::of(mem.range_fragments()));
     let id = next_number()?;
     let mut w = RowWriter::create(&*sink.fs, &dir, id, top)?;
     let path = w.path().to_path_buf();
@@ -323,7 +324,8 @@ fn write_row(
             return Ok(None);
         }
         let (smallest, largest) = (w.smallest.clone(), w.largest.clone());
-        let (entries, deletions, max_seq) = (w.entries(), w.deletions, w.max_seq);
+        let (entries, deletions, max_seq, min_seq) =
+            (w.entries(), w.deletions, w.max_seq, w.min_seq);
         let size = w.finish()?;
         sink.fs.sync_dir(&dir)?;
         Ok(Some(FileDesc {
@@ -334,6 +336,8 @@ fn write_row(
             entries,
             deletions,
             max_seq,
+            min_seq,
+            swept_seq: dropper.swept(),
         }))
     });
     match written {

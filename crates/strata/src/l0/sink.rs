@@ -6,6 +6,7 @@ use super::Levels;
 use crate::edit::FileDesc;
 use crate::error::Result;
 use crate::memtable::MemTable;
+use crate::rangedel::Cover;
 use crate::runs::filter::Dropper;
 use crate::runs::output::Outputs;
 use crate::types::SeqNo;
@@ -60,7 +61,7 @@ pub(crate) fn write_memtable_to(
 ) -> Result<Written> {
     // Tombstones stay unless no table holds the key at all.
     let is_bottom_for = |uk: &[u8]| sink.drop_tombstones && nothing_below(version, unlisted, uk);
-    let mut dropper = Dropper::new(snapshots, is_bottom_for);
+    let mut dropper = Dropper::new(snapshots, is_bottom_for, Cover::of(mem.range_fragments()));
     let mut out = Outputs::new(
         sink.dir,
         sink.fs.clone(),
@@ -78,8 +79,13 @@ pub(crate) fn write_memtable_to(
         })
         .and_then(|()| out.finish());
     match result {
-        Ok(descs) => Ok(Written {
-            descs,
+        Ok(mut descs) => Ok(Written {
+            descs: {
+                for d in &mut descs {
+                    d.swept_seq = dropper.swept();
+                }
+                descs
+            },
             rows: Vec::new(),
             keys: std::mem::take(&mut out.keys),
             seqs: std::mem::take(&mut out.seqs),

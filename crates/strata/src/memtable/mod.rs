@@ -35,6 +35,7 @@ pub use index::IndexIter;
 pub use iter::MemIter;
 
 use crate::iter::InternalIterator;
+use crate::rangedel::{Fragments, RangeTombstone};
 use crate::types::{self, SeqNo, ValueKind};
 use arc_swap::ArcSwapOption;
 use index::SortedIndex;
@@ -109,6 +110,16 @@ pub struct MemTable {
     indexing: AtomicBool,
     /// Bytes of the published index.
     index_bytes: AtomicUsize,
+    /// The range tombstones this memtable took, in sequence order (kept
+    /// apart from the skiplists; a flush hands them to the version).
+    range_dels: Mutex<Vec<RangeTombstone>>,
+    /// `range_dels.len()`, read without the lock.
+    range_count: AtomicUsize,
+    /// Bytes the range tombstones hold.
+    range_bytes: AtomicUsize,
+    /// The fragments of the first `.0` range tombstones, rebuilt by a
+    /// reader that finds more.
+    range_fragments: ArcSwapOption<(usize, Arc<Fragments>)>,
 }
 
 impl MemTable {
@@ -151,6 +162,10 @@ impl MemTable {
             index: ArcSwapOption::empty(),
             indexing: AtomicBool::new(false),
             index_bytes: AtomicUsize::new(0),
+            range_dels: Mutex::new(Vec::new()),
+            range_count: AtomicUsize::new(0),
+            range_bytes: AtomicUsize::new(0),
+            range_fragments: ArcSwapOption::empty(),
         }
     }
 
@@ -211,8 +226,14 @@ impl MemTable {
         self.count.load(AtomicOrdering::Acquire)
     }
 
-    /// Inserts one entry. Caller guarantees `seq` is unique.
+    /// Inserts one entry. Caller guarantees `seq` is unique. A
+    /// `RangeDelete` (key = start, value = end) goes to the range
+    /// tombstones (an empty range is dropped).
     pub fn add(&self, seq: SeqNo, kind: ValueKind, user_key: &[u8], value: &[u8]) {
+        if kind == ValueKind::RangeDelete {
+            self.add_range_del(seq, user_key, value);
+            return;
+        }
         let _guard = self.inserter.lock();
         let n = self.count.load(AtomicOrdering::Relaxed);
         // The newest published shard: shard 0 is set by `new`, and the
@@ -251,9 +272,57 @@ impl MemTable {
         }
     }
 
-    /// The newest entry of `user_key` with sequence `<= seq`.
+    /// Takes the range tombstone `[start, end) @ seq`.
+    /// An empty range is not kept, but its sequence still counts in
+    /// [`max_seq`](Self::max_seq): a flush records that as the history's
+    /// end, and recovery expects the next log to go on from there.
+    fn add_range_del(&self, seq: SeqNo, start: &[u8], end: &[u8]) {
+        self.max_seq.fetch_max(seq, AtomicOrdering::Relaxed);
+        if start >= end {
+            return;
+        }
+        let mut list = self.range_dels.lock();
+        list.push(RangeTombstone {
+            start: start.to_vec(),
+            end: end.to_vec(),
+            seq,
+        });
+        self.range_count.store(list.len(), AtomicOrdering::Release);
+        self.range_bytes.fetch_add(
+            start.len() + end.len() + std::mem::size_of::<RangeTombstone>(),
+            AtomicOrdering::Relaxed,
+        );
+    }
+
+    /// The fragments of the range tombstones taken so far; `None` when
+    /// there are none (the common case costs one atomic load). Readers
+    /// share one build until another tombstone arrives.
+    pub fn range_fragments(&self) -> Option<Arc<Fragments>> {
+        let n = self.range_count.load(AtomicOrdering::Acquire);
+        if n == 0 {
+            return None;
+        }
+        if let Some(cached) = self.range_fragments.load_full() {
+            if cached.0 == n {
+                return Some(Arc::clone(&cached.1));
+            }
+        }
+        let list = self.range_dels.lock();
+        let built = Arc::new(Fragments::build(&list));
+        self.range_fragments
+            .store(Some(Arc::new((list.len(), Arc::clone(&built)))));
+        Some(built)
+    }
+
+    /// The range tombstones taken, in sequence order (a flush records them).
+    pub fn range_dels(&self) -> Vec<RangeTombstone> {
+        self.range_dels.lock().clone()
+    }
+
+    /// The newest entry of `user_key` with sequence `<= seq` (range
+    /// tombstones are not applied: see [`range_fragments`](Self::range_fragments)).
     pub fn get(&self, user_key: &[u8], seq: SeqNo) -> Option<(SeqNo, ValueKind, Vec<u8>)> {
-        if self.is_empty() {
+        if self.len.load(AtomicOrdering::Relaxed) == 0 {
             return None;
         }
         let probe = types::pack_trailer(seq, types::KIND_FOR_SEEK);
@@ -392,9 +461,12 @@ impl MemTable {
         }
     }
 
-    /// Approximate bytes used (arenas, filters and the sorted index).
+    /// Approximate bytes used (arenas, filters, the sorted index and the
+    /// range tombstones).
     pub fn approximate_size(&self) -> usize {
-        self.size.load(AtomicOrdering::Relaxed) + self.index_bytes.load(AtomicOrdering::Relaxed)
+        self.size.load(AtomicOrdering::Relaxed)
+            + self.index_bytes.load(AtomicOrdering::Relaxed)
+            + self.range_bytes.load(AtomicOrdering::Relaxed)
     }
 
     /// The share of the entries the running (or last) flush has walked,
@@ -412,9 +484,9 @@ impl MemTable {
         self.len.load(AtomicOrdering::Relaxed)
     }
 
-    /// True when no entry was added.
+    /// True when no entry and no range tombstone was added.
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.len() == 0 && self.range_count.load(AtomicOrdering::Acquire) == 0
     }
 
     /// Largest sequence number inserted.

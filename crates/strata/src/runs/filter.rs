@@ -5,8 +5,11 @@
 //! key in the same stripe look the same to every reader, so only the newest
 //! is kept. A tombstone in the oldest stripe (visible to every snapshot) is
 //! dropped too when no deeper level can hold an older version of its key.
+//! A version that a range tombstone of the [`Cover`] hides, with no
+//! snapshot between the two, is dropped as well.
 
 use crate::error::{corrupt, Result};
+use crate::rangedel::Cover;
 use crate::types::{self, SeqNo, ValueKind};
 
 /// The per-entry keep/drop decision; see the module doc.
@@ -18,11 +21,18 @@ pub struct Dropper<F: FnMut(&[u8]) -> bool> {
     current_key: Vec<u8>,
     has_current: bool,
     last_stripe: usize,
+    /// The range tombstones in force.
+    cover: Cover,
+    /// The oldest tombstone of `cover` hiding a kept entry (a snapshot
+    /// needs the entry); `SeqNo::MAX` while there is none.
+    kept_hidden_by: SeqNo,
     pub dropped: u64,
 }
 
 impl<F: FnMut(&[u8]) -> bool> Dropper<F> {
-    pub fn new(mut snapshots: Vec<SeqNo>, is_bottom_for: F) -> Self {
+    /// Drops by `snapshots` (any order), `is_bottom_for` and the range
+    /// tombstones of `cover`.
+    pub fn new(mut snapshots: Vec<SeqNo>, is_bottom_for: F, cover: Cover) -> Self {
         snapshots.sort_unstable();
         snapshots.dedup();
         Dropper {
@@ -31,6 +41,8 @@ impl<F: FnMut(&[u8]) -> bool> Dropper<F> {
             current_key: Vec::new(),
             has_current: false,
             last_stripe: 0,
+            cover,
+            kept_hidden_by: SeqNo::MAX,
             dropped: 0,
         }
     }
@@ -59,7 +71,27 @@ impl<F: FnMut(&[u8]) -> bool> Dropper<F> {
             self.dropped += 1;
             return Ok(false);
         }
+        if !self.cover.is_empty() {
+            if let Some(t) = self.cover.oldest_above(p.user_key, p.seq) {
+                if self.stripe(t) == stripe {
+                    self.dropped += 1;
+                    return Ok(false);
+                }
+                self.kept_hidden_by = self.kept_hidden_by.min(t);
+            }
+        }
         Ok(true)
+    }
+
+    /// What the outputs written from the kept entries may record as their
+    /// `FileDesc::swept_seq`: no tombstone at or below it hides anything in
+    /// them. That is the newest tombstone of the cover, but below the
+    /// oldest one hiding a kept entry (the oldest tombstone above an entry
+    /// is the first that may hide it). Valid once every entry was judged.
+    pub fn swept(&self) -> SeqNo {
+        self.cover
+            .newest()
+            .min(self.kept_hidden_by.saturating_sub(1))
     }
 }
 
@@ -69,7 +101,16 @@ mod tests {
     use crate::types::internal_key;
 
     fn run(snaps: Vec<SeqNo>, bottom: bool, entries: &[(&[u8], SeqNo, ValueKind)]) -> Vec<SeqNo> {
-        let mut d = Dropper::new(snaps, |_| bottom);
+        run_covered(snaps, bottom, Cover::none(), entries)
+    }
+
+    fn run_covered(
+        snaps: Vec<SeqNo>,
+        bottom: bool,
+        cover: Cover,
+        entries: &[(&[u8], SeqNo, ValueKind)],
+    ) -> Vec<SeqNo> {
+        let mut d = Dropper::new(snaps, |_| bottom, cover);
         entries
             .iter()
             .filter(|(k, s, kind)| d.keep(&internal_key(k, *s, *kind as u8)).unwrap_or(true))
@@ -99,5 +140,26 @@ mod tests {
         assert_eq!(run(vec![], true, e), Vec::<SeqNo>::new());
         // A snapshot at 5 still needs a@4, and the tombstone above it.
         assert_eq!(run(vec![5], true, e), vec![8, 4]);
+    }
+
+    #[test]
+    fn range_tombstones_drop_what_no_snapshot_sees() {
+        use crate::rangedel::{Fragments, RangeTombstone};
+        let mut cover = Cover::none();
+        cover.push(std::sync::Arc::new(Fragments::build(&[RangeTombstone {
+            start: b"a".to_vec(),
+            end: b"c".to_vec(),
+            seq: 6,
+        }])));
+        let e: &[(&[u8], SeqNo, ValueKind)] = &[
+            (b"a", 9, ValueKind::Value),
+            (b"a", 4, ValueKind::Value),
+            (b"b", 3, ValueKind::Value),
+            (b"c", 2, ValueKind::Value),
+        ];
+        // a@9 is newer than the tombstone; c is outside it.
+        assert_eq!(run_covered(vec![], false, cover.clone(), e), vec![9, 2]);
+        // A snapshot at 5 still sees a@4 (the newest below it) and b@3.
+        assert_eq!(run_covered(vec![5], false, cover, e), vec![9, 4, 3, 2]);
     }
 }

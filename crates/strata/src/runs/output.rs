@@ -201,6 +201,8 @@ impl<'a> Outputs<'a> {
                 entries: props.entries,
                 deletions: props.deletions,
                 max_seq: props.max_seq,
+                min_seq: props.min_seq,
+                swept_seq: 0,
             });
         }
         Ok(())

@@ -121,6 +121,11 @@ counters! {
         compaction_offloaded_subtasks,
         /// Sub-tasks a failed worker left, re-run here.
         compaction_offload_fallbacks,
+        /// Compactions of tables holding versions a range tombstone hides
+        /// (`Trigger::RangeDel`).
+        range_del_compactions,
+        /// Tables deleted unread: a range tombstone hid every entry.
+        range_dropped_tables,
         /// Most compactions that ran at the same time.
         compactions_running_max,
         /// Times a running compaction paused to give its CPU slot to a flush
@@ -143,6 +148,10 @@ counters! {
         /// Entries and bytes of the update table (0 without stale tracking).
         pub update_table_entries: u64,
         pub update_table_bytes: u64,
+        /// Range tombstones the version holds (flushed, not yet retired),
+        /// and the bytes of their keys.
+        pub range_tombstones: u64,
+        pub range_tombstone_bytes: u64,
         pub manifest_bytes: u64,
         /// Bytes read from table files: metadata, data blocks on block-cache
         /// misses, and every use of an uncompressed block of a memory-mapped

@@ -91,7 +91,7 @@ impl StatsSnapshot {
         let _ = write!(
             out,
             "\"user_reads\":{},\"arena_chunks_made_ahead\":{},\"arena_chunk_misses\":{},\
-             \"update_table_entries\":{},\"update_table_bytes\":{},\"manifest_bytes\":{},\
+             \"update_table_entries\":{},\"update_table_bytes\":{},\"range_tombstones\":{},\"range_tombstone_bytes\":{},\"manifest_bytes\":{},\
              \"table_bytes_read\":{},\"block_cache_hits\":{},\"block_cache_misses\":{},\"block_cache_usage\":{},\"row_cache_hits\":{},\"row_cache_misses\":{},\
              \"open_tables\":{},\"mapped_table_bytes\":{},\"pinned_index_filter_bytes\":{},\"table_cache_hits\":{},\
              \"table_cache_misses\":{},\"table_cache_evictions\":{},\"warmed_tables\":{},\"warmed_table_bytes\":{},\"tables_mapped\":{},\"memory\":{},\"memtable_bytes\":{},\"immutable_memtables\":{},\"last_sequence\":{},\
@@ -101,6 +101,8 @@ impl StatsSnapshot {
             self.arena_chunk_misses,
             self.update_table_entries,
             self.update_table_bytes,
+            self.range_tombstones,
+            self.range_tombstone_bytes,
             self.manifest_bytes,
             self.table_bytes_read,
             self.block_cache_hits,

@@ -17,6 +17,7 @@ pub const LSM_SEMANTICS: Semantics = Semantics {
     atomic_batches: true,
     snapshot_scans: true,
     snapshots: true,
+    range_deletes: true,
     unsynced: "a process crash: the write is in the WAL's file (not yet fsynced); a power loss may lose the newest writes, never a part of a batch",
     synced: "a power loss: the WAL is fdatasynced before the write is acknowledged",
 };
@@ -48,6 +49,9 @@ impl KvStore for Db {
     }
     fn delete(&self, key: &[u8]) -> Result<()> {
         Db::delete(self, key)
+    }
+    fn delete_range(&self, start: &[u8], end: &[u8]) -> Result<()> {
+        Db::delete_range(self, start, end)
     }
     fn write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
         Db::write(self, batch, opts)

@@ -34,6 +34,9 @@ pub struct Semantics {
     pub snapshot_scans: bool,
     /// [`KvStore::snapshot`] is supported.
     pub snapshots: bool,
+    /// [`KvStore::delete_range`] (and a batch's range deletions) are
+    /// supported.
+    pub range_deletes: bool,
     /// What an acknowledged write without `sync` survives.
     pub unsynced: &'static str,
     /// What `WriteOptions::sync` adds.
@@ -90,6 +93,15 @@ pub trait KvStore: Send + Sync {
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()>;
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
     fn delete(&self, key: &[u8]) -> Result<()>;
+    /// Deletes every key in `[start, end)`; `NotSupported` where
+    /// `semantics().range_deletes` is false.
+    fn delete_range(&self, start: &[u8], end: &[u8]) -> Result<()> {
+        let _ = (start, end);
+        Err(Error::NotSupported(format!(
+            "{} has no range deletion",
+            self.semantics().engine
+        )))
+    }
     /// Applies a batch: atomically where `semantics().atomic_batches`,
     /// otherwise entry by entry (each key's entries in order). The batched
     /// path: an engine may turn one batch into one I/O batch.

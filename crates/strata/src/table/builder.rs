@@ -161,6 +161,11 @@ impl TableBuilder {
         self.props.raw_key_bytes += ikey.len() as u64;
         self.props.raw_value_bytes += value.len() as u64;
         self.props.max_seq = self.props.max_seq.max(parsed.seq);
+        self.props.min_seq = if first {
+            parsed.seq
+        } else {
+            self.props.min_seq.min(parsed.seq)
+        };
         // Aligned, a block that nearly fills its room is cut before the
         // entry that would take it and its trailer past the room, so that
         // it fits its page (a less full block takes the entry and may need

@@ -21,6 +21,7 @@ const TAG_SMALLEST: u64 = 7;
 const TAG_LARGEST: u64 = 8;
 const TAG_MAX_SEQ: u64 = 9;
 const TAG_COMPRESSION: u64 = 10;
+const TAG_MIN_SEQ: u64 = 11;
 
 /// Facts about a table, written at build time and read at open.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -41,6 +42,9 @@ pub struct TableProperties {
     pub largest: Vec<u8>,
     /// Largest sequence number in the table (its "creation sequence").
     pub max_seq: u64,
+    /// Smallest sequence number in the table (0 if unknown: tables
+    /// written before this field).
+    pub min_seq: u64,
     pub format_version: u32,
 }
 
@@ -60,6 +64,7 @@ pub(crate) fn encode_properties(p: &TableProperties, compression: Compression) -
     num(&mut out, TAG_RAW_VALUE_BYTES, p.raw_value_bytes);
     num(&mut out, TAG_DATA_BLOCKS, p.data_blocks);
     num(&mut out, TAG_MAX_SEQ, p.max_seq);
+    num(&mut out, TAG_MIN_SEQ, p.min_seq);
     num(&mut out, TAG_COMPRESSION, compression as u64);
     put_varint(&mut out, TAG_SMALLEST);
     put_bytes(&mut out, &p.smallest);
@@ -103,6 +108,7 @@ pub(crate) fn decode_properties(buf: &[u8]) -> Result<(TableProperties, Compress
             TAG_RAW_VALUE_BYTES => p.raw_value_bytes = num()?,
             TAG_DATA_BLOCKS => p.data_blocks = num()?,
             TAG_MAX_SEQ => p.max_seq = num()?,
+            TAG_MIN_SEQ => p.min_seq = num()?,
             TAG_COMPRESSION => {
                 compression = u8::try_from(num()?)
                     .ok()
@@ -136,6 +142,7 @@ mod tests {
             smallest: b"a\x01\0\0\0\0\0\0\0".to_vec(),
             largest: b"z\x01\0\0\0\0\0\0\0".to_vec(),
             max_seq: 77,
+            min_seq: 0,
             format_version: 1,
         };
         let mut b = encode_properties(&p, Compression::Zstd);

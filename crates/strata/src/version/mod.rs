@@ -16,6 +16,7 @@ pub use set::VersionSet;
 pub(crate) use set::{check_header, current_manifest, write_manifest_and_current};
 
 use crate::error::Result;
+use crate::rangedel::{RangeDels, RangeTombstone};
 use crate::types::{self, SeqNo, ValueKind};
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -28,6 +29,8 @@ pub struct Version {
     /// Level 0's rows (`l0=matrix`; empty otherwise). They
     /// are newer than every table of level 0.
     pub rows: crate::l0::Rows,
+    /// The range tombstones flushed and not yet retired.
+    pub range_dels: Arc<RangeDels>,
     /// Every table by id, built on the first [`Version::table_by_id`]
     /// (only the stale picker asks), reset by [`Version::seal`].
     by_id: OnceLock<HashMap<u64, Arc<FileMeta>>>,
@@ -38,6 +41,7 @@ impl Version {
         Version {
             levels: vec![Vec::new(); num_levels],
             rows: crate::l0::Rows::default(),
+            range_dels: Arc::new(RangeDels::default()),
             by_id: OnceLock::new(),
         }
     }
@@ -194,6 +198,63 @@ impl Version {
                             .is_some_and(|f| f.smallest_user_key() <= user_key)
                     }
                 })
+    }
+
+    /// True if a table or level-0 row may still hold a version that `t`
+    /// hides: one overlaps `t`'s range, has an entry older than `t`, and
+    /// was not written applying `t` (its `swept_seq` is below `t`).
+    pub fn may_hide(&self, t: &RangeTombstone) -> bool {
+        let older = |d: &crate::edit::FileDesc| {
+            d.min_seq < t.seq
+                && d.swept_seq < t.seq
+                && t.overlaps(types::user_key(&d.smallest), types::user_key(&d.largest))
+        };
+        if self.rows.rows.iter().any(|r| older(&r.meta.desc)) {
+            return true;
+        }
+        self.levels.iter().enumerate().any(|(level, files)| {
+            if level == 0 {
+                return files.iter().any(|f| older(&f.desc));
+            }
+            // Sorted and disjoint: the overlapping tables are a run.
+            let i = files.partition_point(|f| f.largest_user_key() < t.start.as_slice());
+            files
+                .get(i..)
+                .unwrap_or_default()
+                .iter()
+                .take_while(|f| f.smallest_user_key() < t.end.as_slice())
+                .any(|f| older(&f.desc))
+        })
+    }
+
+    /// Applies the range tombstones `added` and `removed` (by sequence),
+    /// then retires every tombstone no table or row may still need
+    /// ([`may_hide`](Self::may_hide)); returns the sequences retired.
+    /// Call after the tables of the same edit are in place.
+    pub fn update_range_dels(&mut self, added: &[RangeTombstone], removed: &[SeqNo]) -> Vec<SeqNo> {
+        if self.range_dels.is_empty() && added.is_empty() {
+            return Vec::new();
+        }
+        let mut list: Vec<RangeTombstone> = self
+            .range_dels
+            .list()
+            .iter()
+            .chain(added)
+            .filter(|t| !removed.contains(&t.seq))
+            .cloned()
+            .collect();
+        let mut retired = Vec::new();
+        list.retain(|t| {
+            let keep = self.may_hide(t);
+            if !keep {
+                retired.push(t.seq);
+            }
+            keep
+        });
+        if !added.is_empty() || !removed.is_empty() || !retired.is_empty() {
+            self.range_dels = Arc::new(RangeDels::new(list));
+        }
+        retired
     }
 
     /// Total bytes in all levels.

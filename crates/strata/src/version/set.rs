@@ -14,6 +14,7 @@ use crate::error::{corrupt, Error, Result};
 use crate::filename::{self, manifest_name, wal_path, CURRENT};
 use crate::io::{self, FileSystem};
 use crate::options::{Options, WalRecovery};
+use crate::rangedel::{RangeDels, RangeTombstone};
 use crate::table::BlockCache;
 use crate::types::SeqNo;
 use crate::wal;
@@ -115,6 +116,7 @@ impl VersionSet {
         check_header(&header).map_err(|e| e.in_file(&manifest_path, 0))?;
         let mut files: Vec<HashMap<u64, FileDesc>> = vec![HashMap::new(); self.num_levels];
         let mut rows: HashMap<u64, (FileDesc, Option<u32>)> = HashMap::new();
+        let mut range_dels: HashMap<SeqNo, RangeTombstone> = HashMap::new();
         let mut next_file = None;
         let mut last_seq = None;
         let mut log_number = None;
@@ -154,6 +156,12 @@ impl VersionSet {
                 if let Some(r) = rows.get_mut(id) {
                     r.1 = Some(*cursor);
                 }
+            }
+            for t in edit.range_dels_added {
+                range_dels.insert(t.seq, t);
+            }
+            for seq in &edit.range_dels_removed {
+                range_dels.remove(seq);
             }
             next_file = edit.next_file_number.or(next_file);
             last_seq = edit.last_sequence.or(last_seq);
@@ -242,6 +250,7 @@ impl VersionSet {
         }
         v.rows = self.current.rows.clone();
         v.rows.apply(opened, &cursors, &[]);
+        v.range_dels = Arc::new(RangeDels::new(range_dels.into_values().collect()));
         v.seal();
         self.current = Arc::new(v);
         self.tables.fit(self.current.total_bytes());
@@ -335,6 +344,8 @@ impl VersionSet {
         };
         let removed_rows = v.rows.apply(rows, &edit.row_cursors, &edit.rows_deleted);
         v.seal();
+        let retired = v.update_range_dels(&edit.range_dels_added, &edit.range_dels_removed);
+        edit.range_dels_removed.extend(retired);
 
         let new_manifest = match &self.manifest {
             None => true,
@@ -440,6 +451,7 @@ impl VersionSet {
                 snap.row_cursors.push((r.meta.id(), r.cursor));
             }
         }
+        snap.range_dels_added = v.range_dels.list().to_vec();
         for (level, k) in self.compact_pointers.iter().enumerate() {
             if !k.is_empty() {
                 snap.compact_pointers.push((level, k.clone()));

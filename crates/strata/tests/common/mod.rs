@@ -160,11 +160,13 @@ pub fn all(db: &Db) -> Vec<(Vec<u8>, Vec<u8>)> {
 pub type Model = std::collections::BTreeMap<Vec<u8>, Vec<u8>>;
 
 /// One write of a generated history: a batch of puts (`Some`) and deletes
-/// (`None`), with its `sync` flag. Values name the op, so states after
-/// different prefixes of a history differ.
+/// (`None`), then perhaps a range deletion `[lo, hi)`, with its `sync`
+/// flag. Values name the op, so states after different prefixes of a
+/// history differ.
 #[derive(Debug, Clone)]
 pub struct HistOp {
     pub entries: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    pub range: Option<(Vec<u8>, Vec<u8>)>,
     pub sync: bool,
 }
 
@@ -176,6 +178,9 @@ impl HistOp {
                 None => m.remove(k),
             };
         }
+        if let Some((lo, hi)) = &self.range {
+            m.retain(|k, _| !(lo <= k && k < hi));
+        }
     }
 
     pub fn batch(&self) -> strata::WriteBatch {
@@ -185,6 +190,9 @@ impl HistOp {
                 Some(v) => b.put(k, v),
                 None => b.delete(k),
             }
+        }
+        if let Some((lo, hi)) = &self.range {
+            b.delete_range(lo, hi);
         }
         b
     }
@@ -197,10 +205,13 @@ impl HistOp {
 
 /// A seeded history of `n` ops over `keys` keys: single puts and deletes and
 /// batches of 2–8 entries; a fraction `sync` of them synced; values of 0–200
-/// bytes and now and then 1–3 KiB.
+/// bytes and now and then 1–3 KiB. One op in 40 ends with a range
+/// deletion of 1–8 keys (drawn from a second generator, so the puts and
+/// deletes are those the seed always made).
 pub fn history(seed: u64, n: usize, keys: u32, sync: f64) -> Vec<HistOp> {
     use rand::{Rng, SeedableRng};
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut ranges = rand::rngs::StdRng::seed_from_u64(seed ^ 0x5a5a_5a5a);
     (0..n)
         .map(|i| {
             let len = if rng.gen_bool(0.15) {
@@ -225,8 +236,17 @@ pub fn history(seed: u64, n: usize, keys: u32, sync: f64) -> Vec<HistOp> {
                     }
                 })
                 .collect();
+            let range = ranges.gen_bool(0.025).then(|| {
+                let lo = ranges.gen_range(0..keys);
+                let hi = lo + ranges.gen_range(1..9);
+                (
+                    format!("key{lo:05}").into_bytes(),
+                    format!("key{hi:05}").into_bytes(),
+                )
+            });
             HistOp {
                 entries,
+                range,
                 sync: rng.gen_bool(sync),
             }
         })

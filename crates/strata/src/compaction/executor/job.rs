@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 use crate::filename::table_path;
 use crate::io::FileSystem;
 use crate::l0::Run;
+use crate::rangedel::Cover;
 use crate::stale::CompactionChange;
 use crate::version::{Edit, FileDesc, FileMeta, Version};
 use std::path::Path;
@@ -31,6 +32,9 @@ pub struct Job<'p> {
     /// level below the output level that meet the plan's range, in key
     /// order: outputs are cut to line up with them.
     pub grandparents: Vec<(Vec<u8>, Vec<u8>, u64)>,
+    /// The version's range tombstones: versions they hide are dropped
+    /// where no snapshot needs them.
+    pub cover: Cover,
 }
 
 fn find(v: &Version, level: usize, id: u64) -> Result<Arc<FileMeta>> {
@@ -98,6 +102,8 @@ impl<'p> Job<'p> {
                 (a, b, f.size())
             })
             .collect();
+        let mut cover = Cover::none();
+        cover.push(Arc::clone(v.range_dels.fragments()));
         Ok(Job {
             plan,
             inputs,
@@ -105,6 +111,7 @@ impl<'p> Job<'p> {
             rows,
             deeper,
             grandparents,
+            cover,
         })
     }
 
@@ -130,12 +137,15 @@ impl<'p> Job<'p> {
             + self.rows.iter().map(Run::bytes).sum::<u64>()
     }
 
-    /// The edit of a move: inputs re-linked one level down.
+    /// The edit of a move (inputs re-linked one level down) or a drop
+    /// (inputs deleted).
     pub fn move_edit(&self) -> Edit {
         let mut edit = self.base_edit();
         for f in self.inputs.iter() {
             edit.deleted.push((self.plan.level, f.id()));
-            edit.added.push((self.plan.output_level, f.desc.clone()));
+            if self.plan.kind == PlanKind::Move {
+                edit.added.push((self.plan.output_level, f.desc.clone()));
+            }
         }
         edit
     }
@@ -185,9 +195,10 @@ impl<'p> Job<'p> {
         (edit, outcome)
     }
 
-    /// Only for a move plan.
+    /// A plan that reads and writes no table (a move re-links its inputs,
+    /// a drop deletes them): its edit is [`move_edit`](Self::move_edit).
     pub fn is_move(&self) -> bool {
-        self.plan.kind == PlanKind::Move
+        matches!(self.plan.kind, PlanKind::Move | PlanKind::Drop)
     }
 }
 
@@ -210,6 +221,16 @@ pub struct Piece {
     pub offloaded: bool,
     /// Offered to a worker that failed; re-run here.
     pub fell_back: bool,
+}
+
+impl Piece {
+    /// Records on every output that the range tombstones up to `swept`
+    /// were applied to it (`FileDesc::swept_seq`).
+    pub fn sweep(&mut self, swept: crate::types::SeqNo) {
+        for d in &mut self.descs {
+            d.swept_seq = swept;
+        }
+    }
 }
 
 /// Deletes the outputs of sub-tasks whose compaction failed as a whole.

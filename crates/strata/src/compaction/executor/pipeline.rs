@@ -143,6 +143,7 @@ pub fn run_pipelined(
         piece.dropped = merge.dropped;
         piece.stale_dropped = merge.stale_dropped;
         piece.change.erased = merge.erased;
+        piece.sweep(merge.swept);
         piece.pipelined = true;
         Ok(piece)
     })
@@ -233,6 +234,8 @@ struct Merged {
     dropped: u64,
     stale_dropped: u64,
     erased: Vec<(Vec<u8>, u64)>,
+    /// The outputs' `swept_seq` (`Dropper::swept`).
+    swept: u64,
 }
 
 /// One input run as the merge stage holds it.
@@ -301,6 +304,7 @@ fn merge_stage(
         let mut sieve = Sieve::new(
             job.plan.assigned.snapshots.clone(),
             |uk: &[u8]| job.is_bottom_for(uk),
+            job.cover.clone(),
             env.stale,
         );
         let mut out = Chunk::default();
@@ -351,6 +355,7 @@ fn merge_stage(
             dropped: sieve.dropped(),
             stale_dropped: sieve.stale_dropped,
             erased: std::mem::take(&mut sieve.erased),
+            swept: sieve.swept(),
         })
     })();
     drop(tx);

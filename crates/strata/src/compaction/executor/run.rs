@@ -17,6 +17,7 @@ use crate::compaction::output::{NumberSource, Outputs};
 use crate::error::{corrupt, Result};
 use crate::io::FileSystem;
 use crate::iter::{InternalIterator, MergeIter};
+use crate::rangedel::Cover;
 use crate::stale::{Entry, Tracker};
 use crate::table::{TableIter, TableOptions};
 use crate::types::{self, SeqNo, MAX_SEQ};
@@ -123,9 +124,14 @@ pub struct Sieve<'a, F: FnMut(&[u8]) -> bool> {
 }
 
 impl<'a, F: FnMut(&[u8]) -> bool> Sieve<'a, F> {
-    pub fn new(snapshots: Vec<SeqNo>, is_bottom_for: F, stale: Option<Stale<'a>>) -> Self {
+    pub fn new(
+        snapshots: Vec<SeqNo>,
+        is_bottom_for: F,
+        cover: Cover,
+        stale: Option<Stale<'a>>,
+    ) -> Self {
         Sieve {
-            dropper: Dropper::new(snapshots, is_bottom_for),
+            dropper: Dropper::new(snapshots, is_bottom_for, cover),
             stale,
             user_key: Vec::new(),
             has_key: false,
@@ -137,6 +143,11 @@ impl<'a, F: FnMut(&[u8]) -> bool> Sieve<'a, F> {
 
     pub fn dropped(&self) -> u64 {
         self.dropper.dropped
+    }
+
+    /// The outputs' `swept_seq` ([`Dropper::swept`]).
+    pub fn swept(&self) -> SeqNo {
+        self.dropper.swept()
     }
 
     /// Decides the entry with internal key `ikey` (entries arrive in
@@ -239,6 +250,7 @@ pub fn run_linear(
     let mut sieve = Sieve::new(
         job.plan.assigned.snapshots.clone(),
         |uk: &[u8]| job.is_bottom_for(uk),
+        job.cover.clone(),
         env.stale,
     );
     let mut out = outputs(job, env, range, numbers);
@@ -268,6 +280,7 @@ pub fn run_linear(
     })();
     let mut piece = settle(out, result)?;
     piece.dropped = sieve.dropped();
+    piece.sweep(sieve.swept());
     piece.stale_dropped = sieve.stale_dropped;
     piece.change.repointed = repointed;
     piece.change.erased = std::mem::take(&mut sieve.erased);

@@ -6,9 +6,12 @@
 //! case <name>
 //! options <name=value,...>            (Options::apply; optional)
 //! table L<level> <id> <lo>..<hi> size=<bytes> [entries=<n>] [stale=<n>] [misses=<n>]
+//!       [seqs=<min>..<max>] [swept=<n>]
 //! running L<level>->L<out> <lo>..<hi> [<id> ...]   (ids: its input tables)
 //! inflight <id>
-//! pick <leveled|stale> => <plan>|none
+//! rangedel <lo>..<hi> seq=<n>          (a range tombstone of the version)
+//! horizon <n>                          (the oldest readable sequence; default MAX_SEQ)
+//! pick <leveled|stale|range-dels> => <plan>|none
 //! ```
 //! A plan prints as `<kind> L<level> [ids] -> L<out> [ids] <trigger>`,
 //! plus ` bottommost` when set. Lines starting with `#` are comments.
@@ -32,12 +35,14 @@ fn show(plan: Option<Plan>) -> String {
         PlanKind::Move => "move",
         PlanKind::Merge => "merge",
         PlanKind::Rewrite => "rewrite",
+        PlanKind::Drop => "drop",
     };
     let trigger = match p.trigger {
         Trigger::Size => "size",
         Trigger::Stale => "stale",
         Trigger::Manual => "manual",
         Trigger::Read => "read",
+        Trigger::RangeDel => "range-del",
     };
     let ids = |v: &[u64]| {
         let s: Vec<String> = v.iter().map(u64::to_string).collect();
@@ -61,6 +66,8 @@ struct Case {
     /// Lookups charged to a table as having searched it in vain.
     misses: HashMap<u64, u64>,
     in_flight: InFlight,
+    range_dels: Vec<crate::rangedel::RangeTombstone>,
+    horizon: crate::types::SeqNo,
 }
 
 impl Case {
@@ -72,10 +79,13 @@ impl Case {
             stale: HashMap::new(),
             misses: HashMap::new(),
             in_flight: InFlight::default(),
+            range_dels: Vec::new(),
+            horizon: crate::types::MAX_SEQ,
         }
     }
 
-    fn pick(&self, picker: &dyn Picker) -> Option<Plan> {
+    /// The plan of `picker`, or of the range-tombstone picker for `None`.
+    fn pick(&self, picker: Option<&dyn Picker>) -> Option<Plan> {
         let cache = Arc::new(TableCache::new(
             Path::new("/nowhere"),
             &self.opts,
@@ -90,6 +100,7 @@ impl Case {
             v.levels[*level].push(f);
         }
         v.seal();
+        v.range_dels = Arc::new(crate::rangedel::RangeDels::new(self.range_dels.clone()));
         let pointers = vec![Vec::new(); self.opts.num_levels];
         let env = PickEnv {
             version: &v,
@@ -97,8 +108,12 @@ impl Case {
             in_flight: &self.in_flight,
             pointers: &pointers,
             stale: &self.stale,
+            horizon: self.horizon,
         };
-        picker.pick(&env)
+        match picker {
+            Some(p) => p.pick(&env),
+            None => super::range_dels::pick(&env, None),
+        }
     }
 }
 
@@ -147,6 +162,11 @@ fn picker_fixtures() {
                         "misses" => {
                             case.misses.insert(d.id, number(val));
                         }
+                        "seqs" => {
+                            let (a, b) = val.split_once("..").expect("min..max");
+                            (d.min_seq, d.max_seq) = (number(a), number(b));
+                        }
+                        "swept" => d.swept_seq = number(val),
                         _ => panic!("line {}: unknown field {k}", lineno + 1),
                     }
                 }
@@ -165,11 +185,23 @@ fn picker_fixtures() {
                 let lvl = l.map_or(1, |(l, _)| *l);
                 case.in_flight.push(lvl, lvl + 1, b"", b"", &[number(rest)]);
             }
+            "rangedel" => {
+                let f: Vec<&str> = rest.split_whitespace().collect();
+                let (lo, hi) = f[0].split_once("..").expect("lo..hi");
+                let seq = f[1].strip_prefix("seq=").expect("seq=<n>");
+                case.range_dels.push(crate::rangedel::RangeTombstone {
+                    start: lo.as_bytes().to_vec(),
+                    end: hi.as_bytes().to_vec(),
+                    seq: number(seq),
+                });
+            }
+            "horizon" => case.horizon = number(rest),
             "pick" => {
                 let (kind, want) = rest.split_once(" => ").expect("pick <kind> => <plan>");
-                let picker: &dyn Picker = match kind {
-                    "leveled" => &Leveled,
-                    "stale" => &Stale,
+                let picker: Option<&dyn Picker> = match kind {
+                    "leveled" => Some(&Leveled),
+                    "stale" => Some(&Stale),
+                    "range-dels" => None,
                     _ => panic!("line {}: unknown picker {kind}", lineno + 1),
                 };
                 let got = show(case.pick(picker));

@@ -16,6 +16,7 @@ pub fn pick(env: &PickEnv<'_>, l0: &dyn L0Container, levels: &dyn Picker) -> Opt
         .into_iter()
         .find_map(|p| plan_of(v, env.opts, p, Trigger::Size).and_then(|p| env.admit(p)))
         .or_else(|| levels.pick(env))
+        .or_else(|| super::range_dels::pick(env, None))
 }
 
 /// A manual compaction of all of level 0 into L1, if it holds anything.

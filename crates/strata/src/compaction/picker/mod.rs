@@ -5,10 +5,13 @@
 //! Two pickers, chosen once at open from `Options::compaction_picker`
 //! (`db::Designs::resolve`):
 //! [`Leveled`] (size triggers only) and [`Stale`] (size triggers, then
-//! tables whose stale-version score passed `stale_threshold`).
+//! tables whose stale-version score passed `stale_threshold`). With either,
+//! tables holding versions a range tombstone hides are cleared last
+//! ([`range_dels`]).
 
 pub(crate) mod l0;
 mod leveled;
+pub mod range_dels;
 mod stale;
 
 pub use leveled::{
@@ -19,6 +22,7 @@ pub use stale::Stale;
 use super::scheduler::InFlight;
 use super::Plan;
 use crate::options::Options;
+use crate::types::SeqNo;
 use crate::version::Version;
 use std::collections::HashMap;
 
@@ -33,6 +37,10 @@ pub struct PickEnv<'a> {
     pub pointers: &'a [Vec<u8>],
     /// Stale versions counted per table (empty without stale tracking).
     pub stale: &'a HashMap<u64, u64>,
+    /// The oldest sequence a reader may read at: the oldest live
+    /// snapshot's, else the last published. A range tombstone above it
+    /// may not clear what it hides yet.
+    pub horizon: SeqNo,
 }
 
 impl PickEnv<'_> {

@@ -53,6 +53,8 @@ pub struct RowWriter<'a> {
     pub largest: Vec<u8>,
     pub deletions: u64,
     pub max_seq: u64,
+    /// Smallest sequence written (`u64::MAX` while empty).
+    pub min_seq: u64,
 }
 
 impl<'a> RowWriter<'a> {
@@ -84,6 +86,7 @@ impl<'a> RowWriter<'a> {
             largest: Vec::new(),
             deletions: 0,
             max_seq: 0,
+            min_seq: u64::MAX,
         })
     }
 
@@ -121,6 +124,7 @@ impl<'a> RowWriter<'a> {
         }
         if let Some(p) = types::parse_internal_key(ikey) {
             self.max_seq = self.max_seq.max(p.seq);
+            self.min_seq = self.min_seq.min(p.seq);
             if p.kind != types::ValueKind::Value {
                 self.deletions += 1;
             }

@@ -467,6 +467,8 @@ mod tests {
             entries: 1,
             deletions: 0,
             max_seq: id,
+            min_seq: 0,
+            swept_seq: 0,
         }
     }
 
@@ -693,6 +695,8 @@ mod tests {
                 entries: n,
                 deletions: 0,
                 max_seq: 1,
+                min_seq: 0,
+                swept_seq: 0,
             };
             (path, FileMeta::new(desc, Arc::clone(&tc)))
         };

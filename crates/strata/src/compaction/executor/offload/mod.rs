@@ -187,7 +187,7 @@ impl Offload {
             }
             _ => return Err(corrupt(0, "worker frame: unexpected op")),
         }
-        let reply = Reply::decode(&answer.payload)?;
+        let mut reply = Reply::decode(&answer.payload)?;
         if reply.rules != RULES {
             return Err(corrupt(
                 0,
@@ -197,7 +197,7 @@ impl Offload {
                 ),
             ));
         }
-        check_outputs(job, env, i, &reply)?;
+        check_outputs(job, env, i, &mut reply)?;
         let us = |m: u64| Duration::from_micros(m);
         Ok(Piece {
             descs: reply.descs,
@@ -217,11 +217,12 @@ impl Offload {
 /// the plan's, follow the previous one in key order, and be a readable
 /// table on disk whose size and properties (key bounds, entries,
 /// deletions, newest sequence) are what the descriptor says; the bytes
-/// written must add up. Any mismatch fails the sub-task, which then runs
+/// written must add up. Each descriptor's `min_seq` (not on the wire) is
+/// taken from its table's properties. Any mismatch fails the sub-task, which then runs
 /// on the host, before anything reaches the version. The entries
 /// themselves are not compared with the inputs' (`Offload::recount`
 /// checks their number over the whole plan).
-fn check_outputs(job: &Job<'_>, env: &Env<'_>, i: usize, reply: &Reply) -> Result<()> {
+fn check_outputs(job: &Job<'_>, env: &Env<'_>, i: usize, reply: &mut Reply) -> Result<()> {
     let bad =
         |d: &FileDesc, why: &str| corrupt(0, format!("compaction worker: output {}: {why}", d.id));
     let reserved = job.plan.assigned.numbers(i);
@@ -237,7 +238,7 @@ fn check_outputs(job: &Job<'_>, env: &Env<'_>, i: usize, reply: &Reply) -> Resul
         .unwrap_or_default();
     let mut prev: Option<&[u8]> = None;
     let mut total = 0u64;
-    for d in &reply.descs {
+    for d in &mut reply.descs {
         let (s, l) = (
             crate::types::user_key(&d.smallest),
             crate::types::user_key(&d.largest),
@@ -273,6 +274,7 @@ fn check_outputs(job: &Job<'_>, env: &Env<'_>, i: usize, reply: &Reply) -> Resul
         {
             return Err(bad(d, "properties differ from the descriptor"));
         }
+        d.min_seq = p.min_seq;
     }
     if total != reply.bytes_written {
         return Err(corrupt(0, "compaction worker: output sizes do not add up"));

@@ -453,6 +453,8 @@ mod tests {
                 entries: 3,
                 deletions: 1,
                 max_seq: 5,
+                min_seq: 0,
+                swept_seq: 0,
             }],
             bytes_written: 100,
             dropped: 2,

@@ -73,6 +73,9 @@ fn serve_request(req: Request, cfg: &WorkerConfig) -> Result<Reply> {
         rows: Vec::new(),
         deeper: req.deeper,
         grandparents: req.grandparents,
+        // Not sent the range tombstones: a worker keeps the versions they
+        // hide, and a later compaction on the host drops them.
+        cover: crate::rangedel::Cover::none(),
     };
     let env = Env {
         dir: &req.dir,
@@ -306,6 +309,8 @@ mod tests {
             entries: 10,
             deletions: 0,
             max_seq: 9,
+            min_seq: 0,
+            swept_seq: 0,
         };
         Request {
             rules: rules.to_string(),

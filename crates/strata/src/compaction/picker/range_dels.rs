@@ -1,0 +1,118 @@
+//! Compactions that clear range tombstones: a table of a sorted level that
+//! may still hold versions a tombstone hides ([`Version::may_hide`]) is
+//! deleted unread when the tombstone hides all of it, else rewritten in
+//! place (merged into the next level when that level overlaps it), so the
+//! hidden versions go and the tombstone can retire. Only tombstones every
+//! reader sees (at or below the environment's horizon) are acted on: with
+//! an older snapshot the hidden versions must stay, and a compaction
+//! would drop nothing.
+//!
+//! Level 0 is left to its own compactions, which always move down.
+
+use super::leveled::plan_for;
+use super::PickEnv;
+use crate::compaction::{Plan, PlanKind, Trigger};
+use crate::rangedel::RangeTombstone;
+use crate::version::{FileMeta, Version};
+use std::sync::Arc;
+
+/// A user-key range `[lo, hi]` (`None`: unbounded on that side).
+pub type KeyRange<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
+
+/// The first plan, oldest tombstone first, shallowest level first, that
+/// may run beside the running compactions; `None` when no tombstone at or
+/// below `env.horizon` leaves work in a sorted level that is not already
+/// running. With `range`, only tables meeting the user-key range `[lo, hi]`
+/// (`None`: unbounded) count.
+pub fn pick(env: &PickEnv<'_>, range: Option<KeyRange<'_>>) -> Option<Plan> {
+    candidates(env, range)
+        .filter(|(_, f, _)| !env.in_flight.contains(f.id()))
+        .find_map(|(level, f, t)| plan_of(env, env.version, level, f, t))
+}
+
+/// True if a table [`pick`] would consider is the input of a running
+/// compaction (a caller that wants the work done waits for it).
+pub fn running(env: &PickEnv<'_>, range: Option<KeyRange<'_>>) -> bool {
+    candidates(env, range).any(|(_, f, _)| env.in_flight.contains(f.id()))
+}
+
+/// Every (level, table, tombstone) where a table of a sorted level meeting
+/// `range` may hold a version the tombstone (at or below the horizon) hides.
+fn candidates<'v>(
+    env: &'v PickEnv<'_>,
+    range: Option<KeyRange<'v>>,
+) -> impl Iterator<Item = (usize, &'v Arc<FileMeta>, &'v RangeTombstone)> + 'v {
+    let v = env.version;
+    let horizon = env.horizon;
+    v.range_dels
+        .list()
+        .iter()
+        .filter(move |t| t.seq <= horizon)
+        .flat_map(move |t| {
+            v.levels
+                .iter()
+                .enumerate()
+                .skip(1)
+                .flat_map(move |(level, files)| {
+                    let i = files.partition_point(|f| f.largest_user_key() < t.start.as_slice());
+                    files
+                        .get(i..)
+                        .unwrap_or_default()
+                        .iter()
+                        .take_while(move |f| f.smallest_user_key() < t.end.as_slice())
+                        .filter(move |f| hides_in(f, t))
+                        .filter(move |f| range.is_none_or(|(lo, hi)| f.overlaps(lo, hi)))
+                        .map(move |f| (level, f, t))
+                })
+        })
+}
+
+/// True if `f` may hold a version `t` hides (as `Version::may_hide`).
+fn hides_in(f: &FileMeta, t: &RangeTombstone) -> bool {
+    f.desc.min_seq < t.seq && f.desc.swept_seq < t.seq
+}
+
+/// The plan that clears `t` from `f` of `level`, if admitted.
+fn plan_of(
+    env: &PickEnv<'_>,
+    v: &Version,
+    level: usize,
+    f: &Arc<FileMeta>,
+    t: &RangeTombstone,
+) -> Option<Plan> {
+    let (lo, hi) = (f.smallest_user_key(), f.largest_user_key());
+    let inside = t.start.as_slice() <= lo && hi < t.end.as_slice();
+    let plan = if inside && f.desc.max_seq < t.seq {
+        Plan {
+            kind: PlanKind::Drop,
+            ..rewrite(v, env, level, f)
+        }
+    } else if !v.overlapping(level + 1, Some(lo), Some(hi)).is_empty() {
+        let mut plan = plan_for(v, env.opts, level, vec![f.clone()], Trigger::RangeDel)?;
+        plan.compact_pointer.clear();
+        plan
+    } else {
+        rewrite(v, env, level, f)
+    };
+    env.admit(plan)
+}
+
+/// The rewrite of `f` alone in its own `level`.
+fn rewrite(v: &Version, env: &PickEnv<'_>, level: usize, f: &Arc<FileMeta>) -> Plan {
+    let (lo, hi) = (f.smallest_user_key(), f.largest_user_key());
+    let bottommost =
+        ((level + 1)..v.levels.len()).all(|l| v.overlapping(l, Some(lo), Some(hi)).is_empty());
+    Plan {
+        kind: PlanKind::Rewrite,
+        level,
+        output_level: level,
+        inputs: vec![f.id()],
+        next_inputs: Vec::new(),
+        target_file_size: env.opts.target_file_size,
+        bottommost,
+        compact_pointer: Vec::new(),
+        trigger: Trigger::RangeDel,
+        rows: Vec::new(),
+        assigned: Default::default(),
+    }
+}
