@@ -133,6 +133,55 @@ pub enum Workload {
     /// Active compaction's U1…U9: update share 10 %…90 %, the rest reads.
     Update(u8),
     Fluctuation,
+    /// Deletes 10 % of the loaded keys: the first [`DELETED_PER_BLOCK`]
+    /// keys of every block of [`DELETE_BLOCK`], with one range deletion
+    /// per block (`ranges`, where the engine has them; else as `!ranges`)
+    /// or as that many point deletes in one batch.
+    DeleteBlocks {
+        ranges: bool,
+    },
+    /// A read workload run on a load whose blocks were deleted so
+    /// (`ranges` as in [`Workload::DeleteBlocks`]), flushed, and settled.
+    AfterDeletes(AfterDeletes, bool),
+}
+
+/// Keys per block of [`Workload::DeleteBlocks`].
+pub const DELETE_BLOCK: u64 = 1000;
+/// Keys deleted at the start of each block.
+pub const DELETED_PER_BLOCK: u64 = 100;
+
+/// What [`Workload::AfterDeletes`] runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AfterDeletes {
+    ReadRandom,
+    SeekRandom,
+    ReadSeq,
+}
+
+impl AfterDeletes {
+    const ALL: [AfterDeletes; 3] = [
+        AfterDeletes::ReadRandom,
+        AfterDeletes::SeekRandom,
+        AfterDeletes::ReadSeq,
+    ];
+
+    /// The workload it runs.
+    fn base(self) -> Workload {
+        match self {
+            AfterDeletes::ReadRandom => Workload::ReadRandom,
+            AfterDeletes::SeekRandom => Workload::SeekRandom,
+            AfterDeletes::ReadSeq => Workload::ReadSeq,
+        }
+    }
+}
+
+/// `ranges` as a name part.
+fn how(ranges: bool) -> &'static str {
+    if ranges {
+        "ranges"
+    } else {
+        "keys"
+    }
 }
 
 /// Every workload, in report order.
@@ -154,6 +203,14 @@ pub fn all() -> Vec<Workload> {
     v.extend("abcdef".chars().map(Workload::YcsbUniform));
     v.extend((1..=9).map(Workload::Update));
     v.push(Workload::Fluctuation);
+    for ranges in [true, false] {
+        v.push(Workload::DeleteBlocks { ranges });
+        v.extend(
+            AfterDeletes::ALL
+                .iter()
+                .map(|a| Workload::AfterDeletes(*a, ranges)),
+        );
+    }
     v
 }
 
@@ -165,6 +222,11 @@ pub enum Preload {
     DbBench,
     /// YCSB records `0..num`, stored under scattered keys.
     Ycsb,
+    /// [`Preload::DbBench`], then 10 % deleted in blocks
+    /// ([`Workload::DeleteBlocks`]) by range deletions.
+    DeletedRanges,
+    /// The same keys deleted one by one.
+    DeletedKeys,
 }
 
 /// The suffix of a workload row that starts its run with the database's
@@ -197,7 +259,15 @@ impl Workload {
             "readwhilewriting" => Workload::ReadWhileWriting,
             "ycsb-load" | "load" => Workload::YcsbLoad,
             "fluctuation" => Workload::Fluctuation,
+            "deleterange" => Workload::DeleteBlocks { ranges: true },
+            "deletekeys" => Workload::DeleteBlocks { ranges: false },
             _ => {
+                if let Some(w) = all()
+                    .into_iter()
+                    .find(|w| matches!(w, Workload::AfterDeletes(..)) && w.name() == s)
+                {
+                    return Ok(w);
+                }
                 if let Some(c) = s.strip_prefix("ycsb-").and_then(|r| r.chars().next()) {
                     if s.len() == 6 && ('a'..='f').contains(&c) {
                         return Ok(Workload::Ycsb(c));
@@ -241,6 +311,11 @@ impl Workload {
             Workload::YcsbUniform(c) => format!("ycsb-{c}-uniform"),
             Workload::Update(d) => format!("u{d}"),
             Workload::Fluctuation => "fluctuation".into(),
+            Workload::DeleteBlocks { ranges: true } => "deleterange".into(),
+            Workload::DeleteBlocks { ranges: false } => "deletekeys".into(),
+            Workload::AfterDeletes(a, ranges) => {
+                format!("{}-after-{}", a.base().name(), how(*ranges))
+            }
         }
     }
 
@@ -297,6 +372,20 @@ impl Workload {
                 "random writes for {:.0} s into an empty store (per-second timeline)",
                 p.duration_secs
             ),
+            Workload::DeleteBlocks { ranges } => format!(
+                "delete 10 % of {} loaded keys: the first {DELETED_PER_BLOCK} of every {DELETE_BLOCK}, {} (rate in keys)",
+                p.num,
+                if *ranges {
+                    "one range deletion each (point deletes where the engine has none)"
+                } else {
+                    "as point deletes, a batch of them each"
+                }
+            ),
+            Workload::AfterDeletes(a, ranges) => format!(
+                "{}; after 10 % of the keys were deleted in blocks by {}, flushed and settled",
+                a.base().describe(p),
+                if *ranges { "range deletions" } else { "point deletes" }
+            ),
         }
     }
 
@@ -307,7 +396,18 @@ impl Workload {
             | Workload::YcsbLoad
             | Workload::Fluctuation => Preload::Nothing,
             Workload::Ycsb(_) | Workload::YcsbUniform(_) | Workload::Update(_) => Preload::Ycsb,
+            Workload::AfterDeletes(_, true) => Preload::DeletedRanges,
+            Workload::AfterDeletes(_, false) => Preload::DeletedKeys,
             _ => Preload::DbBench,
+        }
+    }
+
+    /// The workload whose operations a run of this one performs (its
+    /// preload aside).
+    pub fn run_as(&self) -> Workload {
+        match self {
+            Workload::AfterDeletes(a, _) => a.base(),
+            w => *w,
         }
     }
 
@@ -320,6 +420,7 @@ impl Workload {
                 | Workload::Overwrite
                 | Workload::OverwriteTimed
                 | Workload::DeleteRandom
+                | Workload::DeleteBlocks { .. }
                 | Workload::YcsbLoad
                 | Workload::Fluctuation
         ) || matches!(self, Workload::Ycsb(c) | Workload::YcsbUniform(c) if *c != 'c')

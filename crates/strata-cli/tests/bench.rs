@@ -68,7 +68,7 @@ fn tiny_preset_end_to_end() {
     }
     assert!(num(&r, &["machine", "cores"]) >= 1.0);
     let results = r["results"].as_array().expect("results");
-    let workloads = 33;
+    let workloads = 41;
     assert_eq!(results.len(), workloads * engines.len());
     let writes = [
         "fillseq",
@@ -130,6 +130,18 @@ fn tiny_preset_end_to_end() {
         }
         if w == "readrandom" {
             assert_eq!(num(res, &["gets_found"]), num(res, &["gets"]), "{name}");
+        }
+        if w == "deleterange" || w == "deletekeys" {
+            // Two blocks of 1,000 keys: 100 deleted from each.
+            assert_eq!(num(res, &["ops"]), 200.0, "{name}");
+        }
+        if w.starts_with("readrandom-after-") {
+            // A tenth of the keys is gone, whichever way it was deleted.
+            let (found, gets) = (num(res, &["gets_found"]), num(res, &["gets"]));
+            assert!(
+                found > 0.8 * gets && found < 0.97 * gets,
+                "{name}: {found} of {gets} found"
+            );
         }
     }
     let md = std::fs::read_to_string(out.join("report.md")).expect("report.md");

@@ -3,7 +3,7 @@
 
 use crate::engine::EngineSettings;
 use crate::gen::{key_into, scatter, ValuePool};
-use crate::workload::{MixGen, Op, Params, Preload, Workload};
+use crate::workload::{MixGen, Op, Params, Preload, Workload, DELETED_PER_BLOCK, DELETE_BLOCK};
 use crate::BenchError;
 use hdrhistogram::Histogram;
 use rand::rngs::SmallRng;
@@ -238,6 +238,31 @@ impl Ctx<'_> {
         m.bytes += b;
         Ok(())
     }
+    /// Deletes the first [`DELETED_PER_BLOCK`] keys of block `b` (of
+    /// [`DELETE_BLOCK`]): one range deletion with `ranges` where the engine
+    /// has them, else a batch of point deletes.
+    fn delete_block(&self, b: u64, ranges: bool, kb: &mut Vec<u8>) -> strata::Result<u64> {
+        let lo = b * DELETE_BLOCK;
+        let hi = (lo + DELETED_PER_BLOCK).min(self.p.num);
+        let mut batch = WriteBatch::new();
+        if ranges && self.store.semantics().range_deletes {
+            self.key(lo, kb);
+            let start = kb.clone();
+            self.key(hi, kb);
+            batch.delete_range(&start, &*kb);
+        } else {
+            for n in lo..hi {
+                self.key(n, kb);
+                batch.delete(&*kb);
+            }
+        }
+        self.store.write(batch, &WriteOptions { sync: self.sync })?;
+        for n in lo..hi {
+            self.live.clear(n);
+        }
+        Ok(hi.saturating_sub(lo))
+    }
+
     fn get(&self, n: u64, kb: &mut Vec<u8>, m: &mut Meter) -> strata::Result<Option<Vec<u8>>> {
         self.key(n, kb);
         let v = self.store.get(kb)?;
@@ -264,7 +289,7 @@ fn progress(phase: &str, done: u64, total: u64) {
 fn preload(ctx: &Ctx<'_>, kind: Preload) -> Result<(), BenchError> {
     let p = ctx.p;
     let mut order: Vec<u64> = (0..p.num).collect();
-    if kind == Preload::DbBench {
+    if kind != Preload::Ycsb {
         use rand::seq::SliceRandom;
         order.shuffle(&mut SmallRng::seed_from_u64(p.seed ^ 0x10AD));
     }
@@ -283,6 +308,11 @@ fn preload(ctx: &Ctx<'_>, kind: Preload) -> Result<(), BenchError> {
     }
     ctx.records.store(p.num, Relaxed);
     ctx.next_insert.store(p.num, Relaxed);
+    if matches!(kind, Preload::DeletedRanges | Preload::DeletedKeys) {
+        for b in 0..p.num.div_ceil(DELETE_BLOCK) {
+            ctx.delete_block(b, kind == Preload::DeletedRanges, &mut kb)?;
+        }
+    }
     ctx.store.flush()?;
     Ok(())
 }
@@ -307,10 +337,19 @@ fn new_ctx<'a>(store: &'a dyn KvStore, p: &'a Params, w: Workload, sync: bool) -
     }
 }
 
-/// Records that keys `0..num` are loaded (a database copied from an image).
-fn mark_loaded(ctx: &Ctx<'_>) {
+/// Records that keys `0..num` are loaded (a database copied from an image
+/// of a `kind` preload: without its deleted blocks).
+fn mark_loaded(ctx: &Ctx<'_>, kind: Preload) {
     for n in 0..ctx.p.num {
         ctx.live.set(n);
+    }
+    if matches!(kind, Preload::DeletedRanges | Preload::DeletedKeys) {
+        for b in 0..ctx.p.num.div_ceil(DELETE_BLOCK) {
+            let lo = b * DELETE_BLOCK;
+            for n in lo..(lo + DELETED_PER_BLOCK).min(ctx.p.num) {
+                ctx.live.clear(n);
+            }
+        }
     }
     ctx.records.store(ctx.p.num, Relaxed);
     ctx.next_insert.store(ctx.p.num, Relaxed);
@@ -326,6 +365,7 @@ fn worker(
 ) -> Result<Meter, BenchError> {
     // A timed workload runs until its deadline; the others run their quota,
     // or until the run's budget (`max_run_secs`) is spent.
+    let w = w.run_as();
     let timed = w.timed();
     let p = ctx.p;
     let mut m = Meter::new();
@@ -337,9 +377,17 @@ fn worker(
             p.num / threads + u64::from((t as u64) < p.num % threads)
         }
         Workload::ReadSeq | Workload::ScanResume => p.ops.min(p.num),
+        Workload::DeleteBlocks { .. } => {
+            let blocks = p.num.div_ceil(DELETE_BLOCK);
+            (blocks / threads + u64::from((t as u64) < blocks % threads)) * DELETED_PER_BLOCK
+        }
         _ => p.ops / threads + u64::from((t as u64) < p.ops % threads),
     };
     let first = (p.num / threads) * t as u64 + (t as u64).min(p.num % threads);
+    let first_block = {
+        let blocks = p.num.div_ceil(DELETE_BLOCK);
+        (blocks / threads) * t as u64 + (t as u64).min(blocks % threads)
+    };
     let mut kb = Vec::with_capacity(p.key_size);
     let mut mix = w.mix(p).map(|mx| MixGen::new(mx, p.num));
     let mut i = 0u64;
@@ -375,6 +423,14 @@ fn worker(
             Workload::ReadRandom | Workload::ReadWhileWriting => {
                 ctx.get(rng.gen_range(0..p.num), &mut kb, &mut m)?;
                 m.count("read");
+            }
+            Workload::DeleteBlocks { ranges } => {
+                let b = first_block + i / DELETED_PER_BLOCK;
+                let keys = ctx.delete_block(b, ranges, &mut kb)?;
+                m.written += keys * p.key_size as u64;
+                // Every block counts its whole share (the last may be short).
+                n_ops = DELETED_PER_BLOCK;
+                m.count("delete-block");
             }
             Workload::DeleteRandom => {
                 let n = rng.gen_range(0..p.num);
@@ -477,6 +533,13 @@ fn worker(
                         m.count("read-modify-write");
                     }
                 }
+            }
+            Workload::AfterDeletes(..) => {
+                return Err(BenchError::Usage(format!(
+                    "{} runs as {}",
+                    w.name(),
+                    w.run_as().name()
+                )));
             }
         }
         let t1 = Instant::now();

@@ -97,8 +97,11 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
     // copy is of a database at rest; this run then reopens it, evicted, as
     // every run restored from the image does.
     let mut preloaded = spec.preloaded;
-    if let (Some(image), false, Preload::DbBench | Preload::Ycsb) =
-        (&spec.save_image, preloaded, w.preload())
+    if let (
+        Some(image),
+        false,
+        Preload::DbBench | Preload::Ycsb | Preload::DeletedRanges | Preload::DeletedKeys,
+    ) = (&spec.save_image, preloaded, w.preload())
     {
         preload(&new_ctx(opened.store.as_ref(), p, w, sync), w.preload())?;
         opened.store.wait_for_compactions()?;
@@ -117,7 +120,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
             // A database copied from an image: the same records. Work the
             // engine starts at open (log replay, compactions it finds due)
             // is settled before the run, as after a load.
-            mark_loaded(&ctx);
+            mark_loaded(&ctx, w.preload());
             if spec.settle {
                 store.wait_for_compactions()?;
             }
@@ -147,8 +150,10 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
         Workload::FillSeq | Workload::FillRandom | Workload::YcsbLoad
     ) {
         p.num
-    } else if w == Workload::ReadSeq {
+    } else if w.run_as() == Workload::ReadSeq {
         p.ops.min(p.num) * p.threads as u64
+    } else if let Workload::DeleteBlocks { .. } = w {
+        p.num.div_ceil(crate::workload::DELETE_BLOCK) * crate::workload::DELETED_PER_BLOCK
     } else {
         p.ops
     };

@@ -60,6 +60,11 @@ pub struct Api {
     pub batch_destroy: unsafe extern "C" fn(Handle),
     pub batch_put: unsafe extern "C" fn(Handle, *const c_char, usize, *const c_char, usize),
     pub batch_delete: unsafe extern "C" fn(Handle, *const c_char, usize),
+    /// Adds a range deletion `[start, end)` to a batch
+    /// (`rocksdb_writebatch_delete_range`); `None` where the library has
+    /// none (LevelDB).
+    pub batch_delete_range:
+        Option<unsafe extern "C" fn(Handle, *const c_char, usize, *const c_char, usize)>,
     pub create_iterator: unsafe extern "C" fn(Handle, Handle) -> Handle,
     pub iter_destroy: unsafe extern "C" fn(Handle),
     pub iter_valid: unsafe extern "C" fn(Handle) -> c_uchar,

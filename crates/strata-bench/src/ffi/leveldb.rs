@@ -100,6 +100,7 @@ fn api_of(f: &Fns) -> Api {
         batch_destroy: f.leveldb_writebatch_destroy,
         batch_put: f.leveldb_writebatch_put,
         batch_delete: f.leveldb_writebatch_delete,
+        batch_delete_range: None,
         create_iterator: f.leveldb_create_iterator,
         iter_destroy: f.leveldb_iter_destroy,
         iter_valid: f.leveldb_iter_valid,

@@ -437,6 +437,14 @@ impl KvStore for CStore {
         .map_err(|e| self.err(e))
     }
 
+    /// One range deletion, as a batch of one (RocksDB's `DeleteRange`
+    /// through its C API's batch call); `NotSupported` on LevelDB.
+    fn delete_range(&self, start: &[u8], end: &[u8]) -> strata::Result<()> {
+        let mut b = WriteBatch::new();
+        b.delete_range(start, end);
+        self.write(b, &WriteOptions::default())
+    }
+
     fn write(&self, batch: WriteBatch, opts: &WriteOptions) -> strata::Result<()> {
         self.live()?;
         if opts.sync {
@@ -444,9 +452,9 @@ impl KvStore for CStore {
                 "per-batch sync on a comparator: set the engine's sync setting".into(),
             ));
         }
-        if batch.has_range_deletes() {
+        if batch.has_range_deletes() && self.api.batch_delete_range.is_none() {
             return Err(strata::Error::NotSupported(format!(
-                "range deletion through the {} comparator binding",
+                "{} has no range deletion",
                 self.api.engine
             )));
         }
@@ -476,8 +484,12 @@ impl KvStore for CStore {
                     ValueKind::Delete => unsafe {
                         (self.api.batch_delete)(b, ptr(e.key), e.key.len())
                     },
-                    // Refused above.
-                    ValueKind::RangeDelete => {}
+                    ValueKind::RangeDelete => {
+                        if let Some(f) = self.api.batch_delete_range {
+                            // SAFETY: as above.
+                            unsafe { f(b, ptr(e.key), e.key.len(), ptr(e.value), e.value.len()) }
+                        }
+                    }
                 },
                 Err(e) => {
                     result = Err(e);
@@ -627,7 +639,7 @@ impl KvStore for CStore {
             atomic_batches: true,
             snapshot_scans: true,
             snapshots: false,
-            range_deletes: false,
+            range_deletes: self.api.batch_delete_range.is_some(),
             unsynced: "a process crash (the library's WAL, not synced per write)",
             synced: "per-write sync is the engine's setting here, not the call's",
         }

@@ -62,6 +62,13 @@ c_library! {
     fn rocksdb_writebatch_destroy(b: Handle);
     fn rocksdb_writebatch_put(b: Handle, k: *const c_char, kl: usize, v: *const c_char, vl: usize);
     fn rocksdb_writebatch_delete(b: Handle, k: *const c_char, kl: usize);
+    fn rocksdb_writebatch_delete_range(
+        b: Handle,
+        start: *const c_char,
+        sl: usize,
+        end: *const c_char,
+        el: usize,
+    );
     fn rocksdb_writeoptions_create() -> Handle;
     fn rocksdb_writeoptions_destroy(w: Handle);
     fn rocksdb_writeoptions_set_sync(w: Handle, v: c_uchar);
@@ -120,6 +127,7 @@ fn api_of(f: &Fns) -> Api {
         batch_destroy: f.rocksdb_writebatch_destroy,
         batch_put: f.rocksdb_writebatch_put,
         batch_delete: f.rocksdb_writebatch_delete,
+        batch_delete_range: Some(f.rocksdb_writebatch_delete_range),
         create_iterator: f.rocksdb_create_iterator,
         iter_destroy: f.rocksdb_iter_destroy,
         iter_valid: f.rocksdb_iter_valid,

@@ -148,6 +148,12 @@ pub const PRESETS: &[(&str, &str)] = &[
          3 repeats; ~60 min",
     ),
     (
+        "deletes",
+        "IN MEMORY, range deletion: 10 % of 1M keys of 100 B deleted in blocks of 100 (one range deletion \
+         each, or 100 point deletes), then readrandom, seekrandom and readseq on the result, both ways; \
+         strata and every peer (LevelDB and fjall delete point by point), loads reused, 5 repeats; ~15 min",
+    ),
+    (
         "full",
         "every workload, 2M keys (232 MB, 3.6x the 64 MiB cache), 1M ops, 30 s timed runs; about 40 minutes on 2 cores",
     ),
@@ -187,6 +193,26 @@ pub fn preset(name: &str, out: PathBuf) -> Result<Config, BenchError> {
                 target_file_size: 256 << 10,
                 ..EngineSettings::default()
             },
+            ..base
+        }),
+        "deletes" => Ok(Config {
+            workloads: names(&[
+                "deleterange",
+                "deletekeys",
+                "readrandom-after-ranges",
+                "readrandom-after-keys",
+                "seekrandom-after-ranges",
+                "seekrandom-after-keys",
+                "readseq-after-ranges",
+                "readseq-after-keys",
+            ]),
+            params: Params {
+                num: 1_000_000,
+                ops: 300_000,
+                ..Params::default()
+            },
+            repeats: 5,
+            reuse_loads: true,
             ..base
         }),
         "quick" => Ok(Config {

@@ -101,6 +101,9 @@ pub struct Data {
     /// it (KVell) a crash or a write error can leave part of a command, so
     /// a container created afresh first deletes records left under its key.
     atomic: bool,
+    /// The engine deletes a key range with one tombstone (`Semantics`):
+    /// a container's records then go in O(1), whatever their number.
+    ranges: bool,
     stripes: Vec<Mutex<()>>,
     hasher: std::collections::hash_map::RandomState,
     cursors: Mutex<BTreeMap<u64, Vec<u8>>>,
@@ -117,6 +120,7 @@ impl Data {
     pub fn new(store: Arc<dyn KvStore>, requirepass: Option<String>, port: u16) -> Data {
         Data {
             atomic: store.semantics().atomic_batches,
+            ranges: store.semantics().range_deletes,
             store,
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             hasher: Default::default(),
@@ -202,7 +206,9 @@ impl Data {
     }
 
     /// Adds to `b` the deletion of every record of `key` (described by
-    /// `old`); the metadata record too unless `keep_meta`.
+    /// `old`); the metadata record too unless `keep_meta`. On an engine
+    /// with range deletion each kind of record goes by one range
+    /// tombstone; otherwise each record is read and deleted.
     fn purge(
         &self,
         b: &mut WriteBatch,
@@ -222,8 +228,14 @@ impl Data {
             Kind::ZSet => &[keys::ZMEMBER, keys::ZSCORE],
         };
         for &t in tags {
-            for (k, _) in self.prefix(&keys::sub_prefix(t, key), usize::MAX, false)? {
-                b.delete(k);
+            let p = keys::sub_prefix(t, key);
+            match keys::prefix_end(&p) {
+                Some(end) if self.ranges => b.delete_range(&p, &end),
+                _ => {
+                    for (k, _) in self.prefix(&p, usize::MAX, false)? {
+                        b.delete(k);
+                    }
+                }
             }
         }
         Ok(())

@@ -600,6 +600,64 @@ fn data_survives_shutdown() {
     server.stop().expect("stop");
 }
 
+/// DEL of a hash or sorted set with thousands of records: with range
+/// deletion (the LSM) it writes a few entries whatever their number; KVell
+/// deletes each record. Either way nothing of it is left, and a new
+/// container under the same key starts empty.
+#[test]
+fn del_of_a_large_container_is_one_range_deletion_where_the_engine_has_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = strata::open(dir.path(), options()).expect("open");
+    let store: Arc<dyn KvStore> = Arc::from(db);
+    let server = spawn(
+        store.clone(),
+        Config {
+            port: 0,
+            ..Config::default()
+        },
+    )
+    .expect("server starts");
+    let mut c = redis::Client::open(format!("redis://{}/", server.addr()))
+        .expect("client")
+        .get_connection()
+        .expect("connect");
+    const N: usize = 3000;
+    for (kind, add) in [("hash", "HSET"), ("zset", "ZADD")] {
+        let key = format!("big-{kind}");
+        let mut cmd = redis::cmd(add);
+        cmd.arg(&key);
+        for i in 0..N {
+            if kind == "hash" {
+                cmd.arg(format!("f{i}")).arg(i);
+            } else {
+                cmd.arg(i).arg(format!("m{i}"));
+            }
+        }
+        let added: i64 = cmd.query(&mut c).expect("fill");
+        assert_eq!(added, N as i64);
+        let before = store.stats().user_writes;
+        assert_eq!(q::<i64>(&mut c, &["DEL", &key]), 1);
+        let written = store.stats().user_writes - before;
+        if store.semantics().range_deletes {
+            assert!(written <= 4, "{kind}: DEL wrote {written} entries");
+        } else {
+            assert!(written > N as u64, "{kind}: DEL wrote {written} entries");
+        }
+        assert_eq!(q::<i64>(&mut c, &["EXISTS", &key]), 0);
+        if kind == "hash" {
+            q::<()>(&mut c, &["HSET", &key, "new", "1"]);
+            let all: Vec<String> = q(&mut c, &["HGETALL", &key]);
+            assert_eq!(all, vec!["new".to_string(), "1".to_string()]);
+        } else {
+            q::<()>(&mut c, &["ZADD", &key, "1", "new"]);
+            assert_eq!(q::<i64>(&mut c, &["ZCARD", &key]), 1);
+            let all: Vec<String> = q(&mut c, &["ZRANGE", &key, "0", "-1"]);
+            assert_eq!(all, vec!["new".to_string()]);
+        }
+    }
+    server.stop().expect("stop");
+}
+
 /// The options of this module's engine.
 fn options() -> Options {
     let mut o = Options::default();

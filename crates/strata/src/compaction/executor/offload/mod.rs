@@ -332,8 +332,14 @@ impl Executor for Offload {
     }
 
     fn offloads(&self, plan: &Plan, tracking: bool) -> bool {
-        // A worker reads tables, not level 0's rows.
-        plan.assigned.subtasks() > 1 && !tracking && plan.rows.is_empty()
+        // A worker reads tables, not level 0's rows; and it is not sent the
+        // range tombstones, so a plan made to clear them stays here (a
+        // worker's outputs would keep what they hide, and the plan would
+        // be picked again).
+        plan.assigned.subtasks() > 1
+            && !tracking
+            && plan.rows.is_empty()
+            && plan.trigger != crate::compaction::Trigger::RangeDel
     }
 }
 
@@ -380,5 +386,35 @@ impl Offload {
             *p = local;
         }
         Ok(pieces)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compaction::{PlanKind, Trigger};
+
+    /// A plan made to clear range tombstones never goes to a worker (which
+    /// is not sent them); the same plan for another trigger does.
+    #[test]
+    fn range_tombstone_plans_stay_on_the_host() {
+        let o = Offload::new("127.0.0.1:1", Duration::from_millis(10), Mode::Linear);
+        let mut plan = Plan {
+            kind: PlanKind::Rewrite,
+            level: 6,
+            output_level: 6,
+            inputs: vec![4],
+            next_inputs: Vec::new(),
+            target_file_size: 1 << 20,
+            bottommost: true,
+            compact_pointer: Vec::new(),
+            trigger: Trigger::Size,
+            rows: Vec::new(),
+            assigned: Default::default(),
+        };
+        plan.assigned.splits = vec![b"m".to_vec()];
+        assert!(o.offloads(&plan, false));
+        plan.trigger = Trigger::RangeDel;
+        assert!(!o.offloads(&plan, false));
     }
 }
