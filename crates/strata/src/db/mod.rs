@@ -61,7 +61,9 @@ impl SuperVersion {
                 c.push(f);
             }
         }
-        c.push(Arc::clone(self.version.range_dels.fragments()));
+        if !self.version.range_dels.is_empty() {
+            c.push(Arc::clone(self.version.range_dels.fragments()));
+        }
         c
     }
 
@@ -77,7 +79,7 @@ impl SuperVersion {
                 .imm
                 .iter()
                 .any(|m| m.range_fragments().is_some_and(|f| hides(&f)))
-            || hides(self.version.range_dels.fragments())
+            || (!self.version.range_dels.is_empty() && hides(self.version.range_dels.fragments()))
     }
 }
 
