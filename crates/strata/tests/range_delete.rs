@@ -242,3 +242,20 @@ fn background_compaction_retires_tombstones() {
     });
     assert_eq!(all(&db).len(), 1000);
 }
+
+/// Hidden versions in level 0 alone (below its compaction trigger) still
+/// go: the picker merges level 0 down, and the tombstone retires.
+#[test]
+fn a_tombstone_over_level_0_alone_retires_in_the_background() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = open(dir.path(), tiny_with(""));
+    fill(&db, 200, "v");
+    db.flush().expect("flush");
+    db.delete_range(k(50), k(150)).expect("delete_range");
+    db.flush().expect("flush");
+    common::wait_until("the tombstone retires", || {
+        db.wait_for_compactions().expect("wait");
+        db.stats().range_tombstones == 0
+    });
+    assert_eq!(all(&db).len(), 100);
+}

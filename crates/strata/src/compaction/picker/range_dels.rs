@@ -7,7 +7,9 @@
 //! an older snapshot the hidden versions must stay, and a compaction
 //! would drop nothing.
 //!
-//! Level 0 is left to its own compactions, which always move down.
+//! Level 0's tables that may hold such versions go down whole, into L1
+//! (as any L0 compaction); its rows (`l0=matrix`) are left to the
+//! container's column compactions.
 
 use super::leveled::plan_for;
 use super::PickEnv;
@@ -27,7 +29,24 @@ pub type KeyRange<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
 pub fn pick(env: &PickEnv<'_>, range: Option<KeyRange<'_>>) -> Option<Plan> {
     candidates(env, range)
         .filter(|(_, f, _)| !env.in_flight.contains(f.id()))
-        .find_map(|(level, f, t)| plan_of(env, env.version, level, f, t))
+        .find_map(|(level, f, t)| {
+            if level == 0 {
+                level0(env)
+            } else {
+                plan_of(env, env.version, level, f, t)
+            }
+        })
+}
+
+/// All of level 0's tables merged into L1, if no other L0 plan runs.
+fn level0(env: &PickEnv<'_>) -> Option<Plan> {
+    if env.in_flight.l0_busy() {
+        return None;
+    }
+    let v = env.version;
+    let mut plan = plan_for(v, env.opts, 0, v.levels.first()?.clone(), Trigger::RangeDel)?;
+    plan.compact_pointer.clear();
+    env.admit(plan)
 }
 
 /// True if a table [`pick`] would consider is the input of a running
@@ -36,7 +55,7 @@ pub fn running(env: &PickEnv<'_>, range: Option<KeyRange<'_>>) -> bool {
     candidates(env, range).any(|(_, f, _)| env.in_flight.contains(f.id()))
 }
 
-/// Every (level, table, tombstone) where a table of a sorted level meeting
+/// Every (level, table, tombstone) where a table meeting
 /// `range` may hold a version the tombstone (at or below the horizon) hides.
 fn candidates<'v>(
     env: &'v PickEnv<'_>,
@@ -49,21 +68,24 @@ fn candidates<'v>(
         .iter()
         .filter(move |t| t.seq <= horizon)
         .flat_map(move |t| {
-            v.levels
-                .iter()
-                .enumerate()
-                .skip(1)
-                .flat_map(move |(level, files)| {
-                    let i = files.partition_point(|f| f.largest_user_key() < t.start.as_slice());
-                    files
-                        .get(i..)
-                        .unwrap_or_default()
-                        .iter()
-                        .take_while(move |f| f.smallest_user_key() < t.end.as_slice())
-                        .filter(move |f| hides_in(f, t))
-                        .filter(move |f| range.is_none_or(|(lo, hi)| f.overlaps(lo, hi)))
-                        .map(move |f| (level, f, t))
-                })
+            v.levels.iter().enumerate().flat_map(move |(level, files)| {
+                // Level 0's tables overlap: all are looked at; deeper,
+                // the run from the first that may meet the tombstone.
+                let i = if level == 0 {
+                    0
+                } else {
+                    files.partition_point(|f| f.largest_user_key() < t.start.as_slice())
+                };
+                files
+                    .get(i..)
+                    .unwrap_or_default()
+                    .iter()
+                    .take_while(move |f| level == 0 || f.smallest_user_key() < t.end.as_slice())
+                    .filter(move |f| t.overlaps(f.smallest_user_key(), f.largest_user_key()))
+                    .filter(move |f| hides_in(f, t))
+                    .filter(move |f| range.is_none_or(|(lo, hi)| f.overlaps(lo, hi)))
+                    .map(move |f| (level, f, t))
+            })
         })
 }
 
