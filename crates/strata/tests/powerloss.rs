@@ -487,7 +487,7 @@ fn power_loss_at_every_operation_with_the_matrix_container() {
         "matrix",
         8,
         &base,
-        // Counts seen: flushes 69-75, column compactions 181-185,
+        // Counts seen: flushes 69-75, column compactions 179-185,
         // switches 26-33, log writes 803-818 (the first spare log and the
         // fast directory's rows shift a few points between runs).
         &[
@@ -620,14 +620,16 @@ fn power_loss_at_every_operation_of_a_short_history() {
         "tables",
         7,
         &deep_options,
-        // Counts seen: 293-297, 219-224, 98-100, 23-27, 804-809 (the first
-        // spare log shifts a few points between runs).
+        // Counts seen since the history has range deletions: 289, 209-213,
+        // 125-126, 28-29, 792-796 (the first spare log shifts a few points
+        // between runs). The floors prove each kind is hit, with room for
+        // that shift.
         &[
-            (Work::Flush, 280),
-            (Work::Compaction(1), 210),
-            (Work::Compaction(2), 90),
+            (Work::Flush, 260),
+            (Work::Compaction(1), 180),
+            (Work::Compaction(2), 100),
             (Work::Switch, 18),
-            (Work::LogWrite, 780),
+            (Work::LogWrite, 750),
         ],
     );
 }

@@ -259,3 +259,22 @@ fn a_tombstone_over_level_0_alone_retires_in_the_background() {
     });
     assert_eq!(all(&db).len(), 100);
 }
+
+/// Releasing the snapshot that held a tombstone back wakes the background
+/// threads: the tombstone retires without any further write.
+#[test]
+fn releasing_the_oldest_snapshot_lets_the_background_clear_a_tombstone() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = open(dir.path(), tiny_with(""));
+    fill(&db, 2000, "value-");
+    db.flush().expect("flush");
+    db.compact_range::<&[u8], _>(..).expect("compact");
+    let snap = db.snapshot();
+    db.delete_range(k(500), k(1500)).expect("delete_range");
+    db.flush().expect("flush");
+    db.wait_for_compactions().expect("wait");
+    assert_eq!(db.stats().range_tombstones, 1, "held by the snapshot");
+    drop(snap);
+    common::wait_until("the tombstone retires", || db.stats().range_tombstones == 0);
+    assert_eq!(all(&db).len(), 1000);
+}

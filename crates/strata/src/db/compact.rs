@@ -362,7 +362,9 @@ impl Db {
             }
         }
         // Then the tables in range that hold versions a range tombstone
-        // hides (each plan clears one table; it cannot pick it again).
+        // hides: each plan clears its inputs for good (no plan picks them
+        // again), so the loop ends once none is left. A plan the running
+        // compactions do not admit waits for them.
         loop {
             let st = inner.state.lock();
             st.check_usable()?;
@@ -382,8 +384,7 @@ impl Db {
                 Some(plan) => {
                     compact(inner, st, plan, version, None).check_usable()?;
                 }
-                // A background compaction has the rest: wait for it.
-                None if picker::range_dels::running(&env, range) => {
+                None if !st.in_flight.is_empty() && picker::range_dels::pending(&env, range) => {
                     let mut st = st;
                     inner.done_cv.wait_for(&mut st, Duration::from_millis(50));
                 }

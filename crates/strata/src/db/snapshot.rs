@@ -26,12 +26,26 @@ impl Drop for Snapshot {
         let Some(inner) = self.inner.upgrade() else {
             return;
         };
-        let mut s = inner.snapshots.lock();
-        if let Some(n) = s.get_mut(&self.seq) {
-            *n -= 1;
-            if *n == 0 {
-                s.remove(&self.seq);
+        let oldest_gone = {
+            let mut s = inner.snapshots.lock();
+            let oldest = s.keys().next() == Some(&self.seq);
+            match s.get_mut(&self.seq) {
+                Some(n) if *n > 1 => {
+                    *n -= 1;
+                    false
+                }
+                Some(_) => {
+                    s.remove(&self.seq);
+                    oldest
+                }
+                None => false,
             }
+        };
+        // The horizon moved up: range tombstones it held back may now be
+        // cleared (`picker::range_dels`), so the background threads look.
+        if oldest_gone && !inner.super_version.load().version.range_dels.is_empty() {
+            let _st = inner.state.lock();
+            inner.bg_cv.notify_all();
         }
     }
 }

@@ -49,10 +49,11 @@ fn level0(env: &PickEnv<'_>) -> Option<Plan> {
     env.admit(plan)
 }
 
-/// True if a table [`pick`] would consider is the input of a running
-/// compaction (a caller that wants the work done waits for it).
-pub fn running(env: &PickEnv<'_>, range: Option<KeyRange<'_>>) -> bool {
-    candidates(env, range).any(|(_, f, _)| env.in_flight.contains(f.id()))
+/// True if some table may still hold a version a tombstone at or below the
+/// horizon hides (a caller that wants the work done, and finds no plan
+/// admitted beside the running compactions, waits for them).
+pub fn pending(env: &PickEnv<'_>, range: Option<KeyRange<'_>>) -> bool {
+    candidates(env, range).next().is_some()
 }
 
 /// Every (level, table, tombstone) where a table meeting
