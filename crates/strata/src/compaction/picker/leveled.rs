@@ -324,6 +324,33 @@ pub fn pick_range(
     plan_for(v, opts, level, inputs, Trigger::Manual)
 }
 
+/// The rewrite of table `f` alone in its own `level` (≥ 1), for `trigger`;
+/// bottommost when no deeper level overlaps it.
+pub(super) fn rewrite_plan(
+    v: &Version,
+    opts: &Options,
+    level: usize,
+    f: &Arc<FileMeta>,
+    trigger: Trigger,
+) -> Plan {
+    let (lo, hi) = (f.smallest_user_key(), f.largest_user_key());
+    let bottommost =
+        ((level + 1)..v.levels.len()).all(|l| v.overlapping(l, Some(lo), Some(hi)).is_empty());
+    Plan {
+        kind: PlanKind::Rewrite,
+        level,
+        output_level: level,
+        inputs: vec![f.id()],
+        next_inputs: Vec::new(),
+        target_file_size: opts.target_file_size,
+        bottommost,
+        compact_pointer: Vec::new(),
+        trigger,
+        rows: Vec::new(),
+        assigned: Default::default(),
+    }
+}
+
 /// A plan taking `inputs` of `level` and the tables of the next level they
 /// overlap down one level (a move when nothing below overlaps and no two
 /// inputs share a user key).

@@ -11,7 +11,7 @@
 //! (as any L0 compaction); its rows (`l0=matrix`) are left to the
 //! container's column compactions.
 
-use super::leveled::plan_for;
+use super::leveled::{plan_for, rewrite_plan};
 use super::PickEnv;
 use crate::compaction::{Plan, PlanKind, Trigger};
 use crate::rangedel::RangeTombstone;
@@ -108,34 +108,14 @@ fn plan_of(
     let plan = if inside && f.desc.max_seq < t.seq {
         Plan {
             kind: PlanKind::Drop,
-            ..rewrite(v, env, level, f)
+            ..rewrite_plan(v, env.opts, level, f, Trigger::RangeDel)
         }
     } else if !v.overlapping(level + 1, Some(lo), Some(hi)).is_empty() {
         let mut plan = plan_for(v, env.opts, level, vec![f.clone()], Trigger::RangeDel)?;
         plan.compact_pointer.clear();
         plan
     } else {
-        rewrite(v, env, level, f)
+        rewrite_plan(v, env.opts, level, f, Trigger::RangeDel)
     };
     env.admit(plan)
-}
-
-/// The rewrite of `f` alone in its own `level`.
-fn rewrite(v: &Version, env: &PickEnv<'_>, level: usize, f: &Arc<FileMeta>) -> Plan {
-    let (lo, hi) = (f.smallest_user_key(), f.largest_user_key());
-    let bottommost =
-        ((level + 1)..v.levels.len()).all(|l| v.overlapping(l, Some(lo), Some(hi)).is_empty());
-    Plan {
-        kind: PlanKind::Rewrite,
-        level,
-        output_level: level,
-        inputs: vec![f.id()],
-        next_inputs: Vec::new(),
-        target_file_size: env.opts.target_file_size,
-        bottommost,
-        compact_pointer: Vec::new(),
-        trigger: Trigger::RangeDel,
-        rows: Vec::new(),
-        assigned: Default::default(),
-    }
 }

@@ -9,7 +9,7 @@
 //! rewritten alone in its own level ([`PlanKind::Rewrite`]). Early
 //! compactions leave the round-robin pointers alone.
 
-use super::leveled::{pick_by_reads, pick_by_size, plan_for};
+use super::leveled::{pick_by_reads, pick_by_size, plan_for, rewrite_plan};
 use super::{PickEnv, Picker};
 use crate::compaction::{Plan, PlanKind, Trigger};
 use crate::version::FileMeta;
@@ -79,19 +79,5 @@ fn plan_early(env: &PickEnv<'_>, level: usize, f: &Arc<FileMeta>) -> Option<Plan
         plan.compact_pointer.clear();
         return env.admit(plan);
     }
-    let bottommost =
-        ((level + 1)..v.levels.len()).all(|l| v.overlapping(l, Some(lo), Some(hi)).is_empty());
-    env.admit(Plan {
-        kind: PlanKind::Rewrite,
-        level,
-        output_level: level,
-        inputs: vec![f.id()],
-        next_inputs: Vec::new(),
-        target_file_size: env.opts.target_file_size,
-        bottommost,
-        compact_pointer: Vec::new(),
-        trigger: Trigger::Stale,
-        rows: Vec::new(),
-        assigned: Default::default(),
-    })
+    env.admit(rewrite_plan(v, env.opts, level, f, Trigger::Stale))
 }
