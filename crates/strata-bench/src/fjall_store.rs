@@ -312,6 +312,7 @@ impl KvStore for FjallStore {
             snapshot_scans: true,
             snapshots: false,
             range_deletes: false,
+            merges: false,
             unsynced: "a process crash (the journal is written to the OS per write)",
             synced: "per-write sync is the run's setting here (persist(SyncData) after each write)",
         }

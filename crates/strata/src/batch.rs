@@ -50,6 +50,8 @@ pub struct WriteBatch {
     count: u32,
     /// Sum of key and value lengths.
     user_bytes: u64,
+    /// The kinds of its entries, a bit (`1 << kind`) each.
+    kinds: u8,
 }
 
 impl Default for WriteBatch {
@@ -58,6 +60,7 @@ impl Default for WriteBatch {
             rep: vec![0; HEADER_LEN],
             count: 0,
             user_bytes: 0,
+            kinds: 0,
         }
     }
 }
@@ -95,7 +98,7 @@ impl WriteBatch {
         self.rep.push(ValueKind::Value as u8);
         put_bytes(&mut self.rep, key);
         put_bytes(&mut self.rep, value);
-        self.bump(key.len() + value.len());
+        self.bump(ValueKind::Value, key.len() + value.len());
     }
 
     /// Appends a deletion of `key`.
@@ -103,7 +106,7 @@ impl WriteBatch {
         let key = key.as_ref();
         self.rep.push(ValueKind::Delete as u8);
         put_bytes(&mut self.rep, key);
-        self.bump(key.len());
+        self.bump(ValueKind::Delete, key.len());
     }
 
     /// Appends a deletion of every key in `[start, end)`: every version
@@ -115,17 +118,38 @@ impl WriteBatch {
         self.rep.push(ValueKind::RangeDelete as u8);
         put_bytes(&mut self.rep, start);
         put_bytes(&mut self.rep, end);
-        self.bump(start.len() + end.len());
+        self.bump(ValueKind::RangeDelete, start.len() + end.len());
+    }
+
+    /// Appends a merge of `operand` into `key`: the database's merge
+    /// operator folds it onto the value `key` has before this entry
+    /// (`crate::merge`).
+    pub fn merge(&mut self, key: impl AsRef<[u8]>, operand: impl AsRef<[u8]>) {
+        let (key, operand) = (key.as_ref(), operand.as_ref());
+        self.rep.push(ValueKind::Merge as u8);
+        put_bytes(&mut self.rep, key);
+        put_bytes(&mut self.rep, operand);
+        self.bump(ValueKind::Merge, key.len() + operand.len());
     }
 
     /// True if the batch holds a range tombstone (an engine without them
     /// refuses such a batch).
     pub fn has_range_deletes(&self) -> bool {
-        self.iter()
-            .any(|e| e.is_ok_and(|e| e.kind == ValueKind::RangeDelete))
+        self.has(ValueKind::RangeDelete)
     }
 
-    fn bump(&mut self, user_bytes: usize) {
+    /// True if the batch holds a merge operand (an engine without a merge
+    /// operator refuses such a batch).
+    pub fn has_merges(&self) -> bool {
+        self.has(ValueKind::Merge)
+    }
+
+    fn has(&self, kind: ValueKind) -> bool {
+        self.kinds & (1 << kind as u8) != 0
+    }
+
+    fn bump(&mut self, kind: ValueKind, user_bytes: usize) {
+        self.kinds |= 1 << kind as u8;
         self.count = self.count.saturating_add(1);
         self.user_bytes = self.user_bytes.saturating_add(user_bytes as u64);
         self.write_count();
@@ -143,6 +167,7 @@ impl WriteBatch {
         self.rep.resize(HEADER_LEN, 0);
         self.count = 0;
         self.user_bytes = 0;
+        self.kinds = 0;
     }
 
     /// Number of entries.
@@ -215,6 +240,7 @@ impl WriteBatch {
             .extend_from_slice(other.rep.get(HEADER_LEN..).unwrap_or(&[]));
         self.count = self.count.saturating_add(other.count);
         self.user_bytes = self.user_bytes.saturating_add(other.user_bytes);
+        self.kinds |= other.kinds;
         self.write_count();
     }
 
@@ -284,12 +310,14 @@ impl WriteBatch {
         let body = bytes.get(HEADER_LEN..).unwrap_or(&[]);
         let mut r = Reader::new(body);
         let mut user_bytes = 0u64;
+        let mut kinds = 0u8;
         let mut found = 0u32;
         while found < count && !r.is_empty() {
             let at = (HEADER_LEN + r.pos()) as u64;
             let e = parse_entry(&mut r)?;
             check_entry(&e).map_err(|m| corrupt(at, m))?;
             user_bytes += (e.key.len() + e.value.len()) as u64;
+            kinds |= 1 << e.kind as u8;
             found += 1;
         }
         if found != count {
@@ -311,6 +339,7 @@ impl WriteBatch {
             rep: bytes.to_vec(),
             count,
             user_bytes,
+            kinds,
         })
     }
 }
@@ -366,7 +395,7 @@ fn parse_entry<'a>(r: &mut Reader<'a>) -> Result<BatchEntry<'a>> {
         .len_prefixed()
         .ok_or_else(|| corrupt(key_at, "write batch entry key truncated or bad length"))?;
     let value = match kind {
-        ValueKind::Value | ValueKind::RangeDelete => {
+        ValueKind::Value | ValueKind::Merge | ValueKind::RangeDelete => {
             let v_at = at(r);
             r.len_prefixed()
                 .ok_or_else(|| corrupt(v_at, "write batch entry value truncated or bad length"))?
@@ -632,7 +661,7 @@ mod tests {
 
     #[test]
     fn decode_rejects_bad_tags_counts_and_keyspaces() {
-        for tag in [2u8, 7, 0x7f] {
+        for tag in [4u8, 7, 0x7f] {
             let mut enc = WriteBatch::new().encoded().to_vec();
             enc[8] = 1;
             enc.extend_from_slice(&[tag, 1, b'k', 1, b'v']);

@@ -55,6 +55,11 @@ pub enum Error {
     /// thread; the database is poisoned with this error.
     #[error("an event listener panicked: {0}")]
     ListenerPanic(String),
+
+    /// A merge could not be folded: no merge operator is set, or the
+    /// operator refused the operands (`MergeOperator::full_merge`).
+    #[error("merge failed: {0}")]
+    Merge(String),
 }
 
 impl Error {

@@ -77,6 +77,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("memtable", &["iter", "options", "table"]),
     ("open", &["db", "kvell", "options", "store"]),
     ("options", &["events", "io", "table"]),
+    ("merge", &[]),
     ("rangedel", &[]),
     ("report", &[]),
     ("runs", &["edit", "io", "iter", "options", "stats", "table"]),
@@ -102,7 +103,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
 ];
 
 /// Modules every module may import.
-const LEAVES: &[&str] = &["error", "coding", "types", "filename", "sched", "rangedel"];
+const LEAVES: &[&str] = &[
+    "error", "coding", "types", "filename", "sched", "rangedel", "merge",
+];
 
 /// The crate's `src` directory.
 fn src() -> PathBuf {

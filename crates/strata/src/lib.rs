@@ -65,6 +65,7 @@ pub(crate) mod l0;
 /// The memtable, public for the memtable benchmark in `examples/`.
 #[doc(hidden)]
 pub mod memtable;
+pub mod merge;
 pub(crate) mod open;
 pub mod options;
 pub(crate) mod rangedel;
@@ -90,6 +91,7 @@ pub use edit::FileDesc;
 pub use error::{Error, Result};
 pub use events::{EventListener, TableCreated, TableReason};
 pub use iter::DbIter;
+pub use merge::{MergeOp, MergeOperator};
 pub use open::open;
 pub use options::{
     Compression, EngineKind, KvellDurability, KvellIo, KvellOnDamage, Options, PickerKind,

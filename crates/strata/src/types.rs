@@ -29,10 +29,9 @@ pub const MAX_VALUE_LEN: usize = 256 * 1024 * 1024;
 pub const MAX_BATCH_BYTES: usize = 1024 * 1024 * 1024;
 
 /// What an entry means. The values are on-disk tags: never renumber them.
-/// Value 2 is reserved for merge operands (FORMAT.md) and rejected by this
-/// version's decoders. A range tombstone (3) exists only in write batches
-/// (the WAL); memtables keep range tombstones apart and tables never hold
-/// one, so internal keys carry only 0 and 1 ([`ValueKind::from_u8`]).
+/// A range tombstone (3) exists only in write batches (the WAL); memtables
+/// keep range tombstones apart and tables never hold one, so internal keys
+/// carry only 0, 1 and 2 ([`ValueKind::from_u8`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum ValueKind {
@@ -40,17 +39,21 @@ pub enum ValueKind {
     Delete = 0,
     /// A value.
     Value = 1,
+    /// A merge operand: folded onto the older versions of its key by the
+    /// database's merge operator (`crate::merge`).
+    Merge = 2,
     /// A range tombstone: the key is the range's start, the value its
     /// (exclusive) end. Write batches only.
     RangeDelete = 3,
 }
 
 impl ValueKind {
-    /// The kind of an internal key's trailer: `Delete` or `Value`.
+    /// The kind of an internal key's trailer: `Delete`, `Value` or `Merge`.
     pub fn from_u8(b: u8) -> Option<ValueKind> {
         match b {
             0 => Some(ValueKind::Delete),
             1 => Some(ValueKind::Value),
+            2 => Some(ValueKind::Merge),
             _ => None,
         }
     }

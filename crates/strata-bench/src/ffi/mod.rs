@@ -640,6 +640,7 @@ impl KvStore for CStore {
             snapshot_scans: true,
             snapshots: false,
             range_deletes: self.api.batch_delete_range.is_some(),
+            merges: false,
             unsynced: "a process crash (the library's WAL, not synced per write)",
             synced: "per-write sync is the engine's setting here, not the call's",
         }

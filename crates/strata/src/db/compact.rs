@@ -185,6 +185,7 @@ fn account(inner: &Inner, v: &Version, plan: &Plan, outcome: &Outcome, started: 
         Trigger::Size | Trigger::Manual => {}
     }
     Stats::add(&s.stale_dropped, outcome.stale_dropped);
+    Stats::add(&s.merge_operands_folded, outcome.operands_folded);
     if plan.kind == PlanKind::Move {
         Stats::add(&s.trivial_moves, 1);
         return;
@@ -267,6 +268,7 @@ fn execute(
         tracker: inner.designs.tracker.as_ref(),
         stale_horizon,
         give_way,
+        merge_op: inner.opts.merge_operator.get(),
     };
     // A panic must not leave the plan in flight for ever: it becomes the
     // compaction's error (and so the background error).

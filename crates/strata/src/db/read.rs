@@ -8,6 +8,7 @@ use super::{Db, SuperVersion};
 use crate::error::Result;
 use crate::iter::{DbIter, InternalIterator, MergeIter};
 use crate::memtable::MemTable;
+use crate::merge::MergeOperator;
 use crate::stats::Stats;
 use crate::types::{self, SeqNo, ValueKind};
 use crate::version::LevelIter;
@@ -81,8 +82,27 @@ impl Db {
         };
         Ok(match found {
             Some((s, ValueKind::Value, v)) if !sv.hides(key, s, seq) => Some(v),
+            Some((s, ValueKind::Merge, _)) if !sv.hides(key, s, seq) => {
+                self.get_folded(sv.clone(), key, seq)?
+            }
             _ => None,
         })
+    }
+
+    /// The value of `key` at `seq` when its newest visible version is a
+    /// merge operand: an iterator over `sv` reads the key's versions down
+    /// to a base and folds them ([`DbIter`]).
+    fn get_folded(&self, sv: Arc<SuperVersion>, key: &[u8], seq: SeqNo) -> Result<Option<Vec<u8>>> {
+        Stats::add(&self.inner.stats.merge_folds, 1);
+        let mut it = iter_at(sv, seq, self.merge_op());
+        it.seek(key);
+        it.status()?;
+        Ok((it.valid() && it.key() == key).then(|| it.value().to_vec()))
+    }
+
+    /// The database's merge operator.
+    fn merge_op(&self) -> Option<Arc<dyn MergeOperator>> {
+        self.inner.opts.merge_operator.get().cloned()
     }
 
     /// The read shortcut of active compaction: the table the update table
@@ -135,7 +155,7 @@ impl Db {
         let sv: Arc<SuperVersion> = self.inner.super_version.load_full();
         let seq = self.read_seq(opts);
         let version = Arc::clone(&sv.version);
-        Ok(self.sampled(iter_at(sv, seq), version))
+        Ok(self.sampled(iter_at(sv, seq, self.merge_op()), version))
     }
 
     /// `it`, a view of `version`, with its seeks sampled for
@@ -189,9 +209,12 @@ impl Db {
         let sv: Arc<SuperVersion> = self.inner.super_version.load_full();
         let seq = self.read_seq(opts);
         Ok(Scan {
-            front: self.sampled(iter_at(sv.clone(), seq), Arc::clone(&sv.version)),
+            front: self.sampled(
+                iter_at(sv.clone(), seq, self.merge_op()),
+                Arc::clone(&sv.version),
+            ),
             back: None,
-            view: (sv, seq),
+            view: (sv, seq, self.merge_op()),
             lo: own(range.start_bound()),
             hi: own(range.end_bound()),
             started: false,
@@ -200,8 +223,8 @@ impl Db {
     }
 }
 
-/// An iterator over `sv` at sequence `seq`.
-fn iter_at(sv: Arc<SuperVersion>, seq: SeqNo) -> DbIter {
+/// An iterator over `sv` at sequence `seq`, folding operands with `op`.
+fn iter_at(sv: Arc<SuperVersion>, seq: SeqNo, op: Option<Arc<dyn MergeOperator>>) -> DbIter {
     let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
     MemTable::add_iterators(&sv.mem, &mut children);
     for m in &sv.imm {
@@ -216,7 +239,7 @@ fn iter_at(sv: Arc<SuperVersion>, seq: SeqNo) -> DbIter {
         }
     }
     let cover = sv.cover();
-    DbIter::new(Box::new(MergeIter::new(children)), seq, cover, sv)
+    DbIter::new(Box::new(MergeIter::new(children)), seq, cover, op, sv)
 }
 
 /// A range scan as a double-ended Rust iterator of `Result<(key, value)>`.
@@ -229,8 +252,8 @@ fn iter_at(sv: Arc<SuperVersion>, seq: SeqNo) -> DbIter {
 pub struct Scan {
     front: DbIter,
     back: Option<DbIter>,
-    /// The view both ends read.
-    view: (Arc<SuperVersion>, SeqNo),
+    /// The view both ends read, and the merge operator.
+    view: (Arc<SuperVersion>, SeqNo, Option<Arc<dyn MergeOperator>>),
     lo: Bound<Vec<u8>>,
     hi: Bound<Vec<u8>>,
     /// The front end was positioned.
@@ -309,8 +332,8 @@ impl Scan {
         match &mut self.back {
             Some(b) => b.prev(),
             None => {
-                let (sv, seq) = &self.view;
-                let b = self.back.insert(iter_at(Arc::clone(sv), *seq));
+                let (sv, seq, op) = &self.view;
+                let b = self.back.insert(iter_at(Arc::clone(sv), *seq, op.clone()));
                 match &self.hi {
                     Bound::Included(h) | Bound::Excluded(h) => b.seek_for_prev(h),
                     Bound::Unbounded => b.seek_to_last(),

@@ -114,6 +114,7 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
         table_opts,
         collect_keys: false,
         drop_tombstones: false,
+        merge_op: opts.merge_operator.get().cloned(),
     };
     // Recovered data goes straight to level 0 (tables or rows). A
     // tombstone must stay while a piece written earlier in this replay may

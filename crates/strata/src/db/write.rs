@@ -178,10 +178,25 @@ impl Db {
         self.write(b, &WriteOptions::default())
     }
 
-    /// Applies `batch` atomically: after a crash either all of it is there or none.
+    /// Merges `operand` into `key` ([`WriteBatch::merge`]);
+    /// `NotSupported` without a merge operator (`Options::merge_operator`).
+    pub fn merge(&self, key: impl AsRef<[u8]>, operand: impl AsRef<[u8]>) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.merge(key, operand);
+        self.write(b, &WriteOptions::default())
+    }
+
+    /// Applies `batch` atomically: after a crash either all of it is there
+    /// or none. A batch with a merge is refused (`NotSupported`) without a
+    /// merge operator.
     pub fn write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
         self.check_open()?;
         batch.validate()?;
+        if batch.has_merges() && self.inner.opts.merge_operator.get().is_none() {
+            return Err(crate::Error::NotSupported(
+                "a merge needs a merge_operator (none is set)".into(),
+            ));
+        }
         if batch.is_empty() {
             return Ok(());
         }

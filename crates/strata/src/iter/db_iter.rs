@@ -1,18 +1,22 @@
 //! The user-facing iterator: user keys at one snapshot, newest visible
 //! version only, tombstones hidden (point tombstones, and versions a
-//! visible range tombstone of its [`Cover`] hides), both directions.
+//! visible range tombstone of its [`Cover`] hides), merge operands folded
+//! onto the version below them, both directions.
 //!
 //! Forward, the inner iterator sits on the entry that yields the current
-//! key/value. Reverse, the inner iterator sits *before* all entries of the
-//! current user key, whose key and value are kept in `saved_*`.
+//! key/value; for a folded value (`folded`), after the operands it read,
+//! with the key and value kept in `saved_*`. Reverse, the inner iterator
+//! sits *before* all entries of the current user key, whose key and value
+//! are kept in `saved_*`.
 //!
-//! Errors: once the merged source fails (a damaged block, an I/O error), the
-//! iterator is invalid and `status()` returns the error; every later call
-//! leaves it so (the merge's error is sticky). It never yields an older
-//! version because a newer one could not be read.
+//! Errors: once the merged source fails (a damaged block, an I/O error) or
+//! a fold fails (no operator, or the operator refused), the iterator is
+//! invalid and `status()` returns the error; every later call leaves it so.
+//! It never yields an older version because a newer one could not be read.
 
 use super::InternalIterator;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::merge::MergeOperator;
 use crate::rangedel::Cover;
 use crate::types::{self, SeqNo, ValueKind};
 use std::any::Any;
@@ -38,6 +42,16 @@ pub struct DbIter {
     valid: bool,
     saved_key: Vec<u8>,
     saved_value: Vec<u8>,
+    /// The merge operator (`None`: an operand fails the iterator).
+    op: Option<Arc<dyn MergeOperator>>,
+    /// Forward, positioned on a folded value held in `saved_*`; the inner
+    /// iterator is past the operands.
+    folded: bool,
+    /// Operands of the key being collected (newest first forward, oldest
+    /// first reverse).
+    operands: Vec<Vec<u8>>,
+    /// The first fold that failed; sticky.
+    error: Option<Error>,
     // Keeps memtables and table files of the view alive.
     _pin: Arc<dyn Any + Send + Sync>,
     /// Told the user key of every `seek` (read-triggered compaction's
@@ -55,6 +69,7 @@ impl DbIter {
         inner: Box<dyn InternalIterator>,
         seq: SeqNo,
         cover: Cover,
+        op: Option<Arc<dyn MergeOperator>>,
         pin: Arc<dyn Any + Send + Sync>,
     ) -> Self {
         DbIter {
@@ -65,6 +80,10 @@ impl DbIter {
             valid: false,
             saved_key: Vec::new(),
             saved_value: Vec::new(),
+            op,
+            folded: false,
+            operands: Vec::new(),
+            error: None,
             _pin: pin,
             on_seek: None,
         }
@@ -87,8 +106,8 @@ impl DbIter {
             return &[];
         }
         match self.direction {
-            Direction::Forward => types::user_key(self.inner.key()),
-            Direction::Reverse => &self.saved_key,
+            Direction::Forward if !self.folded => types::user_key(self.inner.key()),
+            _ => &self.saved_key,
         }
     }
 
@@ -98,19 +117,24 @@ impl DbIter {
             return &[];
         }
         match self.direction {
-            Direction::Forward => self.inner.value(),
-            Direction::Reverse => &self.saved_value,
+            Direction::Forward if !self.folded => self.inner.value(),
+            _ => &self.saved_value,
         }
     }
 
-    /// The first error met (I/O or corruption); an iterator that met one is invalid.
+    /// The first error met (I/O, corruption, a failed merge); an iterator
+    /// that met one is invalid.
     pub fn status(&self) -> Result<()> {
-        self.inner.status()
+        match &self.error {
+            Some(e) => Err(e.clone()),
+            None => self.inner.status(),
+        }
     }
 
     /// Moves to the first key.
     pub fn seek_to_first(&mut self) {
         self.direction = Direction::Forward;
+        self.folded = false;
         self.inner.seek_to_first();
         self.find_next_user_entry(false);
     }
@@ -118,6 +142,7 @@ impl DbIter {
     /// Moves to the last key.
     pub fn seek_to_last(&mut self) {
         self.direction = Direction::Reverse;
+        self.folded = false;
         self.inner.seek_to_last();
         self.find_prev_user_entry();
     }
@@ -125,6 +150,7 @@ impl DbIter {
     /// Moves to the first key `>= target`.
     pub fn seek(&mut self, target: &[u8]) {
         self.direction = Direction::Forward;
+        self.folded = false;
         self.saved_value.clear();
         if let Some(f) = &self.on_seek {
             f(target);
@@ -137,6 +163,7 @@ impl DbIter {
     /// Moves to the last key `<= target`.
     pub fn seek_for_prev(&mut self, target: &[u8]) {
         self.direction = Direction::Reverse;
+        self.folded = false;
         // (target, 0, Delete) is the last possible internal key of `target`.
         let k = types::internal_key(target, 0, ValueKind::Delete as u8);
         self.inner.seek_for_prev(&k);
@@ -161,6 +188,14 @@ impl DbIter {
                 self.invalidate();
                 return;
             }
+        } else if self.folded {
+            // The inner iterator is past the operands already; `saved_key`
+            // holds the key to skip past.
+            self.folded = false;
+            if !self.inner.valid() {
+                self.invalidate();
+                return;
+            }
         } else {
             self.saved_key.clear();
             self.saved_key
@@ -180,12 +215,23 @@ impl DbIter {
             return;
         }
         if self.direction == Direction::Forward {
-            // Walk back past every entry of the current user key.
-            self.saved_key.clear();
-            self.saved_key
-                .extend_from_slice(types::user_key(self.inner.key()));
+            // Walk back past every entry of the current user key (a folded
+            // value left the inner iterator after some of them, or past the
+            // end).
+            if !self.folded {
+                self.saved_key.clear();
+                self.saved_key
+                    .extend_from_slice(types::user_key(self.inner.key()));
+            }
+            let mut from_end = self.folded && !self.inner.valid();
+            self.folded = false;
             loop {
-                self.inner.prev();
+                if from_end {
+                    from_end = false;
+                    self.inner.seek_to_last();
+                } else {
+                    self.inner.prev();
+                }
                 if !self.inner.valid() {
                     self.invalidate();
                     return;
@@ -201,24 +247,94 @@ impl DbIter {
 
     fn invalidate(&mut self) {
         self.valid = false;
+        self.folded = false;
         self.saved_key.clear();
         self.saved_value.clear();
     }
 
-    /// What the visible entry `p` means to this reader: a value a range
-    /// tombstone hides reads as a deletion.
+    /// Stops the iterator on a failed fold.
+    fn fail(&mut self, e: Error) {
+        self.error.get_or_insert(e);
+        self.invalidate();
+    }
+
+    /// What the visible entry `p` means to this reader: a value or operand
+    /// a range tombstone hides reads as a deletion.
     #[inline]
     fn effective(&self, p: types::ParsedKey<'_>) -> ValueKind {
-        if p.kind == ValueKind::Value && self.cover.hides(p.user_key, p.seq, self.seq) {
+        if p.kind != ValueKind::Delete && self.cover.hides(p.user_key, p.seq, self.seq) {
             ValueKind::Delete
         } else {
             p.kind
         }
     }
 
+    /// `operands` (oldest first) folded onto `base` by the operator.
+    fn fold(
+        op: Option<&Arc<dyn MergeOperator>>,
+        key: &[u8],
+        base: Option<&[u8]>,
+        operands: &[&[u8]],
+    ) -> Result<Vec<u8>> {
+        let op = op.ok_or_else(|| {
+            Error::Merge("a merge operand was read, but no merge_operator is set".into())
+        })?;
+        op.full_merge(key, base, operands)
+            .map_err(|e| Error::Merge(e.to_string()))
+    }
+
+    /// Forward, on the newest visible entry of a key, an operand: reads
+    /// the older versions of the key down to a base (a value, or a deletion
+    /// or the key's end: none), folds, and holds the result in `saved_*`.
+    /// Leaves the inner iterator on the first entry not read.
+    fn fold_forward(&mut self) {
+        let key = types::user_key(self.inner.key()).to_vec();
+        self.operands.clear();
+        self.operands.push(self.inner.value().to_vec());
+        let mut base: Option<Vec<u8>> = None;
+        self.inner.next();
+        while self.inner.valid() {
+            let Some(p) = types::parse_internal_key(self.inner.key()) else {
+                self.inner.next();
+                continue;
+            };
+            if p.user_key != key.as_slice() {
+                break;
+            }
+            match self.effective(p) {
+                ValueKind::Merge => self.operands.push(self.inner.value().to_vec()),
+                ValueKind::Value => {
+                    base = Some(self.inner.value().to_vec());
+                    break;
+                }
+                ValueKind::Delete | ValueKind::RangeDelete => break,
+            }
+            self.inner.next();
+        }
+        if let Err(e) = self.inner.status() {
+            // The older versions could not all be read.
+            self.fail(e);
+            return;
+        }
+        let ops: Vec<&[u8]> = self.operands.iter().rev().map(Vec::as_slice).collect();
+        match Self::fold(self.op.as_ref(), &key, base.as_deref(), &ops) {
+            Ok(v) => {
+                self.saved_key = key;
+                self.saved_value = v;
+                self.folded = true;
+                self.valid = true;
+            }
+            Err(e) => self.fail(e),
+        }
+    }
+
     /// Forward: skips invisible entries, shadowed versions and deleted keys.
     /// With `skipping`, entries of user keys `<= saved_key` are hidden.
     fn find_next_user_entry(&mut self, mut skipping: bool) {
+        if self.error.is_some() {
+            self.invalidate();
+            return;
+        }
         while self.inner.valid() {
             if let Some(p) = types::parse_internal_key(self.inner.key()) {
                 if p.seq <= self.seq {
@@ -235,6 +351,12 @@ impl DbIter {
                                 return;
                             }
                         }
+                        ValueKind::Merge => {
+                            if !(skipping && p.user_key <= self.saved_key.as_slice()) {
+                                self.fold_forward();
+                                return;
+                            }
+                        }
                     }
                 }
             }
@@ -243,38 +365,73 @@ impl DbIter {
         self.invalidate();
     }
 
-    /// Reverse: collects the newest visible version of the previous user key.
+    /// Reverse: collects the newest visible version of the previous user key
+    /// (its entries come oldest first: a value or deletion resets it, an
+    /// operand is kept to fold onto what came before).
     fn find_prev_user_entry(&mut self) {
+        if self.error.is_some() {
+            self.invalidate();
+            return;
+        }
         let mut kind = ValueKind::Delete;
+        // With operands collected: whether `saved_value` holds their base.
+        let mut has_base = false;
+        self.operands.clear();
         while self.inner.valid() {
             if let Some(p) = types::parse_internal_key(self.inner.key()) {
                 if p.seq <= self.seq {
-                    if kind == ValueKind::Value && p.user_key < self.saved_key.as_slice() {
+                    if kind != ValueKind::Delete && p.user_key < self.saved_key.as_slice() {
                         // Passed the entries of the key we collected.
                         break;
                     }
-                    kind = self.effective(p);
-                    match kind {
+                    let now = self.effective(p);
+                    match now {
                         ValueKind::Delete | ValueKind::RangeDelete => {
                             self.saved_key.clear();
                             self.saved_value.clear();
+                            self.operands.clear();
                         }
                         ValueKind::Value => {
                             self.saved_key.clear();
                             self.saved_key.extend_from_slice(p.user_key);
                             self.saved_value.clear();
                             self.saved_value.extend_from_slice(self.inner.value());
+                            self.operands.clear();
+                        }
+                        ValueKind::Merge => {
+                            if kind != ValueKind::Merge {
+                                has_base = kind == ValueKind::Value;
+                                self.saved_key.clear();
+                                self.saved_key.extend_from_slice(p.user_key);
+                            }
+                            self.operands.push(self.inner.value().to_vec());
                         }
                     }
+                    kind = now;
                 }
             }
             self.inner.prev();
         }
-        if kind != ValueKind::Value || self.inner.status().is_err() {
+        if kind == ValueKind::Delete
+            || kind == ValueKind::RangeDelete
+            || self.inner.status().is_err()
+        {
             self.invalidate();
             self.direction = Direction::Forward;
-        } else {
-            self.valid = true;
+            return;
         }
+        if kind == ValueKind::Merge {
+            let ops: Vec<&[u8]> = self.operands.iter().map(Vec::as_slice).collect();
+            let base = has_base.then_some(self.saved_value.as_slice());
+            match Self::fold(self.op.as_ref(), &self.saved_key, base, &ops) {
+                Ok(v) => self.saved_value = v,
+                Err(e) => {
+                    self.fail(e);
+                    self.direction = Direction::Forward;
+                    return;
+                }
+            }
+        }
+        self.valid = true;
     }
 }

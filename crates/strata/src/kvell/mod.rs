@@ -45,6 +45,7 @@ const WRITTEN: Semantics = Semantics {
     snapshot_scans: false,
     snapshots: false,
     range_deletes: false,
+    merges: false,
     unsynced: "a process crash: acknowledged when the page write completed (O_DIRECT where the file system allows it); after a power loss each key holds its value as of the last flush() or a later one it was given. Exceptions, both reported by the open and by verify: an in-place update of a one-page item torn by a power loss on a drive without atomic 4 KiB writes loses that item (it reads as Corruption), and a crash that tears the first write of a key (or the first after its delete) of an item over 4072 B (on such a drive, of any item) leaves the key reading as Corruption until it is written or deleted",
     synced: "a power loss for the writes of this call: their slab files are fdatasynced before they are acknowledged; a multi-key batch is not atomic (each key is written on its own)",
 };
@@ -55,6 +56,7 @@ const SYNCED: Semantics = Semantics {
     snapshot_scans: false,
     snapshots: false,
     range_deletes: false,
+    merges: false,
     unsynced: "a power loss: every I/O batch is fdatasynced before its writes are acknowledged. Exceptions for writes in flight at the crash, both reported by the open and by verify: an in-place update of a one-page item torn on a drive without atomic 4 KiB writes loses that item (it reads as Corruption; its new value was not acknowledged), and a torn first write of a key (or the first after its delete) of an item over 4072 B (on such a drive, of any item) leaves the key reading as Corruption until it is written or deleted",
     synced: "nothing more: every write is synced already",
 };
@@ -568,11 +570,15 @@ impl KvStore for Kvell {
     /// Not atomic: each worker applies its keys' entries in order, as one
     /// I/O batch; a crash can leave some keys of the batch written. A batch
     /// with a range deletion is refused whole (`NotSupported`): KVell's
-    /// index is a hash per worker, with no ordered range to delete.
+    /// index is a hash per worker, with no ordered range to delete. So is a
+    /// batch with a merge: KVell keeps one version per key and no operator.
     fn write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
         batch.validate()?;
         if batch.has_range_deletes() {
             return Err(Error::NotSupported("kvell has no range deletion".into()));
+        }
+        if batch.has_merges() {
+            return Err(Error::NotSupported("kvell has no merge operator".into()));
         }
         let n = self.inner.workers.len();
         let mut per: Vec<Vec<Op>> = (0..n).map(|_| Vec::new()).collect();
@@ -583,8 +589,10 @@ impl KvStore for Kvell {
             per[w].push(match e.kind {
                 ValueKind::Value => Op::Put(e.key.to_vec(), e.value.to_vec()),
                 ValueKind::Delete => Op::Delete(e.key.to_vec()),
-                ValueKind::RangeDelete => {
-                    return Err(Error::NotSupported("kvell has no range deletion".into()))
+                ValueKind::RangeDelete | ValueKind::Merge => {
+                    return Err(Error::NotSupported(
+                        "kvell has no range deletion or merge".into(),
+                    ))
                 }
             });
             count += 1;

@@ -30,6 +30,7 @@ use crate::memtable::MemTable;
 use crate::options::{L0Kind, Options};
 use crate::rangedel::Cover;
 use crate::runs::filter::Dropper;
+use crate::runs::fold::Fold;
 use crate::runs::FileMeta;
 use crate::stats::RowStats;
 use crate::types::SeqNo;
@@ -297,28 +298,38 @@ fn write_row(
     mem: &MemTable,
     top: Option<&Row>,
     snapshots: Vec<SeqNo>,
-    is_bottom_for: impl FnMut(&[u8]) -> bool,
+    is_bottom_for: impl FnMut(&[u8]) -> bool + Copy,
     next_number: &mut dyn FnMut() -> Result<u64>,
 ) -> Result<Written> {
-    let mut dropper = Dropper::new(snapshots, is_bottom_for, Cover::of(mem.range_fragments()));
+    let cover = Cover::of(mem.range_fragments());
+    let mut fold = Fold::new(
+        sink.merge_op.clone(),
+        snapshots.clone(),
+        is_bottom_for,
+        cover.clone(),
+    );
+    let mut dropper = Dropper::new(snapshots, is_bottom_for, cover);
     let id = next_number()?;
     let mut w = RowWriter::create(&*sink.fs, &dir, id, top)?;
     let path = w.path().to_path_buf();
     let mut keys: Vec<Vec<u8>> = Vec::new();
     let mut seqs: Vec<SeqNo> = Vec::new();
-    let filled = mem.for_each(|k, v| {
+    let mut keep = |k: &[u8], v: &[u8]| -> Result<()> {
         if dropper.keep(k)? {
             w.add(k, v)?;
             if sink.collect_keys {
                 let uk = crate::types::user_key(k);
                 if keys.last().map(Vec::as_slice) != Some(uk) {
                     keys.push(uk.to_vec());
-                    seqs.push(crate::types::trailer(k) >> 8);
+                    seqs.push(crate::runs::output::tracked_seq(k));
                 }
             }
         }
         Ok(())
-    });
+    };
+    let filled = mem
+        .for_each(|k, v| fold.push(k, v, &mut keep))
+        .and_then(|()| fold.finish(&mut keep));
     let written = filled.and_then(|()| {
         if w.entries() == 0 {
             return Ok(None);
@@ -352,6 +363,7 @@ fn write_row(
                 rows: vec![desc],
                 keys,
                 seqs,
+                folded: fold.folded,
             })
         }
         Ok(None) => {

@@ -8,6 +8,7 @@ use crate::error::Result;
 use crate::memtable::MemTable;
 use crate::rangedel::Cover;
 use crate::runs::filter::Dropper;
+use crate::runs::fold::Fold;
 use crate::runs::output::Outputs;
 use crate::types::SeqNo;
 use std::sync::Arc;
@@ -21,6 +22,8 @@ pub(crate) struct Written {
     pub rows: Vec<FileDesc>,
     pub keys: Vec<TableKeys>,
     pub seqs: Vec<Vec<SeqNo>>,
+    /// Merge operands folded away.
+    pub folded: u64,
 }
 
 /// The user keys of one table.
@@ -36,6 +39,8 @@ pub(crate) struct TableSink<'a> {
     /// Off during recovery, where earlier chunks of the replay are not in
     /// `version` yet.
     pub drop_tombstones: bool,
+    /// The merge operator the flush folds operands by ([`Fold`]).
+    pub merge_op: Option<Arc<dyn crate::merge::MergeOperator>>,
 }
 
 /// True if no table or row of `version`, and none of `unlisted` (pieces the
@@ -61,7 +66,14 @@ pub(crate) fn write_memtable_to(
 ) -> Result<Written> {
     // Tombstones stay unless no table holds the key at all.
     let is_bottom_for = |uk: &[u8]| sink.drop_tombstones && nothing_below(version, unlisted, uk);
-    let mut dropper = Dropper::new(snapshots, is_bottom_for, Cover::of(mem.range_fragments()));
+    let cover = Cover::of(mem.range_fragments());
+    let mut fold = Fold::new(
+        sink.merge_op.clone(),
+        snapshots.clone(),
+        is_bottom_for,
+        cover.clone(),
+    );
+    let mut dropper = Dropper::new(snapshots, is_bottom_for, cover);
     let mut out = Outputs::new(
         sink.dir,
         sink.fs.clone(),
@@ -70,13 +82,15 @@ pub(crate) fn write_memtable_to(
         next_number,
     )
     .collect_keys(sink.collect_keys);
+    let mut keep = |k: &[u8], v: &[u8]| -> Result<()> {
+        if dropper.keep(k)? {
+            out.add(k, v)?;
+        }
+        Ok(())
+    };
     let result = mem
-        .for_each(|k, v| {
-            if dropper.keep(k)? {
-                out.add(k, v)?;
-            }
-            Ok(())
-        })
+        .for_each(|k, v| fold.push(k, v, &mut keep))
+        .and_then(|()| fold.finish(&mut keep))
         .and_then(|()| out.finish());
     match result {
         Ok(mut descs) => Ok(Written {
@@ -89,6 +103,7 @@ pub(crate) fn write_memtable_to(
             rows: Vec::new(),
             keys: std::mem::take(&mut out.keys),
             seqs: std::mem::take(&mut out.seqs),
+            folded: fold.folded,
         }),
         Err(e) => {
             out.abandon();
@@ -146,6 +161,7 @@ mod tests {
             table_opts: TableOptions::from(&opts),
             collect_keys: true,
             drop_tombstones: true,
+            merge_op: None,
         };
         let mut n = 1000;
         let mut next = || {

@@ -12,6 +12,7 @@
 use crate::error::{Error, Result};
 use crate::events::EventListener;
 use crate::io::{FileSystem, PosixFs};
+pub use crate::merge::MergeOp;
 pub use crate::table::format::Compression;
 use crate::table::TableOptions;
 use std::fmt;
@@ -48,6 +49,11 @@ options! {
         create_if_missing: bool = true, rocksdb "create_if_missing";
         /// Fail the open if a database exists. Default false.
         error_if_exists: bool = false, rocksdb "error_if_exists";
+        /// How merge operands fold (`Db::merge`): `none` (merges are
+        /// refused), a built-in (`u64add`, `max`, `append`, `append:SEP`) or,
+        /// from Rust, any `MergeOperator` (`MergeOp::new`). Open a database
+        /// with the operator it was written with. Default none.
+        merge_operator: MergeOp = MergeOp::none(), rocksdb "merge_operator";
         /// Memtable size that triggers a switch and flush (RocksDB
         /// `write_buffer_size`). Default 64 MiB.
         write_buffer_size: usize = 64 * MIB, range 4 * KIB.., rocksdb "write_buffer_size";

@@ -112,6 +112,21 @@ impl OptionValue for Option<PathBuf> {
     }
 }
 
+/// `none`, or a built-in merge operator's name.
+impl OptionValue for crate::merge::MergeOp {
+    fn parse(v: &str) -> std::result::Result<Self, String> {
+        match v {
+            "none" | "" => Ok(Self::none()),
+            _ => crate::merge::builtin(v)
+                .map(Self::from)
+                .ok_or_else(|| "none|u64add|max|append|append:SEP".into()),
+        }
+    }
+    fn show(&self) -> String {
+        format!("{self:?}")
+    }
+}
+
 impl OptionValue for ExecutorKind {
     fn parse(v: &str) -> std::result::Result<Self, String> {
         ExecutorKind::parse(v).ok_or_else(|| {

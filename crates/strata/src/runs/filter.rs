@@ -3,7 +3,9 @@
 //! Entries arrive in internal-key order (per user key, newest first). The
 //! live snapshots cut the sequence space into *stripes*: two versions of a
 //! key in the same stripe look the same to every reader, so only the newest
-//! is kept. A tombstone in the oldest stripe (visible to every snapshot) is
+//! is kept, with what a kept merge operand folds onto: below an operand
+//! the next version of the stripe is kept too (a [`Fold`](super::fold::Fold)
+//! ahead of the Dropper leaves such runs only where it cannot fold them). A tombstone in the oldest stripe (visible to every snapshot) is
 //! dropped too when no deeper level can hold an older version of its key.
 //! A version that a range tombstone of the [`Cover`] hides, with no
 //! snapshot between the two, is dropped as well.
@@ -21,6 +23,9 @@ pub struct Dropper<F: FnMut(&[u8]) -> bool> {
     current_key: Vec<u8>,
     has_current: bool,
     last_stripe: usize,
+    /// The last entry judged was an operand kept in `last_stripe`: the
+    /// next version of the stripe is what it folds onto.
+    below_operand: bool,
     /// The range tombstones in force.
     cover: Cover,
     /// The oldest tombstone of `cover` hiding a kept entry (a snapshot
@@ -41,6 +46,7 @@ impl<F: FnMut(&[u8]) -> bool> Dropper<F> {
             current_key: Vec::new(),
             has_current: false,
             last_stripe: 0,
+            below_operand: false,
             cover,
             kept_hidden_by: SeqNo::MAX,
             dropped: 0,
@@ -57,7 +63,7 @@ impl<F: FnMut(&[u8]) -> bool> Dropper<F> {
             .ok_or_else(|| corrupt(0, "malformed internal key in compaction input"))?;
         let stripe = self.stripe(p.seq);
         if self.has_current && p.user_key == self.current_key.as_slice() {
-            if stripe == self.last_stripe {
+            if stripe == self.last_stripe && !self.below_operand {
                 self.dropped += 1;
                 return Ok(false);
             }
@@ -67,6 +73,7 @@ impl<F: FnMut(&[u8]) -> bool> Dropper<F> {
             self.has_current = true;
         }
         self.last_stripe = stripe;
+        self.below_operand = false;
         if p.kind == ValueKind::Delete && stripe == 0 && (self.is_bottom_for)(p.user_key) {
             self.dropped += 1;
             return Ok(false);
@@ -80,6 +87,7 @@ impl<F: FnMut(&[u8]) -> bool> Dropper<F> {
                 self.kept_hidden_by = self.kept_hidden_by.min(t);
             }
         }
+        self.below_operand = p.kind == ValueKind::Merge;
         Ok(true)
     }
 
@@ -130,6 +138,25 @@ mod tests {
         assert_eq!(run(vec![], false, e), vec![9, 3]);
         // Snapshot 6 sees a@5; snapshot 2 sees a@2.
         assert_eq!(run(vec![6, 2], false, e), vec![9, 5, 2, 3]);
+    }
+
+    #[test]
+    fn an_operand_keeps_what_it_folds_onto() {
+        let e: &[(&[u8], SeqNo, ValueKind)] = &[
+            (b"a", 9, ValueKind::Merge),
+            (b"a", 8, ValueKind::Merge),
+            (b"a", 7, ValueKind::Value),
+            (b"a", 5, ValueKind::Value),
+            (b"b", 4, ValueKind::Merge),
+            (b"b", 3, ValueKind::Delete),
+            (b"b", 2, ValueKind::Value),
+        ];
+        assert_eq!(run(vec![], false, e), vec![9, 8, 7, 4, 3]);
+        // At the bottom b's deletion goes, and with it what it shadowed.
+        assert_eq!(run(vec![], true, e), vec![9, 8, 7, 4]);
+        // A snapshot at 8 splits a's run: 9 folds onto 8 and below (the
+        // snapshot's own view), 8 onto 7.
+        assert_eq!(run(vec![8], false, e), vec![9, 8, 7, 4, 3]);
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! Sorted runs of tables, the floor below level 0 and the versions: a live
 //! table as a version holds it ([`FileMeta`]) and the cache that opens it
 //! ([`TableCache`]), a run read as one iterator ([`LevelIter`]), a run
-//! written as tables cut by size ([`output::Outputs`]), and which entries a
-//! flush or compaction may drop ([`filter::Dropper`]).
+//! written as tables cut by size ([`output::Outputs`]), which entries a
+//! flush or compaction may drop ([`filter::Dropper`]) and how it folds
+//! merge operands ([`fold::Fold`]).
 //!
 //! A table file is deleted when it was removed by an edit *and* the last
 //! version, iterator or compaction holding its `FileMeta` lets go. A
@@ -10,6 +11,7 @@
 //! for at most `max_open_files` tables at a time.
 
 pub mod filter;
+pub mod fold;
 mod level_iter;
 mod meta;
 pub mod output;

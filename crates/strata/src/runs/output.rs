@@ -21,7 +21,7 @@ use crate::error::Result;
 use crate::filename::table_path;
 use crate::io::FileSystem;
 use crate::table::{TableBuilder, TableOptions};
-use crate::types::{self, SeqNo};
+use crate::types::{self, SeqNo, ValueKind};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -51,7 +51,8 @@ pub struct Outputs<'a> {
     /// With `collect_keys`, the distinct user keys of each finished table.
     pub keys: Vec<Vec<Vec<u8>>>,
     /// With `collect_keys`, the sequence number of the newest version of
-    /// each of those keys (`keys[i][j]`'s is `seqs[i][j]`).
+    /// each of those keys (`keys[i][j]`'s is `seqs[i][j]`), 0 where that
+    /// version is a merge operand ([`tracked_seq`]).
     pub seqs: Vec<Vec<SeqNo>>,
     pub bytes_written: u64,
     /// Largest user key and size of each table of the level below the
@@ -63,6 +64,17 @@ pub struct Outputs<'a> {
     grandparent_overlap: u64,
     /// Grandparent ends the current table's keys went past.
     boundaries_crossed: u64,
+}
+
+/// What a flush reports to the stale tracker of the newest version of a
+/// key, the entry `ikey`: its sequence number, or 0 for a merge operand
+/// (not a whole value: the tracker forgets the key, and keeps every older
+/// version of it).
+pub fn tracked_seq(ikey: &[u8]) -> SeqNo {
+    match types::parse_internal_key(ikey) {
+        Some(p) if p.kind != ValueKind::Merge => p.seq,
+        _ => 0,
+    }
 }
 
 impl<'a> Outputs<'a> {
@@ -148,8 +160,7 @@ impl<'a> Outputs<'a> {
         if let Some((_, b)) = self.current.as_mut() {
             if self.collect_keys && (b.entries() == 0 || uk != self.last_user_key.as_slice()) {
                 self.current_keys.push(uk.to_vec());
-                self.current_seqs
-                    .push(types::parse_internal_key(ikey).map_or(0, |p| p.seq));
+                self.current_seqs.push(tracked_seq(ikey));
             }
             b.add(ikey, value)?;
         }

@@ -65,7 +65,8 @@ pub trait Tracker: Send + Sync {
         None
     }
     /// A flush durably installed `table` holding `keys` (distinct user keys
-    /// in order) whose newest versions have sequence numbers `seqs`.
+    /// in order) whose newest versions have sequence numbers `seqs` (0: a
+    /// merge operand, `runs::output::tracked_seq`).
     fn on_flush(&self, _table: u64, _keys: &[Vec<u8>], _seqs: &[SeqNo]) {}
     /// A compaction's edit is durable.
     fn on_compaction(&self, _change: &CompactionChange) {}
@@ -113,6 +114,11 @@ impl Tracker for StaleTracker {
     fn on_flush(&self, table: u64, keys: &[Vec<u8>], seqs: &[SeqNo]) {
         let mut stale: HashMap<u64, u64> = HashMap::new();
         for (key, seq) in keys.iter().zip(seqs) {
+            if *seq == 0 {
+                // An operand needs the versions below it: none is stale.
+                self.updates.forget(key);
+                continue;
+            }
             if let Some(old) = self.updates.upsert(key, table, *seq) {
                 *stale.entry(old).or_default() += 1;
             }
@@ -175,5 +181,9 @@ mod tests {
         assert!(t.scores().is_empty());
         let u = t.usage();
         assert_eq!(u.entries, 3);
+        // A merge operand of b: the value it names is no longer all of b.
+        t.on_flush(21, &keys(&["b"]), &[0]);
+        assert_eq!(t.newest(b"b"), None);
+        assert_eq!(t.usage().entries, 2);
     }
 }

@@ -115,6 +115,15 @@ impl UpdateTable {
         }
     }
 
+    /// Forgets `key`'s entry, whatever version it names (a flush wrote a
+    /// merge operand of it: no one version is the whole of it now).
+    pub fn forget(&self, key: &[u8]) {
+        let mut s = self.shard(key).lock();
+        if let Some((k, _)) = s.lru.pop_entry(key) {
+            s.bytes -= cost(&k);
+        }
+    }
+
     /// Entries and bytes held.
     pub fn usage(&self) -> (u64, u64) {
         self.shards.iter().fold((0, 0), |(n, b), s| {

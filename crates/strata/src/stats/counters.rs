@@ -126,6 +126,11 @@ counters! {
         range_del_compactions,
         /// Tables deleted unread: a range tombstone hid every entry.
         range_dropped_tables,
+        /// Gets whose newest version was a merge operand (read by folding).
+        merge_folds,
+        /// Merge operands flushes and compactions folded away (into a value
+        /// or a combined operand).
+        merge_operands_folded,
         /// Most compactions that ran at the same time.
         compactions_running_max,
         /// Times a running compaction paused to give its CPU slot to a flush

@@ -11,13 +11,15 @@ use crate::stats::StoreStats;
 /// Entries a [`KvStore::scan`] reserves room for before reading.
 const SCAN_RESERVE: usize = 256;
 
-/// What the LSM engine promises.
+/// What the LSM engine promises (`merges`: with a merge operator, see
+/// `semantics`).
 pub const LSM_SEMANTICS: Semantics = Semantics {
     engine: "lsm",
     atomic_batches: true,
     snapshot_scans: true,
     snapshots: true,
     range_deletes: true,
+    merges: false,
     unsynced: "a process crash: the write is in the WAL's file (not yet fsynced); a power loss may lose the newest writes, never a part of a batch",
     synced: "a power loss: the WAL is fdatasynced before the write is acknowledged",
 };
@@ -35,7 +37,10 @@ impl KvStore for Db {
         format!("strata-lsm({})", self.options())
     }
     fn semantics(&self) -> Semantics {
-        LSM_SEMANTICS
+        Semantics {
+            merges: self.options().merge_operator.get().is_some(),
+            ..LSM_SEMANTICS
+        }
     }
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         Db::put(self, key, value)
@@ -52,6 +57,9 @@ impl KvStore for Db {
     }
     fn delete_range(&self, start: &[u8], end: &[u8]) -> Result<()> {
         Db::delete_range(self, start, end)
+    }
+    fn merge(&self, key: &[u8], operand: &[u8]) -> Result<()> {
+        Db::merge(self, key, operand)
     }
     fn write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
         Db::write(self, batch, opts)

@@ -37,6 +37,9 @@ pub struct Semantics {
     /// [`KvStore::delete_range`] (and a batch's range deletions) are
     /// supported.
     pub range_deletes: bool,
+    /// [`KvStore::merge`] (and a batch's merges) are supported: the store
+    /// has a merge operator (`Options::merge_operator`).
+    pub merges: bool,
     /// What an acknowledged write without `sync` survives.
     pub unsynced: &'static str,
     /// What `WriteOptions::sync` adds.
@@ -99,6 +102,16 @@ pub trait KvStore: Send + Sync {
         let _ = (start, end);
         Err(Error::NotSupported(format!(
             "{} has no range deletion",
+            self.semantics().engine
+        )))
+    }
+    /// Merges `operand` into `key` by the store's merge operator
+    /// (`crate::merge`); `NotSupported` where `semantics().merges` is
+    /// false.
+    fn merge(&self, key: &[u8], operand: &[u8]) -> Result<()> {
+        let _ = (key, operand);
+        Err(Error::NotSupported(format!(
+            "{} has no merge operator",
             self.semantics().engine
         )))
     }

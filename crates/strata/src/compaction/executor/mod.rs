@@ -75,6 +75,8 @@ pub struct Context<'a> {
     /// Called by merge loops every [`GIVE_WAY_EVERY`] entries: pauses the
     /// compaction while a flush takes its CPU slot (`sched/cpu.rs`).
     pub give_way: &'a (dyn Fn() + Sync),
+    /// The merge operator operands fold by.
+    pub merge_op: Option<&'a Arc<dyn crate::merge::MergeOperator>>,
 }
 
 /// Entries merged between two calls of `give_way` (a short stretch of
@@ -124,6 +126,7 @@ impl Context<'_> {
                 tracker: self.tracker,
                 horizon: self.stale_horizon,
             }),
+            merge_op: self.merge_op,
         }
     }
 }
@@ -136,6 +139,8 @@ pub struct Outcome {
     pub row_bytes_read: u64,
     pub bytes_written: u64,
     pub entries_dropped: u64,
+    /// Merge operands folded away.
+    pub operands_folded: u64,
     /// Versions dropped because the tracker names a newer one.
     pub stale_dropped: u64,
     /// With `collect_keys`, the user keys of each added table, in edit order.

@@ -141,6 +141,7 @@ pub fn run_pipelined(
         piece.busy = [read.0, merge.busy, piece.busy[2]];
         piece.cpu += read.1 + merge.cpu;
         piece.dropped = merge.dropped;
+        piece.folded = merge.folded;
         piece.stale_dropped = merge.stale_dropped;
         piece.change.erased = merge.erased;
         piece.sweep(merge.swept);
@@ -232,6 +233,8 @@ struct Merged {
     busy: Duration,
     cpu: Duration,
     dropped: u64,
+    /// Merge operands folded away.
+    folded: u64,
     stale_dropped: u64,
     erased: Vec<(Vec<u8>, u64)>,
     /// The outputs' `swept_seq` (`Dropper::swept`).
@@ -307,19 +310,15 @@ fn merge_stage(
             job.cover.clone(),
             env.stale,
         );
+        let mut fold = super::run::fold_of(job, env);
         let mut out = Chunk::default();
         let mut give_way = super::GiveWay::new(env.give_way);
         while let Some(top) = heap.first() {
             give_way.tick();
             let (key, value) = top.chunk.entry(top.at);
-            match sieve.judge(key)? {
-                Verdict::Drop => {}
-                Verdict::Keep => out.push(key, value),
-                Verdict::KeepTracked(seq) => {
-                    out.tracked.push((out.len() as u32, seq));
-                    out.push(key, value);
-                }
-            }
+            fold.push(key, value, &mut |k, v| {
+                judge_into(&mut sieve, &mut out, k, v)
+            })?;
             if out.is_full() {
                 let t = Instant::now();
                 let sent = tx.send(Msg::Chunk(std::mem::take(&mut out)));
@@ -337,6 +336,7 @@ fn merge_stage(
                 sift_down(&mut heap, 0, &less);
             }
         }
+        fold.finish(&mut |k, v| judge_into(&mut sieve, &mut out, k, v))?;
         let t = Instant::now();
         let mut sent = Ok(());
         if out.len() > 0 {
@@ -353,6 +353,7 @@ fn merge_stage(
             busy: Duration::ZERO,
             cpu: Duration::ZERO,
             dropped: sieve.dropped(),
+            folded: fold.folded,
             stale_dropped: sieve.stale_dropped,
             erased: std::mem::take(&mut sieve.erased),
             swept: sieve.swept(),
@@ -363,6 +364,24 @@ fn merge_stage(
     m.busy = started.elapsed().saturating_sub(waited);
     m.cpu = thread_cpu().saturating_sub(cpu);
     Ok(m)
+}
+
+/// Judges one entry the fold passed on and adds it to `out` if kept.
+fn judge_into<F: FnMut(&[u8]) -> bool>(
+    sieve: &mut Sieve<'_, F>,
+    out: &mut Chunk,
+    key: &[u8],
+    value: &[u8],
+) -> Result<()> {
+    match sieve.judge(key)? {
+        Verdict::Drop => {}
+        Verdict::Keep => out.push(key, value),
+        Verdict::KeepTracked(seq) => {
+            out.tracked.push((out.len() as u32, seq));
+            out.push(key, value);
+        }
+    }
+    Ok(())
 }
 
 fn heapify<T>(v: &mut [T], less: &impl Fn(&T, &T) -> bool) {

@@ -17,7 +17,9 @@ use crate::compaction::output::{NumberSource, Outputs};
 use crate::error::{corrupt, Result};
 use crate::io::FileSystem;
 use crate::iter::{InternalIterator, MergeIter};
+use crate::merge::MergeOperator;
 use crate::rangedel::Cover;
+use crate::runs::fold::Fold;
 use crate::stale::{Entry, Tracker};
 use crate::table::{TableIter, TableOptions};
 use crate::types::{self, SeqNo, MAX_SEQ};
@@ -38,6 +40,9 @@ pub struct Env<'a> {
     pub give_way: &'a (dyn Fn() + Sync),
     /// `None`: no stale dropping (no tracker, or a worker process).
     pub stale: Option<Stale<'a>>,
+    /// The merge operator (`None`: operands are kept as they are, as in a
+    /// worker process).
+    pub merge_op: Option<&'a Arc<dyn MergeOperator>>,
 }
 
 /// The stale tracker and the horizon of one compaction.
@@ -190,6 +195,17 @@ impl<'a, F: FnMut(&[u8]) -> bool> Sieve<'a, F> {
     }
 }
 
+/// The operand fold of one sub-task ([`Fold`]; a pass-through without a
+/// merge operator).
+pub fn fold_of<'j>(job: &'j Job<'_>, env: &Env<'_>) -> Fold<impl FnMut(&[u8]) -> bool + 'j> {
+    Fold::new(
+        env.merge_op.cloned(),
+        job.plan.assigned.snapshots.clone(),
+        |uk: &[u8]| job.is_bottom_for(uk),
+        job.cover.clone(),
+    )
+}
+
 /// Output tables of one sub-task.
 pub fn outputs<'o>(
     job: &Job<'_>,
@@ -253,33 +269,40 @@ pub fn run_linear(
         job.cover.clone(),
         env.stale,
     );
+    let mut fold = fold_of(job, env);
     let mut out = outputs(job, env, range, numbers);
     let mut repointed = Vec::new();
     let result = (|| {
         let mut give_way = super::GiveWay::new(env.give_way);
+        let mut sink = |ikey: &[u8], value: &[u8]| -> Result<()> {
+            match sieve.judge(ikey)? {
+                Verdict::Drop => {}
+                Verdict::Keep => out.add(ikey, value)?,
+                Verdict::KeepTracked(seq) => {
+                    out.add(ikey, value)?;
+                    if let Some(table) = out.current_id() {
+                        repointed.push((types::user_key(ikey).to_vec(), seq, table));
+                    }
+                }
+            }
+            Ok(())
+        };
         while merged.valid() {
             let ikey = merged.key();
             if range.past_end(ikey) {
                 break;
             }
             give_way.tick();
-            match sieve.judge(ikey)? {
-                Verdict::Drop => {}
-                Verdict::Keep => out.add(ikey, merged.value())?,
-                Verdict::KeepTracked(seq) => {
-                    out.add(ikey, merged.value())?;
-                    if let Some(table) = out.current_id() {
-                        repointed.push((types::user_key(ikey).to_vec(), seq, table));
-                    }
-                }
-            }
+            fold.push(ikey, merged.value(), &mut sink)?;
             merged.next();
         }
         merged.status()?;
+        fold.finish(&mut sink)?;
         out.finish()
     })();
     let mut piece = settle(out, result)?;
     piece.dropped = sieve.dropped();
+    piece.folded = fold.folded;
     piece.sweep(sieve.swept());
     piece.stale_dropped = sieve.stale_dropped;
     piece.change.repointed = repointed;

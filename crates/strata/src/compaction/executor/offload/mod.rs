@@ -345,7 +345,8 @@ impl Executor for Offload {
 
 impl Offload {
     /// Checks that the plan's pieces account for every input entry (each
-    /// is written or dropped, whichever side ran it: `check_outputs`
+    /// is written, dropped or folded into another, whichever side ran it:
+    /// `check_outputs`
     /// cannot, since a sub-task reads only part of its tables). When they
     /// do not, the pieces a worker ran are removed and run here again,
     /// with fresh numbers; what this host runs is trusted as every other
@@ -370,7 +371,7 @@ impl Offload {
             .iter()
             .map(|p| {
                 let written: u64 = p.descs.iter().map(|d| d.entries).sum();
-                written + p.dropped + p.stale_dropped
+                written + p.dropped + p.stale_dropped + p.folded
             })
             .sum();
         if accounted == read {

@@ -85,6 +85,10 @@ fn serve_request(req: Request, cfg: &WorkerConfig) -> Result<Reply> {
         // A worker process has no flushes to give way to.
         give_way: &|| {},
         stale: None,
+        // Not sent the operator (a user's operator is code): a worker
+        // keeps operands as they are, and a later compaction on the host
+        // folds them.
+        merge_op: None,
     };
     let mode = match req.mode {
         0 => Mode::Linear,
