@@ -239,6 +239,7 @@ fn a_log_cut_at_a_record_boundary_ends_the_history() {
     let history: Vec<HistOp> = (0..n)
         .map(|i| HistOp {
             entries: vec![(key(i), Some(value(i)))],
+            merges: Vec::new(),
             range: None,
             sync: false,
         })

@@ -277,6 +277,12 @@ fn generate_fuzz_corpus() {
     ranged.delete_range("q", "q");
     ranged.set_sequence(7);
     write("batch", "range-delete", ranged.encoded());
+    let mut merged = WriteBatch::new();
+    merged.merge("c", [1u8, 0, 0, 0, 0, 0, 0, 0]);
+    merged.put("c", "base");
+    merged.merge("c", "");
+    merged.set_sequence(9);
+    write("batch", "merge", merged.encoded());
 
     // A real database on MemFs: WAL, table, manifest.
     let fs = MemFs::new();

@@ -181,7 +181,7 @@ fn batches_mix_merges_with_puts_and_deletes_in_order() {
 fn without_an_operator_merges_are_refused_and_operands_fail_reads() {
     let dir = tempfile::tempdir().expect("tempdir");
     {
-        let db = open(dir.path(), tiny_with(""));
+        let db = open(dir.path(), tiny_with("merge_operator=none"));
         assert!(matches!(db.merge(k(1), "x"), Err(Error::NotSupported(_))));
         let mut b = WriteBatch::new();
         b.put(k(2), "v");
@@ -204,7 +204,7 @@ fn without_an_operator_merges_are_refused_and_operands_fail_reads() {
         assert_eq!(db.get(k(1)).expect("get"), Some(b"c".to_vec()));
     }
     // Opened without the operator: the operand cannot be read, the rest can.
-    let db = open(dir.path(), tiny_with(""));
+    let db = open(dir.path(), tiny_with("merge_operator=none"));
     assert!(matches!(db.get(k(1)), Err(Error::Merge(_))));
     assert_eq!(db.get(k(2)).expect("get"), Some(b"plain".to_vec()));
     let scan: Result<Vec<_>, _> = db.scan::<&[u8], _>(..).expect("scan").collect();

@@ -43,6 +43,17 @@ pub fn tiny_options() -> Options {
         .level0_file_num_compaction_trigger(2)
         .block_size(256)
         .block_cache_size(64 * 1024)
+        .merge_operator(strata::MergeOp::new(strata::merge::Append::new("|")))
+}
+
+/// The model's merge of `operand` into `k`: the tests' operator
+/// ([`tiny_options`]) appends, joined by `|`.
+pub fn model_merge(m: &mut Model, k: &[u8], operand: &[u8]) {
+    let v = match m.get(k) {
+        Some(old) => [old.as_slice(), b"|", operand].concat(),
+        None => operand.to_vec(),
+    };
+    m.insert(k.to_vec(), v);
 }
 
 /// Inside `impl FileSystem for T`: every method but `create`, passed on
@@ -160,12 +171,13 @@ pub fn all(db: &Db) -> Vec<(Vec<u8>, Vec<u8>)> {
 pub type Model = std::collections::BTreeMap<Vec<u8>, Vec<u8>>;
 
 /// One write of a generated history: a batch of puts (`Some`) and deletes
-/// (`None`), then perhaps a range deletion `[lo, hi)`, with its `sync`
-/// flag. Values name the op, so states after different prefixes of a
-/// history differ.
+/// (`None`), then perhaps merges (key, operand), then perhaps a range
+/// deletion `[lo, hi)`, with its `sync` flag. Values and operands name the
+/// op, so states after different prefixes of a history differ.
 #[derive(Debug, Clone)]
 pub struct HistOp {
     pub entries: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    pub merges: Vec<(Vec<u8>, Vec<u8>)>,
     pub range: Option<(Vec<u8>, Vec<u8>)>,
     pub sync: bool,
 }
@@ -177,6 +189,9 @@ impl HistOp {
                 Some(v) => m.insert(k.clone(), v.clone()),
                 None => m.remove(k),
             };
+        }
+        for (k, o) in &self.merges {
+            model_merge(m, k, o);
         }
         if let Some((lo, hi)) = &self.range {
             m.retain(|k, _| !(lo <= k && k < hi));
@@ -190,6 +205,9 @@ impl HistOp {
                 Some(v) => b.put(k, v),
                 None => b.delete(k),
             }
+        }
+        for (k, o) in &self.merges {
+            b.merge(k, o);
         }
         if let Some((lo, hi)) = &self.range {
             b.delete_range(lo, hi);
@@ -207,11 +225,13 @@ impl HistOp {
 /// batches of 2–8 entries; a fraction `sync` of them synced; values of 0–200
 /// bytes and now and then 1–3 KiB. One op in 40 ends with a range
 /// deletion of 1–8 keys (drawn from a second generator, so the puts and
-/// deletes are those the seed always made).
+/// deletes are those the seed always made), one in 16 with one to three
+/// merges (from a third).
 pub fn history(seed: u64, n: usize, keys: u32, sync: f64) -> Vec<HistOp> {
     use rand::{Rng, SeedableRng};
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut ranges = rand::rngs::StdRng::seed_from_u64(seed ^ 0x5a5a_5a5a);
+    let mut merge_rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0x3c3c_3c3c);
     (0..n)
         .map(|i| {
             let len = if rng.gen_bool(0.15) {
@@ -244,8 +264,20 @@ pub fn history(seed: u64, n: usize, keys: u32, sync: f64) -> Vec<HistOp> {
                     format!("key{hi:05}").into_bytes(),
                 )
             });
+            let n_merges = if merge_rng.gen_bool(1.0 / 16.0) {
+                merge_rng.gen_range(1..4)
+            } else {
+                0
+            };
+            let merges = (0..n_merges)
+                .map(|j| {
+                    let k = format!("key{:05}", merge_rng.gen_range(0..keys)).into_bytes();
+                    (k, format!("m{i}.{j}").into_bytes())
+                })
+                .collect();
             HistOp {
                 entries,
+                merges,
                 range,
                 sync: rng.gen_bool(sync),
             }
