@@ -89,6 +89,12 @@
 #define STRATA_EINTERNAL -10
 
 /**
+ * A merge could not be folded: no merge operator is set, or the operator
+ * refused the stored value or operands.
+ */
+#define STRATA_EMERGE -11
+
+/**
  * A cursor over the database (at a snapshot, or at its creation time).
  * Not thread-safe.
  */
@@ -251,6 +257,21 @@ int strata_delete_range(const strata_t *db,
                         char **errptr);
 
 /**
+ * Merges `operand` into `key` by the database's merge operator (the
+ * option merge_operator: u64add, max, append, append:SEP). `wo` may be
+ * NULL. STRATA_ENOTSUP where strata_has(db, "merges") is 0 (no operator
+ * set, or KVell). A read that meets an operand the operator refuses fails
+ * with STRATA_EMERGE. Thread-safe.
+ */
+int strata_merge(const strata_t *db,
+                 const strata_writeoptions_t *wo,
+                 const uint8_t *key,
+                 size_t keylen,
+                 const uint8_t *operand,
+                 size_t operandlen,
+                 char **errptr);
+
+/**
  * Looks up `key`. `ro` may be NULL (latest state). When the key exists,
  * returns its value in a buffer malloc'd by strata (release with
  * strata_free(); non-NULL even for an empty value), stores its length in
@@ -305,6 +326,18 @@ int strata_writebatch_delete_range(strata_writebatch_t *b,
                                    const uint8_t *end,
                                    size_t endlen,
                                    char **errptr);
+
+/**
+ * Adds a merge of `operand` into `key` to the batch (an engine without a
+ * merge operator refuses the whole batch with STRATA_ENOTSUP when it is
+ * written).
+ */
+int strata_writebatch_merge(strata_writebatch_t *b,
+                            const uint8_t *key,
+                            size_t keylen,
+                            const uint8_t *operand,
+                            size_t operandlen,
+                            char **errptr);
 
 /**
  * Removes every entry from the batch.
@@ -419,8 +452,9 @@ char *strata_stats_json(const strata_t *db);
  * for an unknown name or a NULL handle. Names: "snapshots" (snapshot
  * create works), "atomic_batches" (strata_write applies all or nothing,
  * also across a crash), "snapshot_scans" (an iterator reads one point in
- * time), "range_deletes" (strata_delete_range works). The LSM engine has
- * all four; KVell none. Thread-safe.
+ * time), "range_deletes" (strata_delete_range works), "merges"
+ * (strata_merge works: a merge operator is set). The LSM engine has the
+ * first four, and merges with an operator; KVell none. Thread-safe.
  */
 int strata_has(const strata_t *db, const char *what);
 

@@ -65,6 +65,7 @@ int main(int argc, char **argv) {
     EXPECT_ERR(strata_options_set(opts, "no_such_option", "1", &err), STRATA_EINVAL);
     EXPECT_ERR(strata_options_set(opts, NULL, "1", &err), STRATA_EINVAL);
     CHECK(strata_options_apply(opts, "bloom_bits_per_key=10,compression=lz4", &err) == STRATA_OK);
+    CHECK(strata_options_set(opts, "merge_operator", "append:+", &err) == STRATA_OK);
     const char *engine_opts = argc == 3 ? argv[2] : "";
     CHECK(strata_options_apply(opts, engine_opts, &err) == STRATA_OK);
 
@@ -155,6 +156,24 @@ int main(int argc, char **argv) {
         EXPECT_ERR(strata_delete_range(db, NULL, (const uint8_t *)"r1", 2, (const uint8_t *)"r3", 2, &err), STRATA_ENOTSUP);
         CHECK(get_eq(db, NULL, "r2", 2, "x", 1));
     }
+    /* Merges where the engine has them: appends joined by '+', also in
+     * a batch, in write order. */
+    const int merges = strata_has(db, "merges");
+    CHECK(merges == snaps);
+    if (merges) {
+        CHECK(strata_put(db, NULL, (const uint8_t *)"m", 1, (const uint8_t *)"a", 1, &err) == STRATA_OK);
+        CHECK(strata_merge(db, wo, (const uint8_t *)"m", 1, (const uint8_t *)"b", 1, &err) == STRATA_OK);
+        strata_writebatch_t *mb = strata_writebatch_create();
+        CHECK(strata_writebatch_merge(mb, (const uint8_t *)"m", 1, (const uint8_t *)"c", 1, &err) == STRATA_OK);
+        CHECK(strata_write(db, NULL, mb, &err) == STRATA_OK);
+        strata_writebatch_destroy(mb);
+        CHECK(get_eq(db, NULL, "m", 1, "a+b+c", 5));
+        CHECK(strata_delete(db, NULL, (const uint8_t *)"m", 1, &err) == STRATA_OK);
+    } else {
+        EXPECT_ERR(strata_merge(db, NULL, (const uint8_t *)"m", 1, (const uint8_t *)"b", 1, &err), STRATA_ENOTSUP);
+        CHECK(absent(db, NULL, "m", 1));
+    }
+
     /* The rest of the example counts keys: the three go. */
     for (int i = 1; i <= 3; i++) {
         snprintf(key, sizeof key, "r%d", i);

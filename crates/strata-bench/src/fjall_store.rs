@@ -341,9 +341,9 @@ impl KvStore for FjallStore {
 
     fn write(&self, batch: WriteBatch, opts: &WriteOptions) -> strata::Result<()> {
         self.live()?;
-        if batch.has_range_deletes() {
+        if batch.has_range_deletes() || batch.has_merges() {
             return Err(strata::Error::NotSupported(
-                "range deletion through the fjall comparator binding".into(),
+                "range deletion or merges through the fjall comparator binding".into(),
             ));
         }
         let mut b = self.db.batch();
@@ -353,7 +353,7 @@ impl KvStore for FjallStore {
                 ValueKind::Value => b.insert(&self.ks, e.key, e.value),
                 ValueKind::Delete => b.remove(&self.ks, e.key),
                 // Refused above.
-                ValueKind::RangeDelete => {}
+                ValueKind::RangeDelete | ValueKind::Merge => {}
             }
         }
         if self.sync || opts.sync {

@@ -42,6 +42,27 @@ pub fn run(cli: &Cli) -> Result<ExitCode, CliError> {
             db.close()?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Merge {
+            key,
+            operand,
+            u64,
+            sync,
+        } => {
+            let operand = if *u64 {
+                let n: u64 = operand.parse().map_err(|_| {
+                    strata::Error::InvalidArgument(format!("--u64: {operand:?} is not a number"))
+                })?;
+                n.to_le_bytes().to_vec()
+            } else {
+                operand.as_bytes().to_vec()
+            };
+            let db = open(cli, "merge", false)?;
+            let mut b = WriteBatch::new();
+            b.merge(key, operand);
+            db.write(b, &WriteOptions { sync: *sync })?;
+            db.close()?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::DeleteRange { from, to, sync } => {
             let db = open(cli, "delete-range", false)?;
             let mut b = WriteBatch::new();

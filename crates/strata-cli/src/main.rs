@@ -64,6 +64,19 @@ pub enum Command {
         #[arg(long)]
         sync: bool,
     },
+    /// Merge OPERAND into KEY by the database's merge operator (set it with
+    /// `--opt merge_operator=u64add|max|append|append:SEP`).
+    Merge {
+        key: String,
+        operand: String,
+        /// OPERAND is a decimal number, written as u64add's 8-byte
+        /// little-endian operand.
+        #[arg(long)]
+        u64: bool,
+        /// fdatasync the WAL before returning.
+        #[arg(long)]
+        sync: bool,
+    },
     /// Delete every key in [FROM, TO) with one range tombstone.
     DeleteRange {
         from: String,

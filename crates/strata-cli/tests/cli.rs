@@ -58,6 +58,30 @@ fn put_get_scan_delete_stats_verify() {
     assert_ne!(code(&o), 0, "an inverted range is refused");
     assert_eq!(stdout(&strata(&db, &["scan"])), "c\t3\n");
 
+    // Merges need an operator, given at each open.
+    let o = strata(&db, &["merge", "c", "4"]);
+    assert_ne!(code(&o), 0, "no merge operator");
+    let append = ["--opt", "merge_operator=append:+"];
+    let o = strata(&db, &[&append[..], &["merge", "c", "4"]].concat());
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let o = strata(&db, &[&append[..], &["get", "c"]].concat());
+    assert_eq!(stdout(&o), "3+4\n");
+    let o = strata(&db, &["get", "c"]);
+    assert_ne!(code(&o), 0, "an operand read without an operator");
+    assert!(stderr(&o).contains("merge"), "{}", stderr(&o));
+    let o = strata(&db, &[&append[..], &["delete", "c"]].concat());
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let counter = ["--opt", "merge_operator=u64add"];
+    for n in ["5", "37"] {
+        let o = strata(&db, &[&counter[..], &["merge", "--u64", "n", n]].concat());
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+    }
+    let o = strata(&db, &[&counter[..], &["get", "--hex", "n"]].concat());
+    assert_eq!(stdout(&o), "2a00000000000000\n");
+    let o = strata(&db, &[&counter[..], &["delete", "n"]].concat());
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(stdout(&strata(&db, &["scan"])), "");
+
     let o = strata(&db, &["stats"]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     assert!(stdout(&o).contains("L0"), "{}", stdout(&o));

@@ -56,6 +56,9 @@ pub const STRATA_EPOISONED: c_int = -8;
 pub const STRATA_ENOTSUP: c_int = -9;
 /// A bug in strata (a caught panic); the handle may be unusable.
 pub const STRATA_EINTERNAL: c_int = -10;
+/// A merge could not be folded: no merge operator is set, or the operator
+/// refused the stored value or operands.
+pub const STRATA_EMERGE: c_int = -11;
 
 /// A database handle. Thread-safe: any number of threads may call into one
 /// handle at once. Created by strata_open(), released by strata_destroy().
@@ -109,6 +112,7 @@ fn code_of(e: &Error) -> c_int {
         Error::AlreadyExists(_) => STRATA_EEXISTS,
         Error::Poisoned(_) => STRATA_EPOISONED,
         Error::Closed => STRATA_ECLOSED,
+        Error::Merge(_) => STRATA_EMERGE,
         _ => STRATA_EINTERNAL,
     }
 }

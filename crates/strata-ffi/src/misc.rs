@@ -20,8 +20,9 @@ pub extern "C" fn strata_stats_json(db: *const strata_t) -> *mut c_char {
 /// for an unknown name or a NULL handle. Names: "snapshots" (snapshot
 /// create works), "atomic_batches" (strata_write applies all or nothing,
 /// also across a crash), "snapshot_scans" (an iterator reads one point in
-/// time), "range_deletes" (strata_delete_range works). The LSM engine has
-/// all four; KVell none. Thread-safe.
+/// time), "range_deletes" (strata_delete_range works), "merges"
+/// (strata_merge works: a merge operator is set). The LSM engine has the
+/// first four, and merges with an operator; KVell none. Thread-safe.
 #[no_mangle]
 pub extern "C" fn strata_has(db: *const strata_t, what: *const c_char) -> c_int {
     quiet(STRATA_EINVAL, || {
@@ -34,6 +35,7 @@ pub extern "C" fn strata_has(db: *const strata_t, what: *const c_char) -> c_int 
             "atomic_batches" => c_int::from(s.atomic_batches),
             "snapshot_scans" => c_int::from(s.snapshot_scans),
             "range_deletes" => c_int::from(s.range_deletes),
+            "merges" => c_int::from(s.merges),
             _ => STRATA_EINVAL,
         }
     })

@@ -87,6 +87,37 @@ pub extern "C" fn strata_delete_range(
     .1
 }
 
+/// Merges `operand` into `key` by the database's merge operator (the
+/// option merge_operator: u64add, max, append, append:SEP). `wo` may be
+/// NULL. STRATA_ENOTSUP where strata_has(db, "merges") is 0 (no operator
+/// set, or KVell). A read that meets an operand the operator refuses fails
+/// with STRATA_EMERGE. Thread-safe.
+#[no_mangle]
+pub extern "C" fn strata_merge(
+    db: *const strata_t,
+    wo: *const strata_writeoptions_t,
+    key: *const u8,
+    keylen: usize,
+    operand: *const u8,
+    operandlen: usize,
+    errptr: *mut *mut c_char,
+) -> c_int {
+    guard(errptr, (), || {
+        let db = obj(db, "database")?;
+        let wo = write_options(wo)?;
+        let key = bytes(key, keylen, "key")?;
+        let operand = bytes(operand, operandlen, "operand")?;
+        if wo.sync {
+            let mut b = WriteBatch::new();
+            b.merge(key, operand);
+            db.db.write(b, &wo).map_err(eng)
+        } else {
+            db.db.merge(key, operand).map_err(eng)
+        }
+    })
+    .1
+}
+
 /// Looks up `key`. `ro` may be NULL (latest state). When the key exists,
 /// returns its value in a buffer malloc'd by strata (release with
 /// strata_free(); non-NULL even for an empty value), stores its length in
@@ -203,6 +234,28 @@ pub extern "C" fn strata_writebatch_delete_range(
         let start = bytes(start, startlen, "start")?;
         let end = bytes(end, endlen, "end")?;
         b.batch.delete_range(start, end);
+        Ok(())
+    })
+    .1
+}
+
+/// Adds a merge of `operand` into `key` to the batch (an engine without a
+/// merge operator refuses the whole batch with STRATA_ENOTSUP when it is
+/// written).
+#[no_mangle]
+pub extern "C" fn strata_writebatch_merge(
+    b: *mut strata_writebatch_t,
+    key: *const u8,
+    keylen: usize,
+    operand: *const u8,
+    operandlen: usize,
+    errptr: *mut *mut c_char,
+) -> c_int {
+    guard(errptr, (), || {
+        let b = obj_mut(b, "batch")?;
+        let key = bytes(key, keylen, "key")?;
+        let operand = bytes(operand, operandlen, "operand")?;
+        b.batch.merge(key, operand);
         Ok(())
     })
     .1

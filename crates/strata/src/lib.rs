@@ -8,7 +8,8 @@
 //! statistics ([`StatsSnapshot`], [`StoreStats`]) and the events
 //! ([`EventListener`]); the LSM's extras are [`Db`], [`Snapshot`] and
 //! [`DbIter`]. Public modules: `options`, `stats`, `io` (the file layer
-//! `Options::fs` takes, and its fault injection), `types` (key and value
+//! `Options::fs` takes, and its fault injection), `merge` (merge operators:
+//! the trait and the built-ins), `types` (key and value
 //! limits), `filename` (the on-disk names) and `verify`; modules marked
 //! hidden are for the crate's tools and tests.
 //!

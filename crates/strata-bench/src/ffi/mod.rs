@@ -458,6 +458,12 @@ impl KvStore for CStore {
                 self.api.engine
             )));
         }
+        if batch.has_merges() {
+            return Err(strata::Error::NotSupported(format!(
+                "merges through the {} comparator binding",
+                self.api.engine
+            )));
+        }
         // SAFETY: a fresh batch, destroyed below on every path.
         let b = unsafe { (self.api.batch_create)() };
         if b.is_null() {
@@ -484,6 +490,8 @@ impl KvStore for CStore {
                     ValueKind::Delete => unsafe {
                         (self.api.batch_delete)(b, ptr(e.key), e.key.len())
                     },
+                    // Refused above.
+                    ValueKind::Merge => continue,
                     ValueKind::RangeDelete => {
                         if let Some(f) = self.api.batch_delete_range {
                             // SAFETY: as above.
