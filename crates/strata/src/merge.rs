@@ -116,8 +116,8 @@ impl MergeOperator for U64Add {
 #[derive(Debug, Clone)]
 pub struct Append {
     separator: Vec<u8>,
-    /// `append`, or `append:SEP` for a UTF-8 separator (what [`builtin`]
-    /// reads back).
+    /// What [`builtin`] reads back: `append`, `append:SEP` for a
+    /// separator of printable ASCII other than `,`, else `append-hex:HEX`.
     name: String,
 }
 
@@ -125,10 +125,14 @@ impl Append {
     /// Appends joined by `separator`.
     pub fn new(separator: impl Into<Vec<u8>>) -> Self {
         let separator = separator.into();
-        let name = match std::str::from_utf8(&separator) {
-            Ok("") => "append".to_string(),
-            Ok(s) => format!("append:{s}"),
-            Err(_) => "append:<binary>".to_string(),
+        let plain = separator.iter().all(|b| b.is_ascii_graphic() && *b != b',');
+        let name = if separator.is_empty() {
+            "append".to_string()
+        } else if plain {
+            format!("append:{}", String::from_utf8_lossy(&separator))
+        } else {
+            let hex: String = separator.iter().map(|b| format!("{b:02x}")).collect();
+            format!("append-hex:{hex}")
         };
         Append { separator, name }
     }
@@ -192,11 +196,22 @@ impl MergeOperator for Max {
 }
 
 /// The built-in operator `spec` names: `u64add`, `max`, or `append`
-/// (`append:SEP` appends with the separator `SEP`; plain `append` with
-/// none). `None` for any other name.
+/// (`append:SEP` appends with the separator `SEP`, `append-hex:HEX` with
+/// the bytes `HEX` spells; plain `append` with none). `None` for any other
+/// name.
 pub fn builtin(spec: &str) -> Option<Arc<dyn MergeOperator>> {
     match spec.split_once(':') {
         Some(("append", sep)) => Some(Arc::new(Append::new(sep.as_bytes()))),
+        Some(("append-hex", hex)) => {
+            let bytes = (0..hex.len())
+                .step_by(2)
+                .map(|i| {
+                    hex.get(i..i + 2)
+                        .and_then(|h| u8::from_str_radix(h, 16).ok())
+                })
+                .collect::<Option<Vec<u8>>>()?;
+            (hex.len() % 2 == 0).then(|| Arc::new(Append::new(bytes)) as Arc<dyn MergeOperator>)
+        }
         Some(_) => None,
         None => match spec {
             "u64add" => Some(Arc::new(U64Add)),
@@ -317,6 +332,17 @@ mod tests {
         );
         assert_eq!(builtin("append:|").unwrap().name(), "append:|");
         assert_eq!(builtin("append").unwrap().name(), "append");
+        for sep in [&b","[..], b" ", b"\x00\xff", b"::"] {
+            let name = Append::new(sep).name().to_string();
+            let back = builtin(&name).unwrap_or_else(|| panic!("{name}"));
+            assert_eq!(
+                back.full_merge(b"k", Some(b"a"), &[b"b"]).unwrap(),
+                [b"a", sep, b"b"].concat()
+            );
+            assert!(!name.contains(','), "{name}");
+        }
+        assert!(builtin("append-hex:2").is_none());
+        assert!(builtin("append-hex:zz").is_none());
         assert!(builtin("sum").is_none());
         assert!(builtin("max:x").is_none());
     }

@@ -1,6 +1,6 @@
 //! Process-crash recovery: a child process (this same test binary, running
-//! the ignored test `crash_child`) writes puts, deletes and batches with
-//! `sync`, printing `begin <n>` before and `ack <key> <value-id>` after each
+//! the ignored test `crash_child`) writes puts, deletes, merges (on the LSM
+//! engine, with the tests' append operator) and batches with `sync`, printing `begin <n>` before and `ack <key> <value-id>` after each
 //! write; the parent SIGKILLs it at a random moment after it said `opened`
 //! (and once it acknowledged a write), reopens the database and checks it
 //! holds exactly the state after every acknowledged operation, plus possibly
@@ -41,10 +41,12 @@ const MAX_OPS: usize = 20_000;
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
-/// One entry of an operation: a put (`Some(value)`) or a delete.
+/// One entry of an operation: a put (`Some(value)`), a merge of the
+/// operand `Some(value)` (`merge`), or a delete.
 struct Entry {
     key: String,
     value: Option<Vec<u8>>,
+    merge: bool,
     /// `<round>.<op>.<entry>`, or the same with `-del` for a delete.
     vid: String,
 }
@@ -59,14 +61,23 @@ struct OpGen {
     rng: StdRng,
     round: u64,
     i: usize,
+    /// One entry in ten is a merge (the store takes merges).
+    merges: bool,
+}
+
+/// Whether the store of options `spec` takes merges (the LSM engine, with
+/// `tiny_options`' operator).
+fn merges_for(spec: &str) -> bool {
+    !spec.contains("engine=kvell")
 }
 
 impl OpGen {
-    fn new(seed: u64, round: u64) -> Self {
+    fn new(seed: u64, round: u64, merges: bool) -> Self {
         OpGen {
             rng: StdRng::seed_from_u64(seed),
             round,
             i: 0,
+            merges,
         }
     }
 
@@ -82,10 +93,18 @@ impl OpGen {
         for j in 0..n {
             let key = format!("k{:04}", rng.gen_range(0..300u32));
             let vid = format!("{}.{i}.{j}", self.round);
-            if rng.gen_bool(0.2) {
+            if self.merges && rng.gen_bool(0.1) {
+                entries.push(Entry {
+                    key,
+                    value: Some(format!("m{vid}").into_bytes()),
+                    merge: true,
+                    vid: format!("{vid}-merge"),
+                });
+            } else if rng.gen_bool(0.2) {
                 entries.push(Entry {
                     key,
                     value: None,
+                    merge: false,
                     vid: format!("{vid}-del"),
                 });
             } else {
@@ -99,6 +118,7 @@ impl OpGen {
                 entries.push(Entry {
                     key,
                     value: Some(v),
+                    merge: false,
                     vid,
                 });
             }
@@ -113,9 +133,14 @@ impl OpGen {
 fn apply(model: &mut Model, op: &Op) {
     for e in &op.entries {
         match &e.value {
-            Some(v) => model.insert(e.key.clone().into_bytes(), v.clone()),
-            None => model.remove(e.key.as_bytes()),
-        };
+            Some(v) if e.merge => common::model_merge(model, e.key.as_bytes(), v),
+            Some(v) => {
+                model.insert(e.key.clone().into_bytes(), v.clone());
+            }
+            None => {
+                model.remove(e.key.as_bytes());
+            }
+        }
     }
 }
 
@@ -139,7 +164,7 @@ fn crash_child() {
     let db = open_store(Path::new(&dir), &spec);
     writeln!(out, "opened").expect("stdout");
     out.flush().expect("stdout");
-    let mut ops = OpGen::new(seed, round);
+    let mut ops = OpGen::new(seed, round, merges_for(&spec));
     for n in 0..MAX_OPS {
         let op = ops.next_op();
         writeln!(out, "begin {n}").expect("stdout");
@@ -147,6 +172,7 @@ fn crash_child() {
         let mut b = WriteBatch::new();
         for e in &op.entries {
             match &e.value {
+                Some(v) if e.merge => b.merge(&e.key, v),
                 Some(v) => b.put(&e.key, v),
                 None => b.delete(&e.key),
             }
@@ -254,7 +280,7 @@ fn round(
     );
 
     // Replay the child's operations; every `ack` line must match them.
-    let mut ops = OpGen::new(seed, round);
+    let mut ops = OpGen::new(seed, round, merges_for(spec));
     let mut acked = model.clone();
     let mut pending: Option<Op> = None;
     let mut op_acks = 0usize; // ack lines seen for `pending`

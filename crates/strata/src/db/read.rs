@@ -208,15 +208,16 @@ impl Db {
         // Both ends read the same view.
         let sv: Arc<SuperVersion> = self.inner.super_version.load_full();
         let seq = self.read_seq(opts);
+        let (lo, hi) = (own(range.start_bound()), own(range.end_bound()));
         Ok(Scan {
             front: self.sampled(
-                iter_at(sv.clone(), seq, self.merge_op()),
+                iter_at(sv.clone(), seq, self.merge_op()).bounded(lo.clone(), hi.clone()),
                 Arc::clone(&sv.version),
             ),
             back: None,
             view: (sv, seq, self.merge_op()),
-            lo: own(range.start_bound()),
-            hi: own(range.end_bound()),
+            lo,
+            hi,
             started: false,
             done: false,
         })
@@ -333,7 +334,10 @@ impl Scan {
             Some(b) => b.prev(),
             None => {
                 let (sv, seq, op) = &self.view;
-                let b = self.back.insert(iter_at(Arc::clone(sv), *seq, op.clone()));
+                let b = self.back.insert(
+                    iter_at(Arc::clone(sv), *seq, op.clone())
+                        .bounded(self.lo.clone(), self.hi.clone()),
+                );
                 match &self.hi {
                     Bound::Included(h) | Bound::Excluded(h) => b.seek_for_prev(h),
                     Bound::Unbounded => b.seek_to_last(),

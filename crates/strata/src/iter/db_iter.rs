@@ -20,6 +20,7 @@ use crate::merge::MergeOperator;
 use crate::rangedel::Cover;
 use crate::types::{self, SeqNo, ValueKind};
 use std::any::Any;
+use std::ops::Bound;
 use std::sync::Arc;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -52,6 +53,10 @@ pub struct DbIter {
     operands: Vec<Vec<u8>>,
     /// The first fold that failed; sticky.
     error: Option<Error>,
+    /// Keys outside these bounds are never read as entries (a scan's
+    /// range): forward stops past `hi`, reverse before `lo`.
+    lo: Bound<Vec<u8>>,
+    hi: Bound<Vec<u8>>,
     // Keeps memtables and table files of the view alive.
     _pin: Arc<dyn Any + Send + Sync>,
     /// Told the user key of every `seek` (read-triggered compaction's
@@ -84,8 +89,37 @@ impl DbIter {
             folded: false,
             operands: Vec::new(),
             error: None,
+            lo: Bound::Unbounded,
+            hi: Bound::Unbounded,
             _pin: pin,
             on_seek: None,
+        }
+    }
+
+    /// Keeps the cursor within `[lo, hi]` (each bound as given): entries of
+    /// keys outside are skipped or end the walk, so a key past the range
+    /// is never folded. Positioning stays the caller's.
+    pub(crate) fn bounded(mut self, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>) -> Self {
+        self.lo = lo;
+        self.hi = hi;
+        self
+    }
+
+    #[inline]
+    fn below_hi(&self, k: &[u8]) -> bool {
+        match &self.hi {
+            Bound::Unbounded => true,
+            Bound::Included(h) => k <= h.as_slice(),
+            Bound::Excluded(h) => k < h.as_slice(),
+        }
+    }
+
+    #[inline]
+    fn above_lo(&self, k: &[u8]) -> bool {
+        match &self.lo {
+            Bound::Unbounded => true,
+            Bound::Included(l) => k >= l.as_slice(),
+            Bound::Excluded(l) => k > l.as_slice(),
         }
     }
 
@@ -337,7 +371,10 @@ impl DbIter {
         }
         while self.inner.valid() {
             if let Some(p) = types::parse_internal_key(self.inner.key()) {
-                if p.seq <= self.seq {
+                if !self.below_hi(p.user_key) {
+                    break;
+                }
+                if p.seq <= self.seq && self.above_lo(p.user_key) {
                     match self.effective(p) {
                         ValueKind::Delete | ValueKind::RangeDelete => {
                             self.saved_key.clear();
@@ -379,7 +416,10 @@ impl DbIter {
         self.operands.clear();
         while self.inner.valid() {
             if let Some(p) = types::parse_internal_key(self.inner.key()) {
-                if p.seq <= self.seq {
+                if !self.above_lo(p.user_key) {
+                    break;
+                }
+                if p.seq <= self.seq && self.below_hi(p.user_key) {
                     if kind != ValueKind::Delete && p.user_key < self.saved_key.as_slice() {
                         // Passed the entries of the key we collected.
                         break;

@@ -48,6 +48,12 @@ pub struct Fold<F: FnMut(&[u8]) -> bool> {
     /// The pending run: (sequence, operand), newest first.
     operands: Vec<(SeqNo, Vec<u8>)>,
     ikey: Vec<u8>,
+    /// The last entry passed on or made was a whole version (a value or a
+    /// deletion) of `shadow_key` in `shadow_stripe`: what follows in that
+    /// stripe is shadowed (the Dropper drops it), so no run starts there.
+    shadowing: bool,
+    shadow_key: Vec<u8>,
+    shadow_stripe: usize,
     /// Operands folded away (inputs less the entries made from them).
     pub folded: u64,
 }
@@ -72,6 +78,9 @@ impl<F: FnMut(&[u8]) -> bool> Fold<F> {
             stripe: 0,
             operands: Vec::new(),
             ikey: Vec::new(),
+            shadowing: false,
+            shadow_key: Vec::new(),
+            shadow_stripe: 0,
             folded: 0,
         }
     }
@@ -127,14 +136,31 @@ impl<F: FnMut(&[u8]) -> bool> Fold<F> {
             }
             self.end_run(!same_key, sink)?;
         }
-        if p.kind == ValueKind::Merge && !self.hidden(p.user_key, p.seq) {
+        let stripe = self.stripe(p.seq);
+        let shadowed = self.shadowing
+            && stripe == self.shadow_stripe
+            && p.user_key == self.shadow_key.as_slice();
+        if p.kind == ValueKind::Merge && !shadowed && !self.hidden(p.user_key, p.seq) {
             self.key.clear();
             self.key.extend_from_slice(p.user_key);
-            self.stripe = self.stripe(p.seq);
+            self.stripe = stripe;
             self.operands.push((p.seq, value.to_vec()));
             return Ok(());
         }
+        if !shadowed {
+            self.shadow(p.user_key, stripe, p.kind != ValueKind::Merge);
+        }
         sink(ikey, value)
+    }
+
+    /// Records what was passed on last (see `shadowing`).
+    fn shadow(&mut self, key: &[u8], stripe: usize, whole: bool) {
+        self.shadowing = whole;
+        if whole {
+            self.shadow_key.clear();
+            self.shadow_key.extend_from_slice(key);
+            self.shadow_stripe = stripe;
+        }
     }
 
     /// Passes on the pending run, if any; the input ended.
@@ -160,6 +186,7 @@ impl<F: FnMut(&[u8]) -> bool> Fold<F> {
             }
             acc
         });
+        self.shadowing = false;
         let mut run = std::mem::take(&mut self.operands);
         let result = match combined {
             Some(v) if run.len() > 1 => {
@@ -187,11 +214,16 @@ impl<F: FnMut(&[u8]) -> bool> Fold<F> {
         let result = match &folded {
             Ok(v) => {
                 self.folded += run.len() as u64 - 1;
+                let key = std::mem::take(&mut self.key);
+                self.shadow(&key, self.stripe, true);
+                self.key = key;
                 self.emit(run[0].0, ValueKind::Value, v, sink)
             }
-            Err(_) => run
-                .iter()
-                .try_for_each(|(seq, v)| self.emit(*seq, ValueKind::Merge, v, sink)),
+            Err(_) => {
+                self.shadowing = false;
+                run.iter()
+                    .try_for_each(|(seq, v)| self.emit(*seq, ValueKind::Merge, v, sink))
+            }
         };
         run.clear();
         self.operands = run;
@@ -336,6 +368,18 @@ mod tests {
         let (got, _) = fold(app(), vec![6], false, cover, &e);
         assert_eq!(got[0], out(b"a", 9, ValueKind::Merge, "c"));
         assert_eq!(got[1], out(b"a", 6, ValueKind::Value, "x|b"));
+    }
+
+    #[test]
+    fn operands_below_a_whole_version_are_not_folded() {
+        // 7 is shadowed by 8 (same stripe): passed on as it is, for the
+        // Dropper to drop; with a snapshot at 7 it is folded onto 5.
+        let e = [v(b"a", 8, "x"), m(b"a", 7, "b"), v(b"a", 5, "y")];
+        let (got, folded) = fold(app(), vec![], false, Cover::none(), &e);
+        assert_eq!(got[1], out(b"a", 7, ValueKind::Merge, "b"));
+        assert_eq!(folded, 0);
+        let (got, _) = fold(app(), vec![7], false, Cover::none(), &e);
+        assert_eq!(got[1], out(b"a", 7, ValueKind::Value, "y|b"));
     }
 
     #[test]

@@ -125,7 +125,7 @@ impl<'a> RowWriter<'a> {
         if let Some(p) = types::parse_internal_key(ikey) {
             self.max_seq = self.max_seq.max(p.seq);
             self.min_seq = self.min_seq.min(p.seq);
-            if p.kind != types::ValueKind::Value {
+            if p.kind == types::ValueKind::Delete {
                 self.deletions += 1;
             }
         }
