@@ -106,6 +106,9 @@ pub fn strata_options(settings: &EngineSettings, extra: &str) -> Result<Options,
         if settings.sync {
             o.kvell.durability = strata::KvellDurability::Synced;
         }
+        if settings.counters {
+            o.merge_operator = strata::MergeOp::new(strata::merge::U64Add);
+        }
         o.apply(extra)
             .map_err(|e| BenchError::Usage(e.to_string()))?;
         o.validate().map_err(|e| BenchError::Usage(e.to_string()))?;
@@ -128,6 +131,9 @@ pub fn strata_options(settings: &EngineSettings, extra: &str) -> Result<Options,
     o.kvell.page_cache = (settings.block_cache_size + settings.write_buffer_size) as u64;
     if settings.sync {
         o.kvell.durability = strata::KvellDurability::Synced;
+    }
+    if settings.counters {
+        o.merge_operator = strata::MergeOp::new(strata::merge::U64Add);
     }
     o.apply(&format!("compression={}", settings.compression))
         .map_err(|e| BenchError::Usage(e.to_string()))?;

@@ -40,6 +40,10 @@ pub struct EngineSettings {
     /// stays equal: the WAL on in every engine, `sync` for all.
     #[serde(default, skip_serializing_if = "is_false")]
     pub own_defaults: bool,
+    /// Open with a `u64add` merge operator (the counter workloads; set per
+    /// run, ignored by engines without merges).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub counters: bool,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -68,6 +72,7 @@ impl Default for EngineSettings {
             subcompactions: 1,
             level_base: level_base(),
             own_defaults: false,
+            counters: false,
         }
     }
 }

@@ -143,6 +143,22 @@ pub enum Workload {
     /// A read workload run on a load whose blocks were deleted so
     /// (`ranges` as in [`Workload::DeleteBlocks`]), flushed, and settled.
     AfterDeletes(AfterDeletes, bool),
+    /// Counter increments (+1 in RocksDB's `uint64add` encoding: 8 bytes,
+    /// little endian) of random counters among [`counters`]: with a merge
+    /// where the engine has one (`merge`; else, and for `updaterandom`, a
+    /// get and a put).
+    Counters {
+        merge: bool,
+    },
+    /// Random gets of the counters after `num` increments by merges,
+    /// flushed and settled.
+    CountersRead,
+}
+
+/// Counters of [`Workload::Counters`] for `num` (ten increments each per
+/// `num` operations).
+pub fn counters(num: u64) -> u64 {
+    (num / 10).max(1)
 }
 
 /// Keys per block of [`Workload::DeleteBlocks`].
@@ -211,6 +227,9 @@ pub fn all() -> Vec<Workload> {
                 .map(|a| Workload::AfterDeletes(*a, ranges)),
         );
     }
+    v.push(Workload::Counters { merge: true });
+    v.push(Workload::Counters { merge: false });
+    v.push(Workload::CountersRead);
     v
 }
 
@@ -227,6 +246,9 @@ pub enum Preload {
     DeletedRanges,
     /// The same keys deleted one by one.
     DeletedKeys,
+    /// `num` increments of [`counters`] counters by merges (get and put
+    /// where the engine has none).
+    Counters,
 }
 
 /// The suffix of a workload row that starts its run with the database's
@@ -261,6 +283,9 @@ impl Workload {
             "fluctuation" => Workload::Fluctuation,
             "deleterange" => Workload::DeleteBlocks { ranges: true },
             "deletekeys" => Workload::DeleteBlocks { ranges: false },
+            "mergerandom" => Workload::Counters { merge: true },
+            "updaterandom" => Workload::Counters { merge: false },
+            "readrandom-after-merges" => Workload::CountersRead,
             _ => {
                 if let Some(w) = all()
                     .into_iter()
@@ -316,6 +341,9 @@ impl Workload {
             Workload::AfterDeletes(a, ranges) => {
                 format!("{}-after-{}", a.base().name(), how(*ranges))
             }
+            Workload::Counters { merge: true } => "mergerandom".into(),
+            Workload::Counters { merge: false } => "updaterandom".into(),
+            Workload::CountersRead => "readrandom-after-merges".into(),
         }
     }
 
@@ -386,6 +414,22 @@ impl Workload {
                 a.base().describe(p),
                 if *ranges { "range deletions" } else { "point deletes" }
             ),
+            Workload::Counters { merge } => format!(
+                "{} increments (+1, u64add encoding) of random counters among {}, {}",
+                p.ops,
+                counters(p.num),
+                if *merge {
+                    "each a merge (a get and a put where the engine has no merge operator)"
+                } else {
+                    "each a get and a put"
+                }
+            ),
+            Workload::CountersRead => format!(
+                "{} random gets of {} counters after {} increments by merges (get and put where the engine has none), flushed and settled",
+                p.ops,
+                counters(p.num),
+                p.num
+            ),
         }
     }
 
@@ -398,6 +442,8 @@ impl Workload {
             Workload::Ycsb(_) | Workload::YcsbUniform(_) | Workload::Update(_) => Preload::Ycsb,
             Workload::AfterDeletes(_, true) => Preload::DeletedRanges,
             Workload::AfterDeletes(_, false) => Preload::DeletedKeys,
+            Workload::Counters { .. } => Preload::Nothing,
+            Workload::CountersRead => Preload::Counters,
             _ => Preload::DbBench,
         }
     }
@@ -411,6 +457,12 @@ impl Workload {
         }
     }
 
+    /// True for the counter workloads (the engines open with a `u64add`
+    /// merge operator).
+    pub fn counts(&self) -> bool {
+        matches!(self, Workload::Counters { .. } | Workload::CountersRead)
+    }
+
     /// True for workloads whose point is writing (write amplification applies).
     pub fn writes(&self) -> bool {
         matches!(
@@ -421,6 +473,7 @@ impl Workload {
                 | Workload::OverwriteTimed
                 | Workload::DeleteRandom
                 | Workload::DeleteBlocks { .. }
+                | Workload::Counters { .. }
                 | Workload::YcsbLoad
                 | Workload::Fluctuation
         ) || matches!(self, Workload::Ycsb(c) | Workload::YcsbUniform(c) if *c != 'c')

@@ -3,7 +3,9 @@
 
 use crate::engine::EngineSettings;
 use crate::gen::{key_into, scatter, ValuePool};
-use crate::workload::{MixGen, Op, Params, Preload, Workload, DELETED_PER_BLOCK, DELETE_BLOCK};
+use crate::workload::{
+    counters, MixGen, Op, Params, Preload, Workload, DELETED_PER_BLOCK, DELETE_BLOCK,
+};
 use crate::BenchError;
 use hdrhistogram::Histogram;
 use rand::rngs::SmallRng;
@@ -202,6 +204,8 @@ struct Ctx<'a> {
     /// Ask for `sync` on every write (`--sync` on a strata engine: the
     /// comparators sync through their own write options, set at open).
     sync: bool,
+    /// The store takes merges (`Semantics::merges`).
+    merges: bool,
 }
 
 impl Ctx<'_> {
@@ -263,6 +267,41 @@ impl Ctx<'_> {
         Ok(hi.saturating_sub(lo))
     }
 
+    /// Adds 1 to counter `n`: a merge with `merge` where the engine has
+    /// one, else a get and a put.
+    fn increment(
+        &self,
+        n: u64,
+        merge: bool,
+        kb: &mut Vec<u8>,
+        m: &mut Meter,
+    ) -> strata::Result<()> {
+        self.key(n, kb);
+        let one = 1u64.to_le_bytes();
+        if merge && self.merges {
+            if self.sync {
+                let mut b = WriteBatch::new();
+                b.merge(&*kb, one);
+                self.store.write(b, &WriteOptions { sync: true })?;
+            } else {
+                self.store.merge(kb, &one)?;
+            }
+        } else {
+            let old = self.store.get(kb)?;
+            m.gets += 1;
+            m.found += u64::from(old.is_some());
+            let n = old
+                .and_then(|v| <[u8; 8]>::try_from(v.as_slice()).ok())
+                .map_or(0, u64::from_le_bytes);
+            self.write_one(kb, Some(&(n + 1).to_le_bytes()))?;
+        }
+        self.live.set(n);
+        let b = (kb.len() + one.len()) as u64;
+        m.written += b;
+        m.bytes += b;
+        Ok(())
+    }
+
     fn get(&self, n: u64, kb: &mut Vec<u8>, m: &mut Meter) -> strata::Result<Option<Vec<u8>>> {
         self.key(n, kb);
         let v = self.store.get(kb)?;
@@ -285,9 +324,22 @@ fn progress(phase: &str, done: u64, total: u64) {
     emit(&format!("{PROGRESS_PREFIX}{phase} {done} {total}"));
 }
 
-/// Writes records `0..num` in batches (seeded random order for db_bench).
+/// Writes records `0..num` in batches (seeded random order for db_bench),
+/// or, for [`Preload::Counters`], `num` increments of the counters.
 fn preload(ctx: &Ctx<'_>, kind: Preload) -> Result<(), BenchError> {
     let p = ctx.p;
+    if kind == Preload::Counters {
+        let mut rng = SmallRng::seed_from_u64(p.seed ^ 0xC0C0);
+        let (mut kb, mut m) = (Vec::new(), Meter::new());
+        for i in 0..p.num {
+            ctx.increment(rng.gen_range(0..counters(p.num)), true, &mut kb, &mut m)?;
+            if i % 50_000 == 0 {
+                progress("load", i, p.num);
+            }
+        }
+        ctx.store.flush()?;
+        return Ok(());
+    }
     let mut order: Vec<u64> = (0..p.num).collect();
     if kind != Preload::Ycsb {
         use rand::seq::SliceRandom;
@@ -334,6 +386,7 @@ fn new_ctx<'a>(store: &'a dyn KvStore, p: &'a Params, w: Workload, sync: bool) -
         done: AtomicU64::new(0),
         stop: AtomicBool::new(false),
         sync,
+        merges: store.semantics().merges,
     }
 }
 
@@ -533,6 +586,14 @@ fn worker(
                         m.count("read-modify-write");
                     }
                 }
+            }
+            Workload::Counters { merge } => {
+                ctx.increment(rng.gen_range(0..counters(p.num)), merge, &mut kb, &mut m)?;
+                m.count(if merge { "merge" } else { "update" });
+            }
+            Workload::CountersRead => {
+                ctx.get(rng.gen_range(0..counters(p.num)), &mut kb, &mut m)?;
+                m.count("read");
             }
             Workload::AfterDeletes(..) => {
                 return Err(BenchError::Usage(format!(

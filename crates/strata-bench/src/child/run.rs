@@ -73,11 +73,12 @@ fn placement(spec: &RunSpec) -> Result<(EngineKind, PathBuf, Shm, bool), BenchEr
 pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
     let (kind, dir, shm, own_view) = placement(spec)?;
     // `engine@own` runs with its own defaults whatever the run's view.
+    let w = Workload::parse(&spec.workload)?;
     let settings = EngineSettings {
         own_defaults: spec.settings.own_defaults || own_view,
+        counters: w.counts(),
         ..spec.settings.clone()
     };
-    let w = Workload::parse(&spec.workload)?;
     let cold = spec.cold || crate::workload::split_cold(&spec.workload).1;
     let p = &spec.params;
     p.validate()?;
@@ -285,7 +286,9 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
     let dev_w = io1.write_bytes.saturating_sub(io0.write_bytes);
     let wa_proc = (dev_w > 0).then(|| ratio(dev_w, written)).flatten();
     let dev_r = io1.read_bytes.saturating_sub(io0.read_bytes);
-    let live_bytes = live_count * (p.key_size + p.value_size) as u64;
+    // Counters hold 8-byte values.
+    let value_len = if w.counts() { 8 } else { p.value_size };
+    let live_bytes = live_count * (p.key_size + value_len) as u64;
     let strata_engine = !kind.is_comparator();
     let eng_w = stats1
         .disk_bytes_written

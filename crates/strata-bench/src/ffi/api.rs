@@ -65,6 +65,16 @@ pub struct Api {
     /// none (LevelDB).
     pub batch_delete_range:
         Option<unsafe extern "C" fn(Handle, *const c_char, usize, *const c_char, usize)>,
+    /// Merges an operand (`rocksdb_merge`; arguments as `put`); `None`
+    /// where the library has none (LevelDB).
+    pub merge: Option<
+        unsafe extern "C" fn(Handle, Handle, *const c_char, usize, *const c_char, usize, ErrPtr),
+    >,
+    /// Adds a merge operand to a batch (`rocksdb_writebatch_merge`; the
+    /// database has a merge operator when the run counts); `None` where the
+    /// library has none (LevelDB).
+    pub batch_merge:
+        Option<unsafe extern "C" fn(Handle, *const c_char, usize, *const c_char, usize)>,
     pub create_iterator: unsafe extern "C" fn(Handle, Handle) -> Handle,
     pub iter_destroy: unsafe extern "C" fn(Handle),
     pub iter_valid: unsafe extern "C" fn(Handle) -> c_uchar,

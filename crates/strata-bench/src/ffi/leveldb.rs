@@ -101,6 +101,8 @@ fn api_of(f: &Fns) -> Api {
         batch_put: f.leveldb_writebatch_put,
         batch_delete: f.leveldb_writebatch_delete,
         batch_delete_range: None,
+        merge: None,
+        batch_merge: None,
         create_iterator: f.leveldb_create_iterator,
         iter_destroy: f.leveldb_iter_destroy,
         iter_valid: f.leveldb_iter_valid,
@@ -301,6 +303,7 @@ fn open_own(s: &EngineSettings, dir: &Path) -> Result<OpenEngine, BenchError> {
             version_of(l),
             own::settings(s.sync),
             own::WRITE_BUFFER_SIZE,
+            s.counters,
         )
     }
 }
@@ -393,6 +396,7 @@ pub fn open(s: &EngineSettings, dir: &Path) -> Result<OpenEngine, BenchError> {
             version_of(l),
             settings,
             s.write_buffer_size,
+            s.counters,
         )
     }
 }

@@ -52,6 +52,7 @@ pub unsafe fn finish_open(
     version: String,
     settings: String,
     write_buffer_size: usize,
+    counters: bool,
 ) -> Result<crate::engine::OpenEngine, crate::BenchError> {
     // SAFETY: guaranteed by the caller.
     let opened = unsafe { api.check(err) }.and_then(|()| {
@@ -75,6 +76,7 @@ pub unsafe fn finish_open(
     // SAFETY: guaranteed by the caller; `db` is open and non-null.
     let mut store = unsafe { CStore::new(api, db, ro, wo, owned, dir, name) };
     store.quiet_looks = (api.quiet_looks)(write_buffer_size);
+    store.merges = counters && api.batch_merge.is_some();
     Ok(crate::engine::OpenEngine {
         store: Box::new(store),
         version,
@@ -103,6 +105,9 @@ pub struct CStore {
     quiet_looks: u32,
     /// Cursors alive (each holds an iterator of `db`).
     cursors: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// Opened with a merge operator (RocksDB's `uint64add`, for the
+    /// counter workloads).
+    merges: bool,
 }
 
 /// A [`Cursor`] over a library iterator; counts itself in its store's
@@ -255,6 +260,7 @@ impl CStore {
             name,
             quiet_looks: 2,
             cursors: std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+            merges: false,
         }
     }
 
@@ -437,6 +443,33 @@ impl KvStore for CStore {
         .map_err(|e| self.err(e))
     }
 
+    /// One merge (`rocksdb_merge`); `NotSupported` without a merge
+    /// operator (LevelDB, or a run that does not count).
+    fn merge(&self, key: &[u8], operand: &[u8]) -> strata::Result<()> {
+        self.live()?;
+        let Some(merge) = self.api.merge.filter(|_| self.merges) else {
+            return Err(strata::Error::NotSupported(format!(
+                "{} has no merge operator here",
+                self.api.engine
+            )));
+        };
+        let mut err: *mut c_char = std::ptr::null_mut();
+        // SAFETY: db and write options are live; key/operand outlive the call.
+        unsafe {
+            merge(
+                self.db,
+                self.write_opts,
+                ptr(key),
+                key.len(),
+                ptr(operand),
+                operand.len(),
+                &mut err,
+            );
+            self.api.check(err)
+        }
+        .map_err(|e| self.err(e))
+    }
+
     /// One range deletion, as a batch of one (RocksDB's `DeleteRange`
     /// through its C API's batch call); `NotSupported` on LevelDB.
     fn delete_range(&self, start: &[u8], end: &[u8]) -> strata::Result<()> {
@@ -458,9 +491,9 @@ impl KvStore for CStore {
                 self.api.engine
             )));
         }
-        if batch.has_merges() {
+        if batch.has_merges() && !self.merges {
             return Err(strata::Error::NotSupported(format!(
-                "merges through the {} comparator binding",
+                "{} has no merge operator here",
                 self.api.engine
             )));
         }
@@ -490,8 +523,14 @@ impl KvStore for CStore {
                     ValueKind::Delete => unsafe {
                         (self.api.batch_delete)(b, ptr(e.key), e.key.len())
                     },
-                    // Refused above.
-                    ValueKind::Merge => continue,
+                    ValueKind::Merge => match self.api.batch_merge {
+                        // SAFETY: as above.
+                        Some(f) => unsafe {
+                            f(b, ptr(e.key), e.key.len(), ptr(e.value), e.value.len())
+                        },
+                        // Refused above.
+                        None => continue,
+                    },
                     ValueKind::RangeDelete => {
                         if let Some(f) = self.api.batch_delete_range {
                             // SAFETY: as above.
@@ -648,7 +687,7 @@ impl KvStore for CStore {
             snapshot_scans: true,
             snapshots: false,
             range_deletes: self.api.batch_delete_range.is_some(),
-            merges: false,
+            merges: self.merges,
             unsynced: "a process crash (the library's WAL, not synced per write)",
             synced: "per-write sync is the engine's setting here, not the call's",
         }

@@ -101,6 +101,17 @@ c_library! {
     fn rocksdb_pinnableslice_value(p: Handle, vl: *mut usize) -> *const c_char;
     fn rocksdb_pinnableslice_destroy(p: Handle);
     fn rocksdb_options_set_recycle_log_file_num(o: Handle, v: usize);
+    fn rocksdb_options_set_uint64add_merge_operator(o: Handle);
+    fn rocksdb_merge(
+        db: Handle,
+        wo: Handle,
+        k: *const c_char,
+        kl: usize,
+        v: *const c_char,
+        vl: usize,
+        err: ErrPtr,
+    );
+    fn rocksdb_writebatch_merge(b: Handle, k: *const c_char, kl: usize, v: *const c_char, vl: usize);
 }
 }
 
@@ -128,6 +139,8 @@ fn api_of(f: &Fns) -> Api {
         batch_put: f.rocksdb_writebatch_put,
         batch_delete: f.rocksdb_writebatch_delete,
         batch_delete_range: Some(f.rocksdb_writebatch_delete_range),
+        merge: Some(f.rocksdb_merge),
+        batch_merge: Some(f.rocksdb_writebatch_merge),
         create_iterator: f.rocksdb_create_iterator,
         iter_destroy: f.rocksdb_iter_destroy,
         iter_valid: f.rocksdb_iter_valid,
@@ -399,6 +412,9 @@ fn open_own(s: &EngineSettings, dir: &Path) -> Result<OpenEngine, BenchError> {
             .into());
         }
         f.rocksdb_options_set_create_if_missing(o, 1);
+        if s.counters {
+            f.rocksdb_options_set_uint64add_merge_operator(o);
+        }
         f.rocksdb_writeoptions_set_sync(wo, u8::from(s.sync));
         let mut err: *mut c_char = std::ptr::null_mut();
         let db = f.rocksdb_open(o, name.as_ptr(), &mut err);
@@ -431,6 +447,7 @@ fn open_own(s: &EngineSettings, dir: &Path) -> Result<OpenEngine, BenchError> {
             version_of(l),
             settings,
             own::WRITE_BUFFER_SIZE,
+            s.counters,
         )
     }
 }
@@ -505,6 +522,11 @@ pub fn open(s: &EngineSettings, dir: &Path) -> Result<OpenEngine, BenchError> {
         f.rocksdb_block_based_options_set_filter_policy(t, filter);
         f.rocksdb_block_based_options_set_block_cache(t, cache);
         f.rocksdb_options_set_block_based_table_factory(o, t);
+        if s.counters {
+            // RocksDB's built-in counter operator: the encoding strata's
+            // u64add uses.
+            f.rocksdb_options_set_uint64add_merge_operator(o);
+        }
         if s.sync {
             // Synced writes reuse old log files, so a sync need not commit
             // a growing file's size (strata writes its log ahead for the
@@ -541,6 +563,7 @@ pub fn open(s: &EngineSettings, dir: &Path) -> Result<OpenEngine, BenchError> {
             version_of(l),
             settings,
             s.write_buffer_size,
+            s.counters,
         )
     }
 }

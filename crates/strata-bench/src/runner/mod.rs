@@ -162,7 +162,8 @@ pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
                     .any(|p| e.contains(p));
                 let image = (cfg.reuse_loads && !placed)
                     .then(|| match wl.preload() {
-                        Preload::Nothing => None,
+                        // Counters are loaded by each run (no image).
+                        Preload::Nothing | Preload::Counters => None,
                         kind => Some(
                             data.join("images")
                                 .join(format!("{}-{kind:?}", sanitize(e))),

@@ -154,6 +154,12 @@ pub const PRESETS: &[(&str, &str)] = &[
          strata and every peer (LevelDB and fjall delete point by point), loads reused, 5 repeats; ~15 min",
     ),
     (
+        "merges",
+        "IN MEMORY, counters: 1M increments (+1, u64add) of 100k counters, each a merge (RocksDB's \
+         uint64add operator) or a get and a put (updaterandom, and engines without merges), then \
+         readrandom of counters made by 1M merges; strata and every peer, 5 repeats; ~10 min",
+    ),
+    (
         "full",
         "every workload, 2M keys (232 MB, 3.6x the 64 MiB cache), 1M ops, 30 s timed runs; about 40 minutes on 2 cores",
     ),
@@ -213,6 +219,16 @@ pub fn preset(name: &str, out: PathBuf) -> Result<Config, BenchError> {
             },
             repeats: 5,
             reuse_loads: true,
+            ..base
+        }),
+        "merges" => Ok(Config {
+            workloads: names(&["mergerandom", "updaterandom", "readrandom-after-merges"]),
+            params: Params {
+                num: 1_000_000,
+                ops: 1_000_000,
+                ..Params::default()
+            },
+            repeats: 5,
             ..base
         }),
         "quick" => Ok(Config {
