@@ -150,8 +150,8 @@ pub enum Workload {
     Counters {
         merge: bool,
     },
-    /// Random gets of the counters after `num` increments by merges,
-    /// flushed and settled.
+    /// Random gets of the counters after `num` increments by merges, not
+    /// flushed: reads fold the operands where the writes left them.
     CountersRead,
 }
 
@@ -425,7 +425,7 @@ impl Workload {
                 }
             ),
             Workload::CountersRead => format!(
-                "{} random gets of {} counters after {} increments by merges (get and put where the engine has none), flushed and settled",
+                "{} random gets of {} counters after {} increments by merges (get and put where the engine has none), not flushed",
                 p.ops,
                 counters(p.num),
                 p.num

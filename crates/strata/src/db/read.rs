@@ -47,57 +47,137 @@ impl Db {
     ) -> Result<Option<Vec<u8>>> {
         self.check_open()?;
         let key = key.as_ref();
-        let inner = &self.inner;
-        inner.stats.user_reads.add(1);
-        let sv = inner.super_version.load();
+        self.inner.stats.user_reads.add(1);
+        let sv = self.inner.super_version.load();
         let seq = self.read_seq(opts);
-        let found = match sv.mem.get(key, seq) {
-            Some(hit) => Some(hit),
-            None => {
-                let mut hit = None;
-                for m in &sv.imm {
-                    if let Some(h) = m.get(key, seq) {
-                        hit = Some(h);
-                        break;
-                    }
-                }
-                match hit {
-                    Some(h) => Some(h),
-                    None => match self.shortcut(&sv.version, key, seq)? {
-                        Some(h) => Some(h),
-                        None => {
-                            let mut charge = ReadCharge::new(inner.opts.read_compaction);
-                            let hit = sv.version.get(key, &types::seek_key(key, seq), &mut charge);
-                            if charge.exhausted {
-                                // A table reads keep missing: the picker
-                                // may compact it.
-                                let _st = inner.state.lock();
-                                inner.bg_cv.notify_all();
-                            }
-                            hit?
-                        }
-                    },
-                }
-            }
-        };
-        Ok(match found {
+        Ok(match self.newest(&sv, key, seq)? {
             Some((s, ValueKind::Value, v)) if !sv.hides(key, s, seq) => Some(v),
-            Some((s, ValueKind::Merge, _)) if !sv.hides(key, s, seq) => {
-                self.get_folded(sv.clone(), key, seq)?
+            Some((s, ValueKind::Merge, v)) if !sv.hides(key, s, seq) => {
+                self.get_folded(&sv, key, seq, (s, v))?
             }
             _ => None,
         })
     }
 
-    /// The value of `key` at `seq` when its newest visible version is a
-    /// merge operand: an iterator over `sv` reads the key's versions down
-    /// to a base and folds them ([`DbIter`]).
-    fn get_folded(&self, sv: Arc<SuperVersion>, key: &[u8], seq: SeqNo) -> Result<Option<Vec<u8>>> {
+    /// The newest entry of `key` with a sequence `<= seq` in `sv`: the
+    /// memtable, the immutable ones newest first, the stale picker's
+    /// shortcut, then the version (range tombstones not applied).
+    fn newest(
+        &self,
+        sv: &SuperVersion,
+        key: &[u8],
+        seq: SeqNo,
+    ) -> Result<Option<(SeqNo, ValueKind, Vec<u8>)>> {
+        if let Some(hit) = sv.mem.get(key, seq) {
+            return Ok(Some(hit));
+        }
+        for m in &sv.imm {
+            if let Some(h) = m.get(key, seq) {
+                return Ok(Some(h));
+            }
+        }
+        self.newest_in_tables(sv, key, seq)
+    }
+
+    /// [`newest`](Self::newest) below the memtables: the stale picker's
+    /// shortcut, then the version.
+    fn newest_in_tables(
+        &self,
+        sv: &SuperVersion,
+        key: &[u8],
+        seq: SeqNo,
+    ) -> Result<Option<(SeqNo, ValueKind, Vec<u8>)>> {
+        if let Some(h) = self.shortcut(&sv.version, key, seq)? {
+            return Ok(Some(h));
+        }
+        let inner = &self.inner;
+        let mut charge = ReadCharge::new(inner.opts.read_compaction);
+        let hit = sv.version.get(key, &types::seek_key(key, seq), &mut charge);
+        if charge.exhausted {
+            // A table reads keep missing: the picker may compact it.
+            let _st = inner.state.lock();
+            inner.bg_cv.notify_all();
+        }
+        hit
+    }
+
+    /// The value of `key` at `read_seq` when its newest visible version is
+    /// the merge operand `first` (sequence, operand): the older versions
+    /// are read newest first down to a base (a value; none at a deletion,
+    /// a hidden version or the key's end), and the operands folded onto
+    /// it. The memtables give all their versions of the key in one walk
+    /// each ([`MemTable::versions`]); below them each older version is a
+    /// lookup of the newest below the last.
+    fn get_folded(
+        &self,
+        sv: &SuperVersion,
+        key: &[u8],
+        read_seq: SeqNo,
+        first: (SeqNo, Vec<u8>),
+    ) -> Result<Option<Vec<u8>>> {
         Stats::add(&self.inner.stats.merge_folds, 1);
-        let mut it = iter_at(sv, seq, self.merge_op());
-        it.seek(key);
-        it.status()?;
-        Ok((it.valid() && it.key() == key).then(|| it.value().to_vec()))
+        let (mut below, operand) = first;
+        let mut operands = vec![operand];
+        // The memtables' versions below the first operand, newest first
+        // (the memtables hold every version newer than any table's).
+        let mut in_memory = Vec::new();
+        MemTable::versions(&sv.mem, key, below.saturating_sub(1), &mut in_memory);
+        for m in &sv.imm {
+            MemTable::versions(m, key, below.saturating_sub(1), &mut in_memory);
+        }
+        let mut base = None;
+        let mut ended = below == 0;
+        for (s, kind, v) in in_memory {
+            if s >= below {
+                continue;
+            }
+            if sv.hides(key, s, read_seq) {
+                ended = true;
+                break;
+            }
+            match kind {
+                ValueKind::Merge => {
+                    operands.push(v);
+                    below = s;
+                }
+                ValueKind::Value => {
+                    base = Some(v);
+                    ended = true;
+                    break;
+                }
+                ValueKind::Delete | ValueKind::RangeDelete => {
+                    ended = true;
+                    break;
+                }
+            }
+        }
+        // Every memtable version was read: the rest is in the tables.
+        while !ended {
+            let Some(bound) = below.checked_sub(1) else {
+                break;
+            };
+            match self.newest_in_tables(sv, key, bound)? {
+                Some((s, kind, v)) if !sv.hides(key, s, read_seq) => match kind {
+                    ValueKind::Value => {
+                        base = Some(v);
+                        ended = true;
+                    }
+                    ValueKind::Merge => {
+                        operands.push(v);
+                        below = s;
+                    }
+                    ValueKind::Delete | ValueKind::RangeDelete => ended = true,
+                },
+                _ => ended = true,
+            }
+        }
+        let op = self.inner.opts.merge_operator.get().ok_or_else(|| {
+            crate::Error::Merge("a merge operand was read, but no merge_operator is set".into())
+        })?;
+        let ops: Vec<&[u8]> = operands.iter().rev().map(Vec::as_slice).collect();
+        op.full_merge(key, base.as_deref(), &ops)
+            .map(Some)
+            .map_err(|e| crate::Error::Merge(e.to_string()))
     }
 
     /// The database's merge operator.

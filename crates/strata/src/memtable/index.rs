@@ -159,6 +159,18 @@ impl SortedIndex {
             .partition_point(|e| cmp_target(e, p, target) == Ordering::Less)
     }
 
+    /// The nodes of the entries of `target`'s user key from `target` (an
+    /// internal seek key) on, in order, appended to `out`.
+    pub(super) fn entries_of(&self, target: &[u8], out: &mut Vec<NodePtr>) {
+        let user_key = types::user_key(target);
+        for e in self.entries.get(self.lower_bound(target)..).unwrap_or(&[]) {
+            if types::user_key(node_key(e.node)) != user_key {
+                break;
+            }
+            out.push(e.node);
+        }
+    }
+
     /// Position one past the last entry <= `target`.
     fn upper_bound(&self, target: &[u8]) -> usize {
         let p = prefix_of(types::user_key(target));

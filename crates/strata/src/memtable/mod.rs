@@ -353,6 +353,54 @@ impl MemTable {
         best.map(|(s, k, n)| (s, k, node_value(n).to_vec()))
     }
 
+    /// Every entry of `user_key` with sequence `<= seq`, newest first,
+    /// appended to `out` (a merge fold's walk): through the sorted index
+    /// for the shards it covers (one binary search), one seek per other
+    /// shard that may hold the key. Asks for an index as iterators do.
+    pub fn versions(
+        this: &Arc<Self>,
+        user_key: &[u8],
+        seq: SeqNo,
+        out: &mut Vec<(SeqNo, ValueKind, Vec<u8>)>,
+    ) {
+        if this.len.load(AtomicOrdering::Relaxed) == 0 {
+            return;
+        }
+        let from = out.len();
+        let mut nodes = Vec::new();
+        let n = this.shard_count();
+        let index = this.index.load_full();
+        let covered = index.as_ref().map_or(0, |ix| ix.shards());
+        if let Some(ix) = &index {
+            ix.entries_of(&types::seek_key(user_key, seq), &mut nodes);
+        }
+        let probe = types::pack_trailer(seq, types::KIND_FOR_SEEK);
+        let h = xxh3_64(user_key);
+        for shard in this.shards().skip(covered) {
+            if !shard.may_contain(h) {
+                continue;
+            }
+            let mut node = shard.list.seek(&mut |k| cmp_probe(k, user_key, probe));
+            while !node.is_null() {
+                match types::parse_internal_key(node_key(node)) {
+                    Some(p) if p.user_key == user_key => nodes.push(node),
+                    _ => break,
+                }
+                node = shard.list.successor(node);
+            }
+        }
+        for node in nodes {
+            if let Some(p) = types::parse_internal_key(node_key(node)) {
+                out.push((p.seq, p.kind, node_value(node).to_vec()));
+            }
+        }
+        out[from..].sort_unstable_by_key(|e| std::cmp::Reverse(e.0));
+        let sealed = n.saturating_sub(1);
+        if this.index_enabled && sealed >= covered + index::INDEX_AFTER {
+            Self::start_index(this, sealed);
+        }
+    }
+
     /// Calls `f(internal_key, value)` for every entry in order (used by
     /// flush): a merge of the shards. The shards' current nodes are kept
     /// sorted by key, so a step compares the next node with the runner-up
