@@ -121,9 +121,13 @@ impl Db {
         // The memtables' versions below the first operand, newest first
         // (the memtables hold every version newer than any table's).
         let mut in_memory = Vec::new();
-        MemTable::versions(&sv.mem, key, below.saturating_sub(1), &mut in_memory);
-        for m in &sv.imm {
-            MemTable::versions(m, key, below.saturating_sub(1), &mut in_memory);
+        let bound = below.saturating_sub(1);
+        if !MemTable::versions(&sv.mem, key, bound, &mut in_memory) {
+            for m in &sv.imm {
+                if MemTable::versions(m, key, bound, &mut in_memory) {
+                    break;
+                }
+            }
         }
         let mut base = None;
         let mut ended = below == 0;

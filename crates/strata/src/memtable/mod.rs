@@ -353,20 +353,22 @@ impl MemTable {
         best.map(|(s, k, n)| (s, k, node_value(n).to_vec()))
     }
 
-    /// Every entry of `user_key` with sequence `<= seq`, newest first,
-    /// appended to `out` (a merge fold's walk): through the sorted index
-    /// for the shards it covers (one binary search), one seek per other
-    /// shard that may hold the key. Asks for an index as iterators do.
+    /// The entries of `user_key` with sequence `<= seq`, newest first, down
+    /// to the first that is not a merge operand (included), appended to
+    /// `out`; true if one was (a merge fold's walk: nothing older is
+    /// needed). Found through the sorted index for the shards it covers
+    /// (one binary search), one seek per other shard that may hold the
+    /// key; only the values returned are copied. Asks for an index as
+    /// iterators do.
     pub fn versions(
         this: &Arc<Self>,
         user_key: &[u8],
         seq: SeqNo,
         out: &mut Vec<(SeqNo, ValueKind, Vec<u8>)>,
-    ) {
+    ) -> bool {
         if this.len.load(AtomicOrdering::Relaxed) == 0 {
-            return;
+            return false;
         }
-        let from = out.len();
         let mut nodes = Vec::new();
         let n = this.shard_count();
         let index = this.index.load_full();
@@ -389,16 +391,22 @@ impl MemTable {
                 node = shard.list.successor(node);
             }
         }
-        for node in nodes {
-            if let Some(p) = types::parse_internal_key(node_key(node)) {
-                out.push((p.seq, p.kind, node_value(node).to_vec()));
-            }
-        }
-        out[from..].sort_unstable_by_key(|e| std::cmp::Reverse(e.0));
         let sealed = n.saturating_sub(1);
         if this.index_enabled && sealed >= covered + index::INDEX_AFTER {
             Self::start_index(this, sealed);
         }
+        let mut found: Vec<(SeqNo, ValueKind, NodePtr)> = nodes
+            .into_iter()
+            .filter_map(|n| types::parse_internal_key(node_key(n)).map(|p| (p.seq, p.kind, n)))
+            .collect();
+        found.sort_unstable_by_key(|e| std::cmp::Reverse(e.0));
+        for (s, kind, node) in found {
+            out.push((s, kind, node_value(node).to_vec()));
+            if kind != ValueKind::Merge {
+                return true;
+            }
+        }
+        false
     }
 
     /// Calls `f(internal_key, value)` for every entry in order (used by
@@ -801,6 +809,41 @@ mod tests {
     /// and the flush's walk (`for_each`) yields them in the same order;
     /// keys share 8-byte prefixes, are shorter than 8 bytes, or end in
     /// zero bytes, and keys have several versions across shards.
+    #[test]
+    fn versions_walk_index_and_shards_newest_first_to_a_base() {
+        let mut m = MemTable::new(1, 4 << 10, MAX_SHARDS);
+        m.index_enabled = false;
+        let m = Arc::new(m);
+        // Key "k" gets a value at 50, then operands; other keys fill shards.
+        let mut seq = 0;
+        for i in 0..400u32 {
+            seq += 1;
+            let (kind, key) = match i % 8 {
+                0 if seq == 49 => (ValueKind::Value, b"k".to_vec()),
+                0 if seq > 49 => (ValueKind::Merge, b"k".to_vec()),
+                _ => (ValueKind::Value, format!("x{i:04}").into_bytes()),
+            };
+            m.add(seq, kind, &key, &seq.to_le_bytes());
+        }
+        assert!(m.shard_count() > 3, "{}", m.shard_count());
+        let want: Vec<SeqNo> = (49..=400).filter(|s| (s - 1) % 8 == 0).rev().collect();
+        for indexed in [0, 2, m.shard_count() - 1] {
+            if indexed > 0 {
+                m.build_index(indexed);
+            }
+            let mut out = Vec::new();
+            assert!(MemTable::versions(&m, b"k", 400, &mut out), "{indexed}");
+            let seqs: Vec<SeqNo> = out.iter().map(|e| e.0).collect();
+            assert_eq!(seqs, want, "index over {indexed} shards");
+            assert_eq!(out.last().map(|e| e.1), Some(ValueKind::Value));
+            assert!(out.iter().all(|(s, _, v)| v == &s.to_le_bytes()));
+            // Below the value: nothing.
+            out.clear();
+            assert!(!MemTable::versions(&m, b"k", 48, &mut out));
+            assert!(out.is_empty());
+        }
+    }
+
     #[test]
     fn the_sorted_index_reads_as_the_shards() {
         use rand::rngs::SmallRng;
