@@ -222,6 +222,21 @@ pub fn builtin(spec: &str) -> Option<Arc<dyn MergeOperator>> {
     }
 }
 
+/// `operands` (oldest first) folded onto `base` by `op`: a read's fold.
+/// `Error::Merge` without an operator or when it refuses.
+pub(crate) fn fold(
+    op: Option<&Arc<dyn MergeOperator>>,
+    key: &[u8],
+    base: Option<&[u8]>,
+    operands: &[&[u8]],
+) -> crate::error::Result<Vec<u8>> {
+    let op = op.ok_or_else(|| {
+        crate::Error::Merge("a merge operand was read, but no merge_operator is set".into())
+    })?;
+    op.full_merge(key, base, operands)
+        .map_err(|e| crate::Error::Merge(e.to_string()))
+}
+
 /// The option `merge_operator`: no operator, or one (a built-in or the
 /// caller's). Prints as the operator's name (`none` without one); reads
 /// back the built-ins' names ([`builtin`]).

@@ -175,13 +175,9 @@ impl Db {
                 _ => ended = true,
             }
         }
-        let op = self.inner.opts.merge_operator.get().ok_or_else(|| {
-            crate::Error::Merge("a merge operand was read, but no merge_operator is set".into())
-        })?;
         let ops: Vec<&[u8]> = operands.iter().rev().map(Vec::as_slice).collect();
-        op.full_merge(key, base.as_deref(), &ops)
-            .map(Some)
-            .map_err(|e| crate::Error::Merge(e.to_string()))
+        let op = self.inner.opts.merge_operator.get();
+        crate::merge::fold(op, key, base.as_deref(), &ops).map(Some)
     }
 
     /// The database's merge operator.

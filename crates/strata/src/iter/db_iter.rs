@@ -303,20 +303,6 @@ impl DbIter {
         }
     }
 
-    /// `operands` (oldest first) folded onto `base` by the operator.
-    fn fold(
-        op: Option<&Arc<dyn MergeOperator>>,
-        key: &[u8],
-        base: Option<&[u8]>,
-        operands: &[&[u8]],
-    ) -> Result<Vec<u8>> {
-        let op = op.ok_or_else(|| {
-            Error::Merge("a merge operand was read, but no merge_operator is set".into())
-        })?;
-        op.full_merge(key, base, operands)
-            .map_err(|e| Error::Merge(e.to_string()))
-    }
-
     /// Forward, on the newest visible entry of a key, an operand: reads
     /// the older versions of the key down to a base (a value, or a deletion
     /// or the key's end: none), folds, and holds the result in `saved_*`.
@@ -351,7 +337,7 @@ impl DbIter {
             return;
         }
         let ops: Vec<&[u8]> = self.operands.iter().rev().map(Vec::as_slice).collect();
-        match Self::fold(self.op.as_ref(), &key, base.as_deref(), &ops) {
+        match crate::merge::fold(self.op.as_ref(), &key, base.as_deref(), &ops) {
             Ok(v) => {
                 self.saved_key = key;
                 self.saved_value = v;
@@ -463,7 +449,7 @@ impl DbIter {
         if kind == ValueKind::Merge {
             let ops: Vec<&[u8]> = self.operands.iter().map(Vec::as_slice).collect();
             let base = has_base.then_some(self.saved_value.as_slice());
-            match Self::fold(self.op.as_ref(), &self.saved_key, base, &ops) {
+            match crate::merge::fold(self.op.as_ref(), &self.saved_key, base, &ops) {
                 Ok(v) => self.saved_value = v,
                 Err(e) => {
                     self.fail(e);
