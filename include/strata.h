@@ -95,6 +95,22 @@
 #define STRATA_EMERGE -11
 
 /**
+ * A compaction filter's decision: keep the entry.
+ */
+#define STRATA_FILTER_KEEP 0
+
+/**
+ * A compaction filter's decision: delete the key.
+ */
+#define STRATA_FILTER_REMOVE 1
+
+/**
+ * A compaction filter's decision: write `*new_value` instead (a buffer the
+ * filter allocated with malloc(); strata copies it and frees it).
+ */
+#define STRATA_FILTER_CHANGE 2
+
+/**
  * A cursor over the database (at a snapshot, or at its creation time).
  * Not thread-safe.
  */
@@ -133,6 +149,26 @@ typedef struct strata_writebatch_t strata_writebatch_t;
  */
 typedef struct strata_writeoptions_t strata_writeoptions_t;
 
+/**
+ * A compaction filter: called with the filter's `state`, a key and its
+ * value; returns STRATA_FILTER_KEEP, STRATA_FILTER_REMOVE or
+ * STRATA_FILTER_CHANGE (then it sets `*new_value` and `*new_len`). It runs
+ * on background threads, several at once: it must be thread-safe, quick,
+ * and must not call into the database. Any other return keeps the entry.
+ */
+typedef int (*strata_filter_fn)(void *state,
+                                const uint8_t *key,
+                                size_t keylen,
+                                const uint8_t *value,
+                                size_t vallen,
+                                uint8_t **new_value,
+                                size_t *new_len);
+
+/**
+ * Releases a filter's state once no database or options use the filter.
+ */
+typedef void (*strata_destructor_fn)(void *state);
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -162,6 +198,23 @@ int strata_options_set(strata_options_t *opts, const char *name, const char *val
  * --opt). All or nothing: on error the options are unchanged.
  */
 int strata_options_apply(strata_options_t *opts, const char *spec, char **errptr);
+
+/**
+ * Sets the compaction filter (NULL `filter`: none; `state` and
+ * `destructor` are then ignored). Compactions offer it
+ * each value newer than every snapshot that is the newest of its key in
+ * the compaction (flushes do not; the README's "Compaction filters").
+ * `state` is passed to every call; `destructor` (may be NULL) is called
+ * with it once no options or database use the filter. `name` may be NULL.
+ * The KVell engine refuses to open with a filter (STRATA_ENOTSUP).
+ * Returns STRATA_OK or STRATA_EINVAL.
+ */
+int strata_options_set_compaction_filter(strata_options_t *opts,
+                                         const char *name,
+                                         strata_filter_fn filter,
+                                         void *state,
+                                         strata_destructor_fn destructor,
+                                         char **errptr);
 
 /**
  * Opens (by default creating) the database in directory `path` with `opts`
@@ -464,6 +517,13 @@ int strata_has(const strata_t *db, const char *what);
  * Thread-safe.
  */
 int strata_flush(const strata_t *db, char **errptr);
+
+/**
+ * Compacts everything the engine can (the LSM: every level, so a
+ * compaction filter sees every entry; KVell: syncs its slabs).
+ * Thread-safe.
+ */
+int strata_compact(const strata_t *db, char **errptr);
 
 /**
  * Writes to the directory `path`, which must not exist, a copy of the

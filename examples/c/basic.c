@@ -28,6 +28,37 @@ static int failures = 0;
         err = NULL;                                                      \
     } while (0)
 
+/* A compaction filter: removes values starting with 'x', rewrites those
+ * starting with 'y' to "new". */
+static int filter_calls_seen = 0;
+static int filter_destroyed = 0;
+
+static int drop_x(void *state, const uint8_t *key, size_t keylen, const uint8_t *value,
+                  size_t vallen, uint8_t **new_value, size_t *new_len) {
+    (void)key;
+    (void)keylen;
+    __atomic_store_n((int *)state, 1, __ATOMIC_RELAXED);
+    if (vallen > 0 && value[0] == 'x') {
+        return STRATA_FILTER_REMOVE;
+    }
+    if (vallen > 0 && value[0] == 'y') {
+        uint8_t *v = malloc(3);
+        if (v == NULL) {
+            return STRATA_FILTER_KEEP;
+        }
+        memcpy(v, "new", 3);
+        *new_value = v;
+        *new_len = 3;
+        return STRATA_FILTER_CHANGE;
+    }
+    return STRATA_FILTER_KEEP;
+}
+
+static void filter_done(void *state) {
+    (void)state;
+    filter_destroyed = 1;
+}
+
 static int get_eq(strata_t *db, const strata_readoptions_t *ro, const char *k,
                   size_t klen, const char *want, size_t wantlen) {
     char *err = NULL;
@@ -68,6 +99,12 @@ int main(int argc, char **argv) {
     CHECK(strata_options_set(opts, "merge_operator", "append:+", &err) == STRATA_OK);
     const char *engine_opts = argc == 3 ? argv[2] : "";
     CHECK(strata_options_apply(opts, engine_opts, &err) == STRATA_OK);
+    /* KVell does not compact: it refuses a filter. */
+    const int lsm = strstr(engine_opts, "kvell") == NULL;
+    if (lsm) {
+        CHECK(strata_options_set_compaction_filter(opts, "drop-x", drop_x, &filter_calls_seen,
+                                                   filter_done, &err) == STRATA_OK);
+    }
 
     strata_t *db = strata_open(argv[1], opts, &err);
     strata_options_destroy(opts);
@@ -259,6 +296,20 @@ int main(int argc, char **argv) {
         EXPECT_ERR(strata_checkpoint(db, NULL, &err), STRATA_EINVAL);
     }
 
+    /* The compaction filter (LSM): a compaction removes the 'x' value and
+     * rewrites the 'y' one; KVell keeps both. */
+    CHECK(strata_put(db, NULL, (const uint8_t *)"fx", 2, (const uint8_t *)"xgone", 5, &err) == STRATA_OK);
+    CHECK(strata_put(db, NULL, (const uint8_t *)"fy", 2, (const uint8_t *)"yold", 4, &err) == STRATA_OK);
+    CHECK(strata_compact(db, &err) == STRATA_OK && err == NULL);
+    if (lsm) {
+        CHECK(absent(db, NULL, "fx", 2));
+        CHECK(get_eq(db, NULL, "fy", 2, "new", 3));
+        CHECK(__atomic_load_n(&filter_calls_seen, __ATOMIC_RELAXED) == 1);
+    } else {
+        CHECK(get_eq(db, NULL, "fx", 2, "xgone", 5));
+    }
+    EXPECT_ERR(strata_compact(NULL, &err), STRATA_EINVAL);
+
     char *json = strata_stats_json(db);
     CHECK(json != NULL && json[0] == '{' && strstr(json, "user_writes") != NULL);
     strata_free(json);
@@ -286,6 +337,8 @@ int main(int argc, char **argv) {
     err = NULL;
     strata_destroy(db);
     strata_writeoptions_destroy(wo);
+    /* The options and the database are gone: so is the filter. */
+    CHECK(filter_destroyed == lsm);
 
     /* Reopen (with the same engine): everything acknowledged is there. */
     opts = strata_options_create();

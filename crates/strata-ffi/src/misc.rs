@@ -49,6 +49,17 @@ pub extern "C" fn strata_flush(db: *const strata_t, errptr: *mut *mut c_char) ->
     guard(errptr, (), || obj(db, "database")?.db.flush().map_err(eng)).1
 }
 
+/// Compacts everything the engine can (the LSM: every level, so a
+/// compaction filter sees every entry; KVell: syncs its slabs).
+/// Thread-safe.
+#[no_mangle]
+pub extern "C" fn strata_compact(db: *const strata_t, errptr: *mut *mut c_char) -> c_int {
+    guard(errptr, (), || {
+        obj(db, "database")?.db.compact().map_err(eng)
+    })
+    .1
+}
+
 /// Writes to the directory `path`, which must not exist, a copy of the
 /// database that strata_open() opens on its own, holding every write
 /// acknowledged before the call (the LSM: tables hard-linked where the

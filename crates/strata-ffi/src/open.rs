@@ -64,6 +64,140 @@ pub extern "C" fn strata_options_apply(
     .1
 }
 
+/// A compaction filter's decision: keep the entry.
+pub const STRATA_FILTER_KEEP: c_int = 0;
+/// A compaction filter's decision: delete the key.
+pub const STRATA_FILTER_REMOVE: c_int = 1;
+/// A compaction filter's decision: write `*new_value` instead (a buffer the
+/// filter allocated with malloc(); strata copies it and frees it).
+pub const STRATA_FILTER_CHANGE: c_int = 2;
+
+/// A compaction filter: called with the filter's `state`, a key and its
+/// value; returns STRATA_FILTER_KEEP, STRATA_FILTER_REMOVE or
+/// STRATA_FILTER_CHANGE (then it sets `*new_value` and `*new_len`). It runs
+/// on background threads, several at once: it must be thread-safe, quick,
+/// and must not call into the database. Any other return keeps the entry.
+pub type strata_filter_fn = Option<
+    extern "C" fn(
+        state: *mut c_void,
+        key: *const u8,
+        keylen: usize,
+        value: *const u8,
+        vallen: usize,
+        new_value: *mut *mut u8,
+        new_len: *mut usize,
+    ) -> c_int,
+>;
+
+/// Releases a filter's state once no database or options use the filter.
+pub type strata_destructor_fn = Option<extern "C" fn(state: *mut c_void)>;
+
+/// The C filter: the callback and its state.
+struct CFilter {
+    name: String,
+    filter: extern "C" fn(
+        *mut c_void,
+        *const u8,
+        usize,
+        *const u8,
+        usize,
+        *mut *mut u8,
+        *mut usize,
+    ) -> c_int,
+    destructor: strata_destructor_fn,
+    state: *mut c_void,
+}
+
+// SAFETY: the caller promises (strata_options_set_compaction_filter) that
+// the callback and its state may be used from any thread at once.
+unsafe impl Send for CFilter {}
+// SAFETY: as above.
+unsafe impl Sync for CFilter {}
+
+impl Drop for CFilter {
+    fn drop(&mut self) {
+        if let Some(d) = self.destructor {
+            d(self.state);
+        }
+    }
+}
+
+impl strata::CompactionFilter for CFilter {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn filter(&self, key: &[u8], value: &[u8]) -> strata::compaction_filter::Decision {
+        use strata::compaction_filter::Decision;
+        let mut out: *mut u8 = ptr::null_mut();
+        let mut len = 0usize;
+        let r = (self.filter)(
+            self.state,
+            key.as_ptr(),
+            key.len(),
+            value.as_ptr(),
+            value.len(),
+            &mut out,
+            &mut len,
+        );
+        match r {
+            STRATA_FILTER_REMOVE => Decision::Remove,
+            STRATA_FILTER_CHANGE if !out.is_null() || len == 0 => {
+                let v = if out.is_null() {
+                    Vec::new()
+                } else {
+                    // SAFETY: the filter returned a malloc'd buffer of `len`
+                    // bytes (its contract); it is read once, then freed.
+                    let v = unsafe { std::slice::from_raw_parts(out, len) }.to_vec();
+                    // SAFETY: as above; strata owns the buffer now.
+                    unsafe { libc::free(out as *mut c_void) };
+                    v
+                };
+                Decision::Change(v)
+            }
+            _ => Decision::Keep,
+        }
+    }
+}
+
+/// Sets the compaction filter (NULL `filter`: none; `state` and
+/// `destructor` are then ignored). Compactions offer it
+/// each value newer than every snapshot that is the newest of its key in
+/// the compaction (flushes do not; the README's "Compaction filters").
+/// `state` is passed to every call; `destructor` (may be NULL) is called
+/// with it once no options or database use the filter. `name` may be NULL.
+/// The KVell engine refuses to open with a filter (STRATA_ENOTSUP).
+/// Returns STRATA_OK or STRATA_EINVAL.
+#[no_mangle]
+pub extern "C" fn strata_options_set_compaction_filter(
+    opts: *mut strata_options_t,
+    name: *const c_char,
+    filter: strata_filter_fn,
+    state: *mut c_void,
+    destructor: strata_destructor_fn,
+    errptr: *mut *mut c_char,
+) -> c_int {
+    guard(errptr, (), || {
+        let o = obj_mut(opts, "options")?;
+        let name = if name.is_null() {
+            "c-filter".to_string()
+        } else {
+            cstr(name, "name")?.to_string()
+        };
+        o.opts.compaction_filter = match filter {
+            None => strata::FilterOp::none(),
+            Some(filter) => strata::FilterOp::new(CFilter {
+                name,
+                filter,
+                destructor,
+                state,
+            }),
+        };
+        Ok(())
+    })
+    .1
+}
+
 // ---------------------------------------------------------------- open/close
 
 /// Opens (by default creating) the database in directory `path` with `opts`

@@ -78,6 +78,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("open", &["db", "kvell", "options", "store"]),
     ("options", &["events", "io", "table"]),
     ("merge", &[]),
+    ("compaction_filter", &[]),
     ("rangedel", &[]),
     ("report", &[]),
     ("runs", &["edit", "io", "iter", "options", "stats", "table"]),
@@ -104,7 +105,14 @@ const ALLOWED: &[(&str, &[&str])] = &[
 
 /// Modules every module may import.
 const LEAVES: &[&str] = &[
-    "error", "coding", "types", "filename", "sched", "rangedel", "merge",
+    "error",
+    "coding",
+    "types",
+    "filename",
+    "sched",
+    "rangedel",
+    "merge",
+    "compaction_filter",
 ];
 
 /// The crate's `src` directory.

@@ -9,7 +9,8 @@
 //! ([`EventListener`]); the LSM's extras are [`Db`], [`Snapshot`] and
 //! [`DbIter`]. Public modules: `options`, `stats`, `io` (the file layer
 //! `Options::fs` takes, and its fault injection), `merge` (merge operators:
-//! the trait and the built-ins), `types` (key and value
+//! the trait and the built-ins), `compaction_filter` (the filter
+//! hook), `types` (key and value
 //! limits), `filename` (the on-disk names) and `verify`; modules marked
 //! hidden are for the crate's tools and tests.
 //!
@@ -47,6 +48,7 @@ pub(crate) mod coding;
 /// compaction-worker`) and the tests.
 #[doc(hidden)]
 pub mod compaction;
+pub mod compaction_filter;
 mod db;
 pub(crate) mod edit;
 pub mod error;
@@ -87,6 +89,7 @@ pub(crate) mod version;
 pub mod wal;
 
 pub use batch::{BatchEntry, BatchIter, WriteBatch};
+pub use compaction_filter::{CompactionFilter, FilterOp};
 pub use db::{CheckpointStats, Db, ReadOptions, Scan, Snapshot};
 pub use edit::FileDesc;
 pub use error::{Error, Result};

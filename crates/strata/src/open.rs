@@ -24,6 +24,13 @@ pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Box<dyn KvStore>> {
             }
             Ok(Box::new(Db::open(path, opts)?))
         }
-        EngineKind::Kvell => Ok(Box::new(Kvell::open(path, opts)?)),
+        EngineKind::Kvell => {
+            if opts.compaction_filter.get().is_some() {
+                return Err(Error::NotSupported(
+                    "engine=kvell does not compact: it cannot run a compaction_filter".into(),
+                ));
+            }
+            Ok(Box::new(Kvell::open(path, opts)?))
+        }
     }
 }

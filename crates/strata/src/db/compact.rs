@@ -78,6 +78,7 @@ fn run_plan<'a>(
     // The last published sequence first, then the snapshots: a snapshot
     // taken after this read holds a sequence at least this high.
     let published = inner.last_seq.load(Ordering::Acquire);
+    let snapshots_taken = *inner.snapshot_gate.lock();
     let snapshots = inner.snapshot_list();
     let horizon = snapshots.iter().copied().fold(published, SeqNo::min);
     assign(inner, &mut st, &mut plan, &version, snapshots);
@@ -110,9 +111,35 @@ fn run_plan<'a>(
             Stats::add(&inner.stats.compaction_give_ways, 1);
         }
     };
-    let result = MutexGuard::unlocked(&mut st, || {
-        execute(inner, &plan, &version, horizon, &give_way)
+    let filter = inner.opts.compaction_filter.get().is_some();
+    let mut result = MutexGuard::unlocked(&mut st, || {
+        execute(inner, &plan, &version, horizon, &give_way, filter)
     });
+    // A filter's changes install only if no snapshot was taken since the
+    // compaction began (one could see a key before and after them); else
+    // the plan runs again without the filter. The gate stays held until
+    // the outputs are installed.
+    let mut gate = None;
+    if let Ok((edit, outcome)) = &result {
+        if outcome.tally.filter_removed + outcome.tally.filter_changed > 0 {
+            let g = MutexGuard::unlocked(&mut st, || inner.snapshot_gate.lock());
+            if *g == snapshots_taken {
+                gate = Some(g);
+            } else {
+                drop(g);
+                Stats::add(&inner.stats.filter_reruns, 1);
+                for (_, d) in &edit.added {
+                    let _ = inner
+                        .opts
+                        .fs
+                        .remove_file(&crate::filename::table_path(&inner.dir, d.id));
+                }
+                result = MutexGuard::unlocked(&mut st, || {
+                    execute(inner, &plan, &version, horizon, &give_way, false)
+                });
+            }
+        }
+    }
     // Under the state mutex (see `cpu.rs`).
     drop(slot);
     let result = match result {
@@ -146,6 +173,7 @@ fn run_plan<'a>(
     match result {
         Ok((edit, outcome)) => {
             let old = inner.install_super_version(&mut st);
+            drop(gate);
             // The replaced super-version and the picked version may hold
             // the last references to the inputs: unmapping, closing and
             // deleting them happens here, not under the state mutex, and
@@ -185,7 +213,7 @@ fn account(inner: &Inner, v: &Version, plan: &Plan, outcome: &Outcome, started: 
         Trigger::Size | Trigger::Manual => {}
     }
     Stats::add(&s.stale_dropped, outcome.stale_dropped);
-    Stats::add(&s.merge_operands_folded, outcome.operands_folded);
+    inner.add_tally(&outcome.tally);
     if plan.kind == PlanKind::Move {
         Stats::add(&s.trivial_moves, 1);
         return;
@@ -257,8 +285,10 @@ fn execute(
     version: &Version,
     stale_horizon: SeqNo,
     give_way: &(dyn Fn() + Sync),
+    filter: bool,
 ) -> Result<(Edit, Outcome)> {
     let more = || inner.state.lock().versions.new_file_number();
+    let rules = inner.rules(filter);
     let ctx = Context {
         dir: &inner.dir,
         fs: inner.opts.fs.clone(),
@@ -268,7 +298,7 @@ fn execute(
         tracker: inner.designs.tracker.as_ref(),
         stale_horizon,
         give_way,
-        merge_op: inner.opts.merge_operator.get(),
+        rules: &rules,
     };
     // A panic must not leave the plan in flight for ever: it becomes the
     // compaction's error (and so the background error).
@@ -361,6 +391,32 @@ impl Db {
                 picker::pick_range(&version, &inner.opts, level, lo.as_deref(), hi.as_deref())
             {
                 compact(inner, st, plan, version, None).check_usable()?;
+            }
+        }
+        // With a compaction filter, the last level is rewritten too.
+        if inner.opts.compaction_filter.get().is_some() {
+            let last = inner.opts.num_levels.saturating_sub(1);
+            let plans = {
+                let st = inner.state.lock();
+                picker::pick_last_level(
+                    &st.versions.current(),
+                    &inner.opts,
+                    lo.as_deref(),
+                    hi.as_deref(),
+                )
+            };
+            for plan in plans {
+                let mut st = inner.state.lock();
+                while st.in_flight.touches_level(last) {
+                    st.check_usable()?;
+                    inner.done_cv.wait_for(&mut st, Duration::from_millis(50));
+                }
+                st.check_usable()?;
+                let version = st.versions.current();
+                // A background compaction may have replaced the table.
+                if version.table_by_id(plan.inputs[0]).is_some() {
+                    compact(inner, st, plan, version, None).check_usable()?;
+                }
             }
         }
         // Then the tables in range that hold versions a range tombstone

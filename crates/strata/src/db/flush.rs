@@ -74,7 +74,7 @@ fn flush_one_unguarded<'a>(
                 .chain(&written.rows)
                 .map(|d| d.size)
                 .sum();
-            Stats::add(&inner.stats.merge_operands_folded, written.folded);
+            inner.add_tally(&written.tally);
             let mut edit = Edit::default();
             inner.designs.l0.record(&written, &mut edit);
             edit.range_dels_added = mem.range_dels();
@@ -203,7 +203,9 @@ pub(crate) fn write_l0(
         collect_keys: inner.designs.tracker.tracks()
             || inner.opts.listeners.iter().any(|l| l.wants_keys()),
         drop_tombstones: true,
-        merge_op: inner.opts.merge_operator.get().cloned(),
+        // No filter: a flush runs while readers may still take snapshots
+        // of the memtable's entries (see `crate::compaction_filter`).
+        rules: inner.rules(false),
     };
     inner.designs.l0.write(
         &sink,

@@ -155,6 +155,12 @@ pub(crate) struct Inner {
     /// The write leader's queue (`write.rs`).
     pub commit: write::Commit,
     pub snapshots: Mutex<BTreeMap<SeqNo, usize>>,
+    /// Snapshots taken so far. A compaction whose filter changed entries
+    /// holds it from its check that no snapshot was taken since it began
+    /// until its outputs are installed (`compact.rs`), so no snapshot sees
+    /// a key both before and after the filter. Lock order: before `apply`
+    /// and `state`; `snapshots` is taken under it.
+    pub snapshot_gate: Mutex<u64>,
     /// Held for a whole version edit (`Inner::log_and_apply`): one edit at a
     /// time goes to the manifest, while the state mutex is free for writers.
     /// Lock order: `apply` before `state`.
@@ -478,6 +484,25 @@ impl Inner {
         let installed = st.versions.install(pending, written).map(|_| ());
         drop(one_edit);
         (st, installed)
+    }
+
+    /// The rules flushes and compactions write by: the merge operator and
+    /// the compaction filter (with `filter`).
+    pub(crate) fn rules(&self, filter: bool) -> crate::runs::rules::Rules {
+        crate::runs::rules::Rules {
+            merge: self.opts.merge_operator.get().cloned(),
+            filter: filter
+                .then(|| self.opts.compaction_filter.get().cloned())
+                .flatten(),
+        }
+    }
+
+    /// Counts what the rules of a flush or compaction did.
+    pub(crate) fn add_tally(&self, t: &crate::runs::rules::Tally) {
+        let s = &self.stats;
+        Stats::add(&s.merge_operands_folded, t.folded);
+        Stats::add(&s.filter_removed, t.filter_removed);
+        Stats::add(&s.filter_changed, t.filter_changed);
     }
 
     /// Live snapshot sequence numbers.

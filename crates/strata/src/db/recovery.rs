@@ -114,7 +114,10 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
         table_opts,
         collect_keys: false,
         drop_tombstones: false,
-        merge_op: opts.merge_operator.get().cloned(),
+        rules: crate::runs::rules::Rules {
+            merge: opts.merge_operator.get().cloned(),
+            ..Default::default()
+        },
     };
     // Recovered data goes straight to level 0 (tables or rows). A
     // tombstone must stay while a piece written earlier in this replay may
@@ -314,6 +317,7 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
         }),
         commit: Default::default(),
         snapshots: Mutex::new(BTreeMap::new()),
+        snapshot_gate: Mutex::new(0),
         apply: Mutex::new(()),
         tables,
         designs,

@@ -59,6 +59,8 @@ impl std::fmt::Debug for Snapshot {
 impl Db {
     /// Takes a snapshot of the current state.
     pub fn snapshot(&self) -> Snapshot {
+        let mut taken = self.inner.snapshot_gate.lock();
+        *taken += 1;
         let mut s = self.inner.snapshots.lock();
         // Read the sequence under the lock so a compaction that lists
         // snapshots either sees this one or ran before it existed.

@@ -302,12 +302,7 @@ fn write_row(
     next_number: &mut dyn FnMut() -> Result<u64>,
 ) -> Result<Written> {
     let cover = Cover::of(mem.range_fragments());
-    let mut fold = Fold::new(
-        sink.merge_op.clone(),
-        snapshots.clone(),
-        is_bottom_for,
-        cover.clone(),
-    );
+    let mut fold = Fold::new(&sink.rules, snapshots.clone(), is_bottom_for, cover.clone());
     let mut dropper = Dropper::new(snapshots, is_bottom_for, cover);
     let id = next_number()?;
     let mut w = RowWriter::create(&*sink.fs, &dir, id, top)?;
@@ -363,7 +358,7 @@ fn write_row(
                 rows: vec![desc],
                 keys,
                 seqs,
-                folded: fold.folded,
+                tally: fold.tally,
             })
         }
         Ok(None) => {

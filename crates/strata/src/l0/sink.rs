@@ -22,8 +22,8 @@ pub(crate) struct Written {
     pub rows: Vec<FileDesc>,
     pub keys: Vec<TableKeys>,
     pub seqs: Vec<Vec<SeqNo>>,
-    /// Merge operands folded away.
-    pub folded: u64,
+    /// What the rules did.
+    pub tally: crate::runs::rules::Tally,
 }
 
 /// The user keys of one table.
@@ -39,8 +39,8 @@ pub(crate) struct TableSink<'a> {
     /// Off during recovery, where earlier chunks of the replay are not in
     /// `version` yet.
     pub drop_tombstones: bool,
-    /// The merge operator the flush folds operands by ([`Fold`]).
-    pub merge_op: Option<Arc<dyn crate::merge::MergeOperator>>,
+    /// What the flush does to entries besides dropping them ([`Fold`]).
+    pub rules: crate::runs::rules::Rules,
 }
 
 /// True if no table or row of `version`, and none of `unlisted` (pieces the
@@ -67,12 +67,7 @@ pub(crate) fn write_memtable_to(
     // Tombstones stay unless no table holds the key at all.
     let is_bottom_for = |uk: &[u8]| sink.drop_tombstones && nothing_below(version, unlisted, uk);
     let cover = Cover::of(mem.range_fragments());
-    let mut fold = Fold::new(
-        sink.merge_op.clone(),
-        snapshots.clone(),
-        is_bottom_for,
-        cover.clone(),
-    );
+    let mut fold = Fold::new(&sink.rules, snapshots.clone(), is_bottom_for, cover.clone());
     let mut dropper = Dropper::new(snapshots, is_bottom_for, cover);
     let mut out = Outputs::new(
         sink.dir,
@@ -103,7 +98,7 @@ pub(crate) fn write_memtable_to(
             rows: Vec::new(),
             keys: std::mem::take(&mut out.keys),
             seqs: std::mem::take(&mut out.seqs),
-            folded: fold.folded,
+            tally: fold.tally,
         }),
         Err(e) => {
             out.abandon();
@@ -161,7 +156,7 @@ mod tests {
             table_opts: TableOptions::from(&opts),
             collect_keys: true,
             drop_tombstones: true,
-            merge_op: None,
+            rules: Default::default(),
         };
         let mut n = 1000;
         let mut next = || {

@@ -9,6 +9,7 @@
 //!
 //! Design choices are enums, not scattered booleans.
 
+pub use crate::compaction_filter::FilterOp;
 use crate::error::{Error, Result};
 use crate::events::EventListener;
 use crate::io::{FileSystem, PosixFs};
@@ -358,6 +359,9 @@ options! {
         fs: Arc<dyn FileSystem> = Arc::new(PosixFs);
         /// Receivers of flush/compaction events. Default none.
         listeners: Vec<Arc<dyn EventListener>> = Vec::new();
+        /// What flushes and compactions make of the values they write
+        /// ([`crate::compaction_filter`]). Default none.
+        compaction_filter: FilterOp = FilterOp::none();
     }
 }
 
@@ -383,6 +387,13 @@ impl Options {
             self.set(k.trim(), v.trim())?;
         }
         Ok(())
+    }
+
+    /// Sets the compaction filter.
+    #[must_use]
+    pub fn compaction_filter(mut self, f: impl crate::CompactionFilter + 'static) -> Self {
+        self.compaction_filter = FilterOp::new(f);
+        self
     }
 
     /// Adds an event listener.

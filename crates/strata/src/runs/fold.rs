@@ -23,20 +23,26 @@
 //! each reader finds the same value it would have folded itself. A fold
 //! the operator refuses passes the operands on unchanged: reads then
 //! report the error.
+//!
+//! The user's compaction filter ([`Rules::filter`]) runs here too: it
+//! passes over what the fold passes on ([`Sift`]).
 
+use super::rules::{Rules, Sift, Tally};
 use crate::error::{corrupt, Result};
 use crate::merge::MergeOperator;
 use crate::rangedel::Cover;
 use crate::types::{self, SeqNo, ValueKind};
 use std::sync::Arc;
 
-/// Receives the entries a [`Fold`] passes on (internal key, value).
-pub type Sink<'s> = dyn FnMut(&[u8], &[u8]) -> Result<()> + 's;
+pub use super::rules::Sink;
 
 /// The operand folding of one flush or compaction; see the module doc.
 pub struct Fold<F: FnMut(&[u8]) -> bool> {
-    /// `None`: every entry is passed on as it is.
+    /// True if the rules change nothing: every entry is passed on as it is.
+    plain: bool,
+    /// `None`: operands are passed on as they are.
     op: Option<Arc<dyn MergeOperator>>,
+    sift: Sift,
     /// Live snapshot sequence numbers, ascending.
     snapshots: Vec<SeqNo>,
     /// True if no table outside the input holds `user_key`.
@@ -54,23 +60,21 @@ pub struct Fold<F: FnMut(&[u8]) -> bool> {
     shadowing: bool,
     shadow_key: Vec<u8>,
     shadow_stripe: usize,
-    /// Operands folded away (inputs less the entries made from them).
-    pub folded: u64,
+    /// What the rules did.
+    pub tally: Tally,
 }
 
 impl<F: FnMut(&[u8]) -> bool> Fold<F> {
-    /// A fold by `op` (`None`: a pass-through) under `snapshots` (any
-    /// order), `is_bottom_for` and the range tombstones of `cover`.
-    pub fn new(
-        op: Option<Arc<dyn MergeOperator>>,
-        mut snapshots: Vec<SeqNo>,
-        is_bottom_for: F,
-        cover: Cover,
-    ) -> Self {
+    /// The stage of `rules` (plain rules: a pass-through) under
+    /// `snapshots` (any order), `is_bottom_for` and the range tombstones
+    /// of `cover`.
+    pub fn new(rules: &Rules, mut snapshots: Vec<SeqNo>, is_bottom_for: F, cover: Cover) -> Self {
         snapshots.sort_unstable();
         snapshots.dedup();
         Fold {
-            op,
+            plain: rules.is_plain(),
+            op: rules.merge.clone(),
+            sift: Sift::new(rules.filter.clone(), &snapshots),
             snapshots,
             is_bottom_for,
             cover,
@@ -81,7 +85,7 @@ impl<F: FnMut(&[u8]) -> bool> Fold<F> {
             shadowing: false,
             shadow_key: Vec::new(),
             shadow_stripe: 0,
-            folded: 0,
+            tally: Tally::default(),
         }
     }
 
@@ -103,8 +107,11 @@ impl<F: FnMut(&[u8]) -> bool> Fold<F> {
     /// in a run of operands, or folds it into the run it ends.
     #[inline]
     pub fn push(&mut self, ikey: &[u8], value: &[u8], sink: &mut Sink<'_>) -> Result<()> {
-        if self.op.is_none() {
+        if self.plain {
             return sink(ikey, value);
+        }
+        if self.op.is_none() {
+            return self.sift.pass(ikey, value, &mut self.tally, sink);
         }
         let p = types::parse_internal_key(ikey)
             .ok_or_else(|| corrupt(0, "malformed internal key in compaction input"))?;
@@ -114,7 +121,7 @@ impl<F: FnMut(&[u8]) -> bool> Fold<F> {
                 if self.hidden(p.user_key, p.seq) || p.kind == ValueKind::Delete {
                     // Below the run the stripe's reader sees nothing.
                     self.emit_full(None, sink)?;
-                    return sink(ikey, value);
+                    return self.sift.pass(ikey, value, &mut self.tally, sink);
                 }
                 match p.kind {
                     ValueKind::Merge => {
@@ -123,11 +130,11 @@ impl<F: FnMut(&[u8]) -> bool> Fold<F> {
                     }
                     ValueKind::Value => {
                         if self.emit_full(Some(value), sink)? {
-                            self.folded += 1;
+                            self.tally.folded += 1;
                             return Ok(());
                         }
                         // Refused: the value stays below the operands.
-                        return sink(ikey, value);
+                        return self.sift.pass(ikey, value, &mut self.tally, sink);
                     }
                     ValueKind::Delete | ValueKind::RangeDelete => {
                         return Err(corrupt(0, "range tombstone in compaction input"))
@@ -150,7 +157,7 @@ impl<F: FnMut(&[u8]) -> bool> Fold<F> {
         if !shadowed {
             self.shadow(p.user_key, stripe, p.kind != ValueKind::Merge);
         }
-        sink(ikey, value)
+        self.sift.pass(ikey, value, &mut self.tally, sink)
     }
 
     /// Records what was passed on last (see `shadowing`).
@@ -190,7 +197,7 @@ impl<F: FnMut(&[u8]) -> bool> Fold<F> {
         let mut run = std::mem::take(&mut self.operands);
         let result = match combined {
             Some(v) if run.len() > 1 => {
-                self.folded += run.len() as u64 - 1;
+                self.tally.folded += run.len() as u64 - 1;
                 self.emit(run[0].0, ValueKind::Merge, &v, sink)
             }
             _ => run
@@ -213,7 +220,7 @@ impl<F: FnMut(&[u8]) -> bool> Fold<F> {
         };
         let result = match &folded {
             Ok(v) => {
-                self.folded += run.len() as u64 - 1;
+                self.tally.folded += run.len() as u64 - 1;
                 let key = std::mem::take(&mut self.key);
                 self.shadow(&key, self.stripe, true);
                 self.key = key;
@@ -240,7 +247,7 @@ impl<F: FnMut(&[u8]) -> bool> Fold<F> {
         self.ikey.clear();
         types::append_internal_key(&mut self.ikey, &self.key, seq, kind as u8);
         let ikey = std::mem::take(&mut self.ikey);
-        let r = sink(&ikey, value);
+        let r = self.sift.pass(&ikey, value, &mut self.tally, sink);
         self.ikey = ikey;
         r
     }
@@ -264,7 +271,11 @@ mod tests {
         cover: Cover,
         entries: &[Entry],
     ) -> (Vec<Out>, u64) {
-        let mut f = Fold::new(op, snaps, |_| bottom, cover);
+        let rules = Rules {
+            merge: op,
+            ..Rules::default()
+        };
+        let mut f = Fold::new(&rules, snaps, |_| bottom, cover);
         let mut out = Vec::new();
         let mut sink = |k: &[u8], v: &[u8]| -> Result<()> {
             let p = types::parse_internal_key(k).expect("key");
@@ -276,7 +287,7 @@ mod tests {
             f.push(&ikey, v, &mut sink).expect("push");
         }
         f.finish(&mut sink).expect("finish");
-        (out, f.folded)
+        (out, f.tally.folded)
     }
 
     fn app() -> Option<Arc<dyn MergeOperator>> {

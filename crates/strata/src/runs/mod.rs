@@ -2,8 +2,9 @@
 //! table as a version holds it ([`FileMeta`]) and the cache that opens it
 //! ([`TableCache`]), a run read as one iterator ([`LevelIter`]), a run
 //! written as tables cut by size ([`output::Outputs`]), which entries a
-//! flush or compaction may drop ([`filter::Dropper`]) and how it folds
-//! merge operands ([`fold::Fold`]).
+//! flush or compaction may drop ([`filter::Dropper`]), how it folds
+//! merge operands ([`fold::Fold`]) and what else it does to entries: expiry
+//! and the user's compaction filter ([`rules::Rules`]).
 //!
 //! A table file is deleted when it was removed by an edit *and* the last
 //! version, iterator or compaction holding its `FileMeta` lets go. A
@@ -15,6 +16,7 @@ pub mod fold;
 mod level_iter;
 mod meta;
 pub mod output;
+pub mod rules;
 mod table_cache;
 
 pub use level_iter::LevelIter;

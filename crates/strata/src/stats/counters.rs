@@ -131,6 +131,13 @@ counters! {
         /// Merge operands flushes and compactions folded away (into a value
         /// or a combined operand).
         merge_operands_folded,
+        /// Values compaction filters removed (written as deletions).
+        filter_removed,
+        /// Values compaction filters rewrote.
+        filter_changed,
+        /// Compactions run again without the filter: a snapshot was taken
+        /// while the filter changed entries.
+        filter_reruns,
         /// Most compactions that ran at the same time.
         compactions_running_max,
         /// Times a running compaction paused to give its CPU slot to a flush

@@ -180,7 +180,7 @@ impl<'p> Job<'p> {
             outcome.keys.extend(p.keys);
             outcome.bytes_written += p.bytes_written;
             outcome.entries_dropped += p.dropped;
-            outcome.operands_folded += p.folded;
+            outcome.tally.add(&p.tally);
             outcome.stale_dropped += p.stale_dropped;
             outcome.change.repointed.extend(p.change.repointed);
             outcome.change.erased.extend(p.change.erased);
@@ -211,8 +211,8 @@ pub struct Piece {
     pub keys: Vec<Vec<Vec<u8>>>,
     pub bytes_written: u64,
     pub dropped: u64,
-    /// Merge operands folded away.
-    pub folded: u64,
+    /// What the rules did ([`crate::runs::rules`]).
+    pub tally: crate::runs::rules::Tally,
     pub stale_dropped: u64,
     pub change: CompactionChange,
     /// Busy time of the read, merge and write stages (linear: all merge).

@@ -75,8 +75,8 @@ pub struct Context<'a> {
     /// Called by merge loops every [`GIVE_WAY_EVERY`] entries: pauses the
     /// compaction while a flush takes its CPU slot (`sched/cpu.rs`).
     pub give_way: &'a (dyn Fn() + Sync),
-    /// The merge operator operands fold by.
-    pub merge_op: Option<&'a Arc<dyn crate::merge::MergeOperator>>,
+    /// What the compaction does to entries besides dropping them.
+    pub rules: &'a crate::runs::rules::Rules,
 }
 
 /// Entries merged between two calls of `give_way` (a short stretch of
@@ -126,7 +126,7 @@ impl Context<'_> {
                 tracker: self.tracker,
                 horizon: self.stale_horizon,
             }),
-            merge_op: self.merge_op,
+            rules: self.rules,
         }
     }
 }
@@ -139,8 +139,8 @@ pub struct Outcome {
     pub row_bytes_read: u64,
     pub bytes_written: u64,
     pub entries_dropped: u64,
-    /// Merge operands folded away.
-    pub operands_folded: u64,
+    /// What the rules did ([`crate::runs::rules`]).
+    pub tally: crate::runs::rules::Tally,
     /// Versions dropped because the tracker names a newer one.
     pub stale_dropped: u64,
     /// With `collect_keys`, the user keys of each added table, in edit order.
@@ -287,25 +287,31 @@ pub fn run_all(
             std::io::Error::other("a compaction sub-task panicked"),
         ))
     };
-    let results: Vec<Result<Piece>> = crate::sched::scope(|s| {
-        let one = &one;
-        let here = |i: usize| {
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| one(i)))
-                .unwrap_or_else(|_| panicked())
-        };
-        let handles: Vec<_> = (1..n)
-            .map(|i| (i, crate::sched::spawn_scoped(s, move || one(i))))
-            .collect();
-        let mut results = vec![here(0)];
-        for (i, h) in handles {
-            results.push(match h {
-                Ok(h) => h.join().unwrap_or_else(|_| panicked()),
-                // No thread to be had: the sub-task runs here.
-                Err(_) => here(i),
-            });
-        }
-        results
-    });
+    let here = |i: usize| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| one(i)))
+            .unwrap_or_else(|_| panicked())
+    };
+    // One sub-task needs no scope (which would make the calling thread's
+    // `Thread` handle, a lasting allocation on a C caller's main thread).
+    let results: Vec<Result<Piece>> = if n <= 1 {
+        vec![here(0)]
+    } else {
+        crate::sched::scope(|s| {
+            let one = &one;
+            let handles: Vec<_> = (1..n)
+                .map(|i| (i, crate::sched::spawn_scoped(s, move || one(i))))
+                .collect();
+            let mut results = vec![here(0)];
+            for (i, h) in handles {
+                results.push(match h {
+                    Ok(h) => h.join().unwrap_or_else(|_| panicked()),
+                    // No thread to be had: the sub-task runs here.
+                    Err(_) => here(i),
+                });
+            }
+            results
+        })
+    };
     let mut pieces = Vec::with_capacity(n);
     let mut first_err = None;
     for r in results {

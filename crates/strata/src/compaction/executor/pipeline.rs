@@ -141,7 +141,7 @@ pub fn run_pipelined(
         piece.busy = [read.0, merge.busy, piece.busy[2]];
         piece.cpu += read.1 + merge.cpu;
         piece.dropped = merge.dropped;
-        piece.folded = merge.folded;
+        piece.tally = merge.tally;
         piece.stale_dropped = merge.stale_dropped;
         piece.change.erased = merge.erased;
         piece.sweep(merge.swept);
@@ -233,8 +233,8 @@ struct Merged {
     busy: Duration,
     cpu: Duration,
     dropped: u64,
-    /// Merge operands folded away.
-    folded: u64,
+    /// What the rules did.
+    tally: crate::runs::rules::Tally,
     stale_dropped: u64,
     erased: Vec<(Vec<u8>, u64)>,
     /// The outputs' `swept_seq` (`Dropper::swept`).
@@ -353,7 +353,7 @@ fn merge_stage(
             busy: Duration::ZERO,
             cpu: Duration::ZERO,
             dropped: sieve.dropped(),
-            folded: fold.folded,
+            tally: fold.tally,
             stale_dropped: sieve.stale_dropped,
             erased: std::mem::take(&mut sieve.erased),
             swept: sieve.swept(),

@@ -17,9 +17,9 @@ use crate::compaction::output::{NumberSource, Outputs};
 use crate::error::{corrupt, Result};
 use crate::io::FileSystem;
 use crate::iter::{InternalIterator, MergeIter};
-use crate::merge::MergeOperator;
 use crate::rangedel::Cover;
 use crate::runs::fold::Fold;
+use crate::runs::rules::Rules;
 use crate::stale::{Entry, Tracker};
 use crate::table::{TableIter, TableOptions};
 use crate::types::{self, SeqNo, MAX_SEQ};
@@ -40,9 +40,9 @@ pub struct Env<'a> {
     pub give_way: &'a (dyn Fn() + Sync),
     /// `None`: no stale dropping (no tracker, or a worker process).
     pub stale: Option<Stale<'a>>,
-    /// The merge operator (`None`: operands are kept as they are, as in a
-    /// worker process).
-    pub merge_op: Option<&'a Arc<dyn MergeOperator>>,
+    /// What the compaction does to entries besides dropping them (plain
+    /// rules in a worker process: operands and filtered values are kept).
+    pub rules: &'a Rules,
 }
 
 /// The stale tracker and the horizon of one compaction.
@@ -199,7 +199,7 @@ impl<'a, F: FnMut(&[u8]) -> bool> Sieve<'a, F> {
 /// merge operator).
 pub fn fold_of<'j>(job: &'j Job<'_>, env: &Env<'_>) -> Fold<impl FnMut(&[u8]) -> bool + 'j> {
     Fold::new(
-        env.merge_op.cloned(),
+        env.rules,
         job.plan.assigned.snapshots.clone(),
         |uk: &[u8]| job.is_bottom_for(uk),
         job.cover.clone(),
@@ -302,7 +302,7 @@ pub fn run_linear(
     })();
     let mut piece = settle(out, result)?;
     piece.dropped = sieve.dropped();
-    piece.folded = fold.folded;
+    piece.tally = fold.tally;
     piece.sweep(sieve.swept());
     piece.stale_dropped = sieve.stale_dropped;
     piece.change.repointed = repointed;

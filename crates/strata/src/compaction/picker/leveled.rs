@@ -324,6 +324,24 @@ pub fn pick_range(
     plan_for(v, opts, level, inputs, Trigger::Manual)
 }
 
+/// Plans rewriting in place each table of the last level overlapping
+/// `[lo, hi]`, one plan per table (manual `compact_range` with a
+/// compaction filter: the filter sees what the last level holds).
+pub fn pick_last_level(
+    v: &Version,
+    opts: &Options,
+    lo: Option<&[u8]>,
+    hi: Option<&[u8]>,
+) -> Vec<Plan> {
+    let Some(level) = v.levels.len().checked_sub(1).filter(|l| *l > 0) else {
+        return Vec::new();
+    };
+    v.overlapping(level, lo, hi)
+        .iter()
+        .map(|f| rewrite_plan(v, opts, level, f, Trigger::Manual))
+        .collect()
+}
+
 /// The rewrite of table `f` alone in its own `level` (≥ 1), for `trigger`;
 /// bottommost when no deeper level overlaps it.
 pub(super) fn rewrite_plan(
@@ -381,8 +399,11 @@ pub(super) fn plan_for(
         .max_by(|a, b| types::compare_internal(a, b))
         .unwrap_or_default();
     // Nothing below to merge with and no two inputs sharing a user key (L0
-    // tables of a sequential load): the tables move down unchanged.
-    let kind = if next.is_empty() && disjoint(&inputs) {
+    // tables of a sequential load): the tables move down unchanged. A
+    // manual compaction with a compaction filter rewrites them, so the
+    // filter sees every entry.
+    let filtering = trigger == Trigger::Manual && opts.compaction_filter.get().is_some();
+    let kind = if next.is_empty() && disjoint(&inputs) && !filtering {
         PlanKind::Move
     } else {
         PlanKind::Merge

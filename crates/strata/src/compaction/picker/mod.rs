@@ -15,7 +15,8 @@ pub mod range_dels;
 mod stale;
 
 pub use leveled::{
-    choose_file, choose_files, compaction_debt, level_target, pick_range, scores, Leveled,
+    choose_file, choose_files, compaction_debt, level_target, pick_last_level, pick_range, scores,
+    Leveled,
 };
 pub use stale::Stale;
 

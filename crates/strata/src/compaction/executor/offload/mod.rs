@@ -371,7 +371,7 @@ impl Offload {
             .iter()
             .map(|p| {
                 let written: u64 = p.descs.iter().map(|d| d.entries).sum();
-                written + p.dropped + p.stale_dropped + p.folded
+                written + p.dropped + p.stale_dropped + p.tally.folded
             })
             .sum();
         if accounted == read {

@@ -88,7 +88,7 @@ fn serve_request(req: Request, cfg: &WorkerConfig) -> Result<Reply> {
         // Not sent the operator (a user's operator is code): a worker
         // keeps operands as they are, and a later compaction on the host
         // folds them.
-        merge_op: None,
+        rules: &crate::runs::rules::Rules::default(),
     };
     let mode = match req.mode {
         0 => Mode::Linear,
