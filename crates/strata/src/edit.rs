@@ -22,6 +22,9 @@
 //!         | 11 desc varint(min_seq) varint(swept_seq)                 matrix row added
 //!         | 12 varint(seq) bytes(start) bytes(end)  range tombstone added
 //!         | 13 varint(seq)                 range tombstone removed
+//!         | 14 varint(n) (varint(seq_delta) varint(ms_delta))*n
+//!                                           write times (replace the last
+//!                                           list; deltas from the previous pair)
 //! desc   := the fields of tag 7
 //! bytes  := varint(len) byte*len
 //! ```
@@ -49,6 +52,9 @@ const TAG_NEW_FILE_MIN_SEQ: u64 = 10;
 const TAG_NEW_ROW_MIN_SEQ: u64 = 11;
 const TAG_RANGE_DEL: u64 = 12;
 const TAG_RANGE_DEL_REMOVED: u64 = 13;
+const TAG_WRITE_TIMES: u64 = 14;
+/// Most pairs one write-times field may hold.
+const MAX_WRITE_TIMES: u64 = 1 << 16;
 
 /// Everything the manifest knows about a table file.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -89,6 +95,10 @@ pub struct Edit {
     pub range_dels_added: Vec<RangeTombstone>,
     /// Range tombstones retired, by sequence number.
     pub range_dels_removed: Vec<SeqNo>,
+    /// Write times for time to live (`ttl_secs`): pairs (sequence, Unix
+    /// ms), both ascending, each saying every version at or below the
+    /// sequence was written by that time. Replaces the previous list.
+    pub write_times: Option<Vec<(SeqNo, u64)>>,
 }
 
 impl FileDesc {
@@ -178,6 +188,16 @@ impl Edit {
             put_varint(&mut b, TAG_RANGE_DEL_REMOVED);
             put_varint(&mut b, *seq);
         }
+        if let Some(times) = &self.write_times {
+            put_varint(&mut b, TAG_WRITE_TIMES);
+            put_varint(&mut b, times.len() as u64);
+            let (mut seq, mut ms) = (0, 0);
+            for &(s, t) in times {
+                put_varint(&mut b, s.saturating_sub(seq));
+                put_varint(&mut b, t.saturating_sub(ms));
+                (seq, ms) = (s.max(seq), t.max(ms));
+            }
+        }
         b
     }
 
@@ -257,6 +277,26 @@ impl Edit {
                     e.range_dels_removed
                         .push(r.varint().ok_or_else(|| bad("truncated range tombstone"))?);
                 }
+                TAG_WRITE_TIMES => {
+                    let n = r
+                        .varint()
+                        .filter(|n| *n <= MAX_WRITE_TIMES)
+                        .ok_or_else(|| bad("bad write-times count"))?;
+                    let (mut seq, mut ms) = (0u64, 0u64);
+                    let mut times = Vec::with_capacity(n as usize);
+                    for _ in 0..n {
+                        let ds = r.varint().ok_or_else(|| bad("truncated write times"))?;
+                        let dt = r.varint().ok_or_else(|| bad("truncated write times"))?;
+                        seq = seq
+                            .checked_add(ds)
+                            .ok_or_else(|| bad("write-time overflow"))?;
+                        ms = ms
+                            .checked_add(dt)
+                            .ok_or_else(|| bad("write-time overflow"))?;
+                        times.push((seq, ms));
+                    }
+                    e.write_times = Some(times);
+                }
                 TAG_ROW_CURSOR => {
                     let id = r.varint().ok_or_else(|| bad("truncated row id"))?;
                     let cursor = r
@@ -322,6 +362,7 @@ mod tests {
                 seq: 70,
             }],
             range_dels_removed: vec![12],
+            write_times: Some(vec![(0, 1_000), (40, 1_000), (77, 2_500)]),
         };
         assert_eq!(Edit::decode(&e.encode()).ok(), Some(e));
     }

@@ -79,6 +79,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("options", &["events", "io", "table"]),
     ("merge", &[]),
     ("compaction_filter", &[]),
+    ("clock", &[]),
     ("rangedel", &[]),
     ("report", &[]),
     ("runs", &["edit", "io", "iter", "options", "stats", "table"]),
@@ -113,6 +114,7 @@ const LEAVES: &[&str] = &[
     "rangedel",
     "merge",
     "compaction_filter",
+    "clock",
 ];
 
 /// The crate's `src` directory.

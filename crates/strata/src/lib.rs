@@ -10,7 +10,7 @@
 //! [`DbIter`]. Public modules: `options`, `stats`, `io` (the file layer
 //! `Options::fs` takes, and its fault injection), `merge` (merge operators:
 //! the trait and the built-ins), `compaction_filter` (the filter
-//! hook), `types` (key and value
+//! hook), `clock` (the wall clock time to live reads), `types` (key and value
 //! limits), `filename` (the on-disk names) and `verify`; modules marked
 //! hidden are for the crate's tools and tests.
 //!
@@ -43,6 +43,7 @@
 
 pub(crate) mod batch;
 pub(crate) mod budget;
+pub mod clock;
 pub(crate) mod coding;
 /// Compaction internals, public for the compaction worker (`strata
 /// compaction-worker`) and the tests.

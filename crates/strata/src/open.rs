@@ -30,6 +30,11 @@ pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Box<dyn KvStore>> {
                     "engine=kvell does not compact: it cannot run a compaction_filter".into(),
                 ));
             }
+            if opts.ttl_secs > 0 {
+                return Err(Error::NotSupported(
+                    "engine=kvell keeps no write times: it has no ttl_secs".into(),
+                ));
+            }
             Ok(Box::new(Kvell::open(path, opts)?))
         }
     }

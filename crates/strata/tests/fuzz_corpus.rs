@@ -411,6 +411,7 @@ fn generate_fuzz_corpus() {
             seq: 998,
         }],
         range_dels_removed: vec![640],
+        write_times: Some(vec![(990, 1_700_000_000_000), (1000, 1_700_000_005_000)]),
     };
     write("edit", "synthetic", &e.encode());
     let p = merge_plan();

@@ -21,6 +21,7 @@ mod read;
 mod recovery;
 mod snapshot;
 mod spare_log;
+mod ttl;
 mod write;
 
 pub use checkpoint::CheckpointStats;
@@ -161,6 +162,8 @@ pub(crate) struct Inner {
     /// a key both before and after the filter. Lock order: before `apply`
     /// and `state`; `snapshots` is taken under it.
     pub snapshot_gate: Mutex<u64>,
+    /// Which versions have expired (`ttl_secs` > 0).
+    pub expiry: Option<ttl::Expiry>,
     /// Held for a whole version edit (`Inner::log_and_apply`): one edit at a
     /// time goes to the manifest, while the state mutex is free for writers.
     /// Lock order: `apply` before `state`.
@@ -295,6 +298,18 @@ impl Db {
         // removed (`TableCache::release` hands both to a purger thread)
         // before close returns: nothing changes the directory after it.
         self.inner.tables.purged();
+        // The write times of what stays in the logs (`ttl_secs`).
+        let timed = match &self.inner.expiry {
+            Some(e) if self.inner.state.lock().bg_error.is_none() => {
+                let mut edit = crate::version::Edit {
+                    write_times: Some(e.times()),
+                    ..Default::default()
+                };
+                let st = self.inner.state.lock();
+                self.inner.log_and_apply(st, &mut edit).1
+            }
+            _ => Ok(()),
+        };
         let spare = std::mem::take(&mut self.inner.state.lock().spare_log);
         if let spare_log::Spare::Ready(w) = spare {
             spare_log::discard(&self.inner, w);
@@ -307,7 +322,7 @@ impl Db {
                 .sync_before_current_log(&mut log)
                 .and_then(|()| log.writer.sync_final())
         };
-        flushed.and(synced)
+        flushed.and(timed).and(synced)
     }
 
     /// What the open's log replay left out, or `None` when it replayed
@@ -486,15 +501,28 @@ impl Inner {
         (st, installed)
     }
 
-    /// The rules flushes and compactions write by: the merge operator and
-    /// the compaction filter (with `filter`).
+    /// The rules flushes and compactions write by: the merge operator (none
+    /// with a ttl, see below), the compaction filter (with `filter`) and the
+    /// expiry horizon. With a ttl each version expires on its own, but a
+    /// folded entry takes its newest operand's sequence (and so its time):
+    /// folding would keep an older version's part alive past its expiry.
+    /// Operands are kept as they are instead, until they expire.
     pub(crate) fn rules(&self, filter: bool) -> crate::runs::rules::Rules {
         crate::runs::rules::Rules {
-            merge: self.opts.merge_operator.get().cloned(),
+            merge: match self.expiry {
+                Some(_) => None,
+                None => self.opts.merge_operator.get().cloned(),
+            },
             filter: filter
                 .then(|| self.opts.compaction_filter.get().cloned())
                 .flatten(),
+            expired_to: self.expired_to(),
         }
+    }
+
+    /// The newest sequence that has expired (`ttl_secs`); 0: none.
+    pub(crate) fn expired_to(&self) -> SeqNo {
+        self.expiry.as_ref().map_or(0, ttl::Expiry::horizon)
     }
 
     /// Counts what the rules of a flush or compaction did.
@@ -503,6 +531,7 @@ impl Inner {
         Stats::add(&s.merge_operands_folded, t.folded);
         Stats::add(&s.filter_removed, t.filter_removed);
         Stats::add(&s.filter_changed, t.filter_changed);
+        Stats::add(&s.expired_versions, t.expired);
     }
 
     /// Live snapshot sequence numbers.

@@ -50,10 +50,11 @@ impl Db {
         self.inner.stats.user_reads.add(1);
         let sv = self.inner.super_version.load();
         let seq = self.read_seq(opts);
+        let expired_to = self.inner.expired_to();
         Ok(match self.newest(&sv, key, seq)? {
-            Some((s, ValueKind::Value, v)) if !sv.hides(key, s, seq) => Some(v),
-            Some((s, ValueKind::Merge, v)) if !sv.hides(key, s, seq) => {
-                self.get_folded(&sv, key, seq, (s, v))?
+            Some((s, ValueKind::Value, v)) if s > expired_to && !sv.hides(key, s, seq) => Some(v),
+            Some((s, ValueKind::Merge, v)) if s > expired_to && !sv.hides(key, s, seq) => {
+                self.get_folded(&sv, key, (seq, expired_to), (s, v))?
             }
             _ => None,
         })
@@ -104,18 +105,19 @@ impl Db {
     /// The value of `key` at `read_seq` when its newest visible version is
     /// the merge operand `first` (sequence, operand): the older versions
     /// are read newest first down to a base (a value; none at a deletion,
-    /// a hidden version or the key's end), and the operands folded onto
-    /// it. The memtables give all their versions of the key in one walk
+    /// a hidden or expired version (at or below `expired_to`) or the key's
+    /// end), and the operands folded onto it. The memtables give all their versions of the key in one walk
     /// each ([`MemTable::versions`]); below them each older version is a
     /// lookup of the newest below the last.
     fn get_folded(
         &self,
         sv: &SuperVersion,
         key: &[u8],
-        read_seq: SeqNo,
+        (read_seq, expired_to): (SeqNo, SeqNo),
         first: (SeqNo, Vec<u8>),
     ) -> Result<Option<Vec<u8>>> {
         Stats::add(&self.inner.stats.merge_folds, 1);
+        let gone = |s: SeqNo| s <= expired_to || sv.hides(key, s, read_seq);
         let (mut below, operand) = first;
         let mut operands = vec![operand];
         // The memtables' versions below the first operand, newest first
@@ -135,7 +137,7 @@ impl Db {
             if s >= below {
                 continue;
             }
-            if sv.hides(key, s, read_seq) {
+            if gone(s) {
                 ended = true;
                 break;
             }
@@ -161,7 +163,7 @@ impl Db {
                 break;
             };
             match self.newest_in_tables(sv, key, bound)? {
-                Some((s, kind, v)) if !sv.hides(key, s, read_seq) => match kind {
+                Some((s, kind, v)) if !gone(s) => match kind {
                     ValueKind::Value => {
                         base = Some(v);
                         ended = true;
@@ -235,7 +237,8 @@ impl Db {
         let sv: Arc<SuperVersion> = self.inner.super_version.load_full();
         let seq = self.read_seq(opts);
         let version = Arc::clone(&sv.version);
-        Ok(self.sampled(iter_at(sv, seq, self.merge_op()), version))
+        let view = (seq, self.inner.expired_to());
+        Ok(self.sampled(iter_at(sv, view, self.merge_op()), version))
     }
 
     /// `it`, a view of `version`, with its seeks sampled for
@@ -287,7 +290,7 @@ impl Db {
         self.check_open()?;
         // Both ends read the same view.
         let sv: Arc<SuperVersion> = self.inner.super_version.load_full();
-        let seq = self.read_seq(opts);
+        let seq = (self.read_seq(opts), self.inner.expired_to());
         let (lo, hi) = (own(range.start_bound()), own(range.end_bound()));
         Ok(Scan {
             front: self.sampled(
@@ -304,8 +307,13 @@ impl Db {
     }
 }
 
-/// An iterator over `sv` at sequence `seq`, folding operands with `op`.
-fn iter_at(sv: Arc<SuperVersion>, seq: SeqNo, op: Option<Arc<dyn MergeOperator>>) -> DbIter {
+/// An iterator over `sv` at sequence `seq`, versions at or below
+/// `expired_to` expired, folding operands with `op`.
+fn iter_at(
+    sv: Arc<SuperVersion>,
+    (seq, expired_to): (SeqNo, SeqNo),
+    op: Option<Arc<dyn MergeOperator>>,
+) -> DbIter {
     let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
     MemTable::add_iterators(&sv.mem, &mut children);
     for m in &sv.imm {
@@ -320,8 +328,16 @@ fn iter_at(sv: Arc<SuperVersion>, seq: SeqNo, op: Option<Arc<dyn MergeOperator>>
         }
     }
     let cover = sv.cover();
-    DbIter::new(Box::new(MergeIter::new(children)), seq, cover, op, sv)
+    DbIter::new(Box::new(MergeIter::new(children)), seq, cover, op, sv).expiring(expired_to)
 }
+
+/// What both ends of a [`Scan`] read: the super-version, the sequence and
+/// expiry horizon, and the merge operator.
+type View = (
+    Arc<SuperVersion>,
+    (SeqNo, SeqNo),
+    Option<Arc<dyn MergeOperator>>,
+);
 
 /// A range scan as a double-ended Rust iterator of `Result<(key, value)>`.
 ///
@@ -333,8 +349,9 @@ fn iter_at(sv: Arc<SuperVersion>, seq: SeqNo, op: Option<Arc<dyn MergeOperator>>
 pub struct Scan {
     front: DbIter,
     back: Option<DbIter>,
-    /// The view both ends read, and the merge operator.
-    view: (Arc<SuperVersion>, SeqNo, Option<Arc<dyn MergeOperator>>),
+    /// The view both ends read (sequence, expiry horizon), and the merge
+    /// operator.
+    view: View,
     lo: Bound<Vec<u8>>,
     hi: Bound<Vec<u8>>,
     /// The front end was positioned.

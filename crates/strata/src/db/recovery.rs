@@ -114,8 +114,12 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
         table_opts,
         collect_keys: false,
         drop_tombstones: false,
+        // No folding with a ttl (see `Inner::rules`).
         rules: crate::runs::rules::Rules {
-            merge: opts.merge_operator.get().cloned(),
+            merge: match opts.ttl_secs {
+                0 => opts.merge_operator.get().cloned(),
+                _ => None,
+            },
             ..Default::default()
         },
     };
@@ -283,7 +287,16 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
         Some(chunks.clone()),
     ));
     let num_levels = opts.num_levels;
+    let expiry = (opts.ttl_secs > 0).then(|| {
+        super::ttl::Expiry::new(
+            opts.ttl_secs,
+            opts.clock.clone(),
+            versions.write_times.clone(),
+            max_seq,
+        )
+    });
     let inner = Inner {
+        expiry,
         dir: dir.to_path_buf(),
         table_opts,
         cache,

@@ -396,6 +396,9 @@ impl Inner {
             n += 1;
         }
         self.last_seq.store(seq + n - 1, Ordering::Release);
+        if let Some(e) = &self.expiry {
+            e.note(seq + n - 1);
+        }
         Stats::add(&self.stats.user_writes, n);
         Stats::add(&self.stats.user_bytes_written, batch.user_bytes());
         Ok(())

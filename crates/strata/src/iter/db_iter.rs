@@ -37,6 +37,8 @@ enum Direction {
 pub struct DbIter {
     inner: Box<dyn InternalIterator>,
     seq: SeqNo,
+    /// Versions at or below this have expired: they read as deletions.
+    expired_to: SeqNo,
     /// The range tombstones of the view.
     cover: Cover,
     direction: Direction,
@@ -80,6 +82,7 @@ impl DbIter {
         DbIter {
             inner,
             seq,
+            expired_to: 0,
             cover,
             direction: Direction::Forward,
             valid: false,
@@ -121,6 +124,13 @@ impl DbIter {
             Bound::Included(l) => k >= l.as_slice(),
             Bound::Excluded(l) => k > l.as_slice(),
         }
+    }
+
+    /// Reads every version at or below `expired_to` as a deletion (time
+    /// to live).
+    pub(crate) fn expiring(mut self, expired_to: SeqNo) -> Self {
+        self.expired_to = expired_to;
+        self
     }
 
     /// Calls `sampler` with the target of every `seek`.
@@ -293,10 +303,12 @@ impl DbIter {
     }
 
     /// What the visible entry `p` means to this reader: a value or operand
-    /// a range tombstone hides reads as a deletion.
+    /// a range tombstone hides, or that expired, reads as a deletion.
     #[inline]
     fn effective(&self, p: types::ParsedKey<'_>) -> ValueKind {
-        if p.kind != ValueKind::Delete && self.cover.hides(p.user_key, p.seq, self.seq) {
+        if p.kind != ValueKind::Delete
+            && (p.seq <= self.expired_to || self.cover.hides(p.user_key, p.seq, self.seq))
+        {
             ValueKind::Delete
         } else {
             p.kind

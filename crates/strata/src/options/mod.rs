@@ -55,6 +55,13 @@ options! {
         /// from Rust, any `MergeOperator` (`MergeOp::new`). Open a database
         /// with the operator it was written with. Default none.
         merge_operator: MergeOp = MergeOp::none(), rocksdb "merge_operator";
+        /// Time to live in seconds: a version written longer ago than this
+        /// is gone for every reader (snapshots too) and compactions remove
+        /// it. Ages come from the times of writes, kept to within 1/512 of
+        /// the ttl (an entry may outlive it by that much, never fall short).
+        /// Reopening without a ttl shows expired entries that compactions
+        /// have not removed yet. 0: no expiry. Default 0.
+        ttl_secs: u64 = 0;
         /// Memtable size that triggers a switch and flush (RocksDB
         /// `write_buffer_size`). Default 64 MiB.
         write_buffer_size: usize = 64 * MIB, range 4 * KIB.., rocksdb "write_buffer_size";
@@ -362,6 +369,8 @@ options! {
         /// What flushes and compactions make of the values they write
         /// ([`crate::compaction_filter`]). Default none.
         compaction_filter: FilterOp = FilterOp::none();
+        /// The wall clock `ttl_secs` reads. Default the system's.
+        clock: Arc<dyn crate::clock::Clock> = Arc::new(crate::clock::SystemClock);
     }
 }
 

@@ -24,10 +24,12 @@
 //! the operator refuses passes the operands on unchanged: reads then
 //! report the error.
 //!
-//! The user's compaction filter ([`Rules::filter`]) runs here too: it
-//! passes over what the fold passes on ([`Sift`]).
+//! The other [`Rules`] run here too. Before the fold, a version at or
+//! below the expiry horizon becomes a deletion at its sequence (every
+//! reader, at any snapshot, already sees it as one). After it, the user's
+//! compaction filter passes over what the fold passes on ([`Sift`]).
 
-use super::rules::{Rules, Sift, Tally};
+use super::rules::{self, Rules, Sift, Tally};
 use crate::error::{corrupt, Result};
 use crate::merge::MergeOperator;
 use crate::rangedel::Cover;
@@ -42,6 +44,10 @@ pub struct Fold<F: FnMut(&[u8]) -> bool> {
     plain: bool,
     /// `None`: operands are passed on as they are.
     op: Option<Arc<dyn MergeOperator>>,
+    /// Versions at or below this have expired (0: none).
+    expired_to: SeqNo,
+    /// An expired entry's key rewritten as a deletion.
+    expired_key: Vec<u8>,
     sift: Sift,
     /// Live snapshot sequence numbers, ascending.
     snapshots: Vec<SeqNo>,
@@ -74,6 +80,8 @@ impl<F: FnMut(&[u8]) -> bool> Fold<F> {
         Fold {
             plain: rules.is_plain(),
             op: rules.merge.clone(),
+            expired_to: rules.expired_to,
+            expired_key: Vec::new(),
             sift: Sift::new(rules.filter.clone(), &snapshots),
             snapshots,
             is_bottom_for,
@@ -110,6 +118,22 @@ impl<F: FnMut(&[u8]) -> bool> Fold<F> {
         if self.plain {
             return sink(ikey, value);
         }
+        if self.expired_to != 0 {
+            let mut key = std::mem::take(&mut self.expired_key);
+            let r = if rules::expire_into(ikey, self.expired_to, &mut key)? {
+                self.tally.expired += 1;
+                self.fold(&key, &[], sink)
+            } else {
+                self.fold(ikey, value, sink)
+            };
+            self.expired_key = key;
+            return r;
+        }
+        self.fold(ikey, value, sink)
+    }
+
+    /// [`Fold::push`] after expiry.
+    fn fold(&mut self, ikey: &[u8], value: &[u8], sink: &mut Sink<'_>) -> Result<()> {
         if self.op.is_none() {
             return self.sift.pass(ikey, value, &mut self.tally, sink);
         }

@@ -1,6 +1,6 @@
 //! What a flush or compaction does to entries besides dropping them:
-//! [`Rules`] (the merge operator, the user's compaction filter) and
-//! [`Sift`], the filter's pass over the entries a
+//! [`Rules`] (the merge operator, the user's compaction filter, the
+//! expiry horizon) and [`Sift`], the filter's pass over the entries a
 //! [`Fold`](super::fold::Fold) passes on.
 
 use crate::compaction_filter::{CompactionFilter, Decision};
@@ -18,12 +18,15 @@ pub struct Rules {
     /// The user's filter ([`crate::compaction_filter`]); `None` keeps
     /// every entry.
     pub filter: Option<Arc<dyn CompactionFilter>>,
+    /// Versions at or below this sequence have expired (`ttl_secs`): they
+    /// are written as deletions at their sequence. 0: none.
+    pub expired_to: SeqNo,
 }
 
 impl Rules {
     /// True if the rules change nothing: entries pass through untouched.
     pub fn is_plain(&self) -> bool {
-        self.merge.is_none() && self.filter.is_none()
+        self.merge.is_none() && self.filter.is_none() && self.expired_to == 0
     }
 }
 
@@ -36,6 +39,8 @@ pub struct Tally {
     pub filter_removed: u64,
     /// Values the filter rewrote.
     pub filter_changed: u64,
+    /// Versions written as deletions because they expired.
+    pub expired: u64,
 }
 
 impl Tally {
@@ -44,6 +49,7 @@ impl Tally {
         self.folded += o.folded;
         self.filter_removed += o.filter_removed;
         self.filter_changed += o.filter_changed;
+        self.expired += o.expired;
     }
 }
 
@@ -120,6 +126,20 @@ impl Sift {
             }
         }
     }
+}
+
+/// `ikey` as a deletion at its sequence, written into `out`, if it is a
+/// value or operand at or below `expired_to`; false otherwise.
+#[inline]
+pub fn expire_into(ikey: &[u8], expired_to: SeqNo, out: &mut Vec<u8>) -> Result<bool> {
+    let p = types::parse_internal_key(ikey)
+        .ok_or_else(|| corrupt(0, "malformed internal key in compaction input"))?;
+    if p.seq > expired_to || p.kind == ValueKind::Delete {
+        return Ok(false);
+    }
+    out.clear();
+    types::append_internal_key(out, p.user_key, p.seq, ValueKind::Delete as u8);
+    Ok(true)
 }
 
 #[cfg(test)]

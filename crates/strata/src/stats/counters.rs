@@ -138,6 +138,9 @@ counters! {
         /// Compactions run again without the filter: a snapshot was taken
         /// while the filter changed entries.
         filter_reruns,
+        /// Versions flushes and compactions wrote as deletions because
+        /// they expired (`ttl_secs`).
+        expired_versions,
         /// Most compactions that ran at the same time.
         compactions_running_max,
         /// Times a running compaction paused to give its CPU slot to a flush

@@ -45,6 +45,8 @@ pub struct VersionSet {
     /// Bytes written to manifests since open (for write amplification).
     pub manifest_bytes_written: u64,
     compact_pointers: Vec<Vec<u8>>,
+    /// The last write-times list an edit recorded (`Edit::write_times`).
+    pub write_times: Vec<(SeqNo, u64)>,
 }
 
 impl VersionSet {
@@ -66,6 +68,7 @@ impl VersionSet {
             log_number: 0,
             manifest_bytes_written: 0,
             compact_pointers: vec![Vec::new(); opts.num_levels],
+            write_times: Vec::new(),
         }
     }
 
@@ -162,6 +165,9 @@ impl VersionSet {
             }
             for seq in &edit.range_dels_removed {
                 range_dels.remove(seq);
+            }
+            if let Some(t) = edit.write_times {
+                self.write_times = t;
             }
             next_file = edit.next_file_number.or(next_file);
             last_seq = edit.last_sequence.or(last_seq);
@@ -376,6 +382,7 @@ impl VersionSet {
             removed_rows,
             added: edit.added.iter().map(|(_, d)| d.id).collect(),
             compact_pointers: edit.compact_pointers.clone(),
+            write_times: edit.write_times.clone(),
             log_number,
             last_sequence,
             write,
@@ -424,6 +431,9 @@ impl VersionSet {
         for r in &pending.removed_rows {
             r.mark_obsolete();
         }
+        if let Some(t) = pending.write_times {
+            self.write_times = t;
+        }
         self.log_number = pending.log_number;
         self.last_sequence = pending.last_sequence;
         self.current = Arc::new(pending.version);
@@ -459,6 +469,10 @@ impl VersionSet {
         }
         snap.compact_pointers
             .extend(edit.compact_pointers.iter().cloned());
+        snap.write_times = edit
+            .write_times
+            .clone()
+            .or_else(|| (!self.write_times.is_empty()).then(|| self.write_times.clone()));
         snap.encode()
     }
 
@@ -528,6 +542,7 @@ pub struct PendingEdit {
     removed_rows: Vec<Arc<crate::l0::RowMeta>>,
     added: Vec<u64>,
     compact_pointers: Vec<(usize, Vec<u8>)>,
+    write_times: Option<Vec<(SeqNo, u64)>>,
     log_number: u64,
     last_sequence: SeqNo,
     write: ManifestWrite,

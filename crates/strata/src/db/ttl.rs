@@ -1,0 +1,213 @@
+//! Time to live (`Options::ttl_secs`): which versions have expired.
+//!
+//! Entries carry no time. Instead the database keeps *write times*:
+//! pairs (sequence, ms), both ascending, each saying that every version at
+//! or below the sequence was written by then. A write notes (its last
+//! sequence, now) as it is published; notes less than a bucket (1/512 of
+//! the ttl) after the bucket's first start no new pair but move the last
+//! one up, so a version's time is late by less than a bucket, never early.
+//! At time `now` the *horizon* is the sequence of the newest pair written
+//! by `now - ttl`: every version at or below it has expired, for every
+//! reader at every snapshot. Pairs older than the horizon's are dropped.
+//!
+//! Each flush records the list in its version edit (`Edit::write_times`),
+//! and so does `close`, so the times of everything in tables and logs
+//! survive a restart. Versions replayed from the logs after the last
+//! recorded pair (a crash) count as written when the database opened; a
+//! recorded pair past the last version recovered (unsynced writes lost)
+//! is lowered to it. A clock that steps back holds expiry back
+//! (times never run backwards within the list), never forward.
+
+use crate::clock::Clock;
+use crate::types::SeqNo;
+use parking_lot::Mutex;
+use std::sync::Arc;
+
+/// Buckets per ttl: the precision of a version's time.
+const BUCKETS: u64 = 512;
+
+/// The expiry state of a database with a ttl.
+pub(crate) struct Expiry {
+    ttl_ms: u64,
+    bucket_ms: u64,
+    clock: Arc<dyn Clock>,
+    times: Mutex<Times>,
+}
+
+struct Times {
+    /// (sequence, ms), both ascending.
+    pairs: Vec<(SeqNo, u64)>,
+    /// When the last pair's bucket began; `None`: the last pair is not
+    /// open to more notes (it was recorded before the open).
+    bucket_start: Option<u64>,
+}
+
+impl Expiry {
+    /// The expiry of `ttl_secs` (> 0) by `clock`, from the write times a
+    /// manifest recorded, with every version up to `last_seq` written by
+    /// now at the latest.
+    pub(crate) fn new(
+        ttl_secs: u64,
+        clock: Arc<dyn Clock>,
+        recorded: Vec<(SeqNo, u64)>,
+        last_seq: SeqNo,
+    ) -> Expiry {
+        let ttl_ms = ttl_secs.saturating_mul(1000);
+        let e = Expiry {
+            ttl_ms,
+            bucket_ms: (ttl_ms / BUCKETS).max(1),
+            clock,
+            times: Mutex::new(Times {
+                pairs: recorded,
+                bucket_start: None,
+            }),
+        };
+        {
+            let mut t = e.times.lock();
+            // Versions past `last_seq` were lost (unsynced writes): their
+            // sequences are used again, by versions written from now on.
+            for p in &mut t.pairs {
+                p.0 = p.0.min(last_seq);
+            }
+            // A new bucket: the replayed versions are not pooled with
+            // what was recorded before the restart.
+            normalize(&mut t.pairs);
+            let now = e.now(&t);
+            if t.pairs.last().is_none_or(|p| p.0 < last_seq) {
+                t.pairs.push((last_seq, now));
+                t.bucket_start = Some(now);
+            }
+        }
+        e
+    }
+
+    /// The clock, never behind the newest pair.
+    fn now(&self, t: &Times) -> u64 {
+        let now = self.clock.now_ms();
+        t.pairs.last().map_or(now, |p| now.max(p.1))
+    }
+
+    /// Notes that every version up to `seq` was written by now.
+    pub(crate) fn note(&self, seq: SeqNo) {
+        let mut t = self.times.lock();
+        let now = self.now(&t);
+        let open = t
+            .bucket_start
+            .is_some_and(|start| now < start.saturating_add(self.bucket_ms));
+        match t.pairs.last_mut() {
+            Some(last) if open => *last = (last.0.max(seq), now),
+            _ => {
+                t.pairs.push((seq, now));
+                t.bucket_start = Some(now);
+            }
+        }
+    }
+
+    /// The newest sequence that has expired now (0: none); drops the pairs
+    /// below its own.
+    pub(crate) fn horizon(&self) -> SeqNo {
+        let mut t = self.times.lock();
+        let now = self.now(&t);
+        let Some(cutoff) = now.checked_sub(self.ttl_ms) else {
+            return 0;
+        };
+        let n = t.pairs.partition_point(|p| p.1 <= cutoff);
+        if n == 0 {
+            return 0;
+        }
+        t.pairs.drain(..n - 1);
+        t.pairs[0].0
+    }
+
+    /// The write times to record in a flush's edit.
+    pub(crate) fn times(&self) -> Vec<(SeqNo, u64)> {
+        self.horizon();
+        self.times.lock().pairs.clone()
+    }
+}
+
+/// Makes `pairs` ascending in both fields: a pair whose sequence is not
+/// above the one before it is merged into it (the later time kept).
+fn normalize(pairs: &mut Vec<(SeqNo, u64)>) {
+    let mut out: Vec<(SeqNo, u64)> = Vec::with_capacity(pairs.len());
+    for &(s, t) in pairs.iter() {
+        match out.last_mut() {
+            Some(last) if s <= last.0 || t < last.1 => *last = (last.0.max(s), last.1.max(t)),
+            _ => out.push((s, t)),
+        }
+    }
+    *pairs = out;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+
+    fn expiry(ttl_secs: u64, clock: &Arc<ManualClock>) -> Expiry {
+        Expiry::new(ttl_secs, clock.clone(), Vec::new(), 0)
+    }
+
+    #[test]
+    fn versions_expire_a_ttl_after_their_write_never_before() {
+        let clock = Arc::new(ManualClock::new(1_000_000));
+        let e = expiry(10, &clock);
+        e.note(5); // seqs 1..=5 at t0
+        clock.advance(4_000);
+        e.note(9); // 6..=9 at t0 + 4 s
+        clock.advance(5_999);
+        assert_eq!(e.horizon(), 0, "9.999 s after the first writes");
+        clock.advance(1);
+        assert_eq!(e.horizon(), 5);
+        clock.advance(3_999);
+        assert_eq!(e.horizon(), 5);
+        clock.advance(1);
+        assert_eq!(e.horizon(), 9);
+        // Old pairs are dropped: the horizon's pair is the first.
+        assert_eq!(e.times()[0].0, 9);
+    }
+
+    #[test]
+    fn a_bucket_pools_writes_and_takes_its_last_time() {
+        let clock = Arc::new(ManualClock::new(0));
+        let e = expiry(512, &clock); // 1 s buckets
+        e.note(1);
+        clock.advance(1_000);
+        e.note(2); // a new bucket at 1 s
+        clock.advance(500);
+        e.note(3); // pooled: (3, 1.5 s)
+        assert_eq!(e.times(), vec![(1, 0), (3, 1_500)]);
+        // Version 2 counts as written at 1.5 s: late, never early.
+        clock.advance(512_000 - 1);
+        assert_eq!(e.horizon(), 1);
+        clock.advance(1);
+        assert_eq!(e.horizon(), 3);
+    }
+
+    #[test]
+    fn recorded_times_survive_and_replayed_versions_count_from_the_open() {
+        let clock = Arc::new(ManualClock::new(50_000));
+        let e = Expiry::new(10, clock.clone(), vec![(7, 30_000), (12, 45_000)], 20);
+        assert_eq!(e.horizon(), 7, "written by 30 s, now 50 s");
+        clock.advance(5_000);
+        assert_eq!(e.horizon(), 12);
+        clock.advance(4_999);
+        assert_eq!(e.horizon(), 12);
+        clock.advance(1);
+        assert_eq!(e.horizon(), 20);
+    }
+
+    #[test]
+    fn times_of_lost_versions_do_not_date_their_successors() {
+        // Recorded up to 30, but only 20 survived a crash: 21.. are
+        // written again from now on.
+        let clock = Arc::new(ManualClock::new(100_000));
+        let e = Expiry::new(10, clock.clone(), vec![(10, 50_000), (30, 60_000)], 20);
+        assert_eq!(e.horizon(), 20, "everything that survived is old");
+        e.note(25);
+        clock.advance(9_999);
+        assert_eq!(e.horizon(), 20, "25 was written now, not at 60 s");
+        clock.advance(1);
+        assert_eq!(e.horizon(), 25);
+    }
+}

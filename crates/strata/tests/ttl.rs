@@ -1,0 +1,159 @@
+//! `ttl_secs`: a version written longer ago than the ttl is gone for
+//! every read (gets, scans both ways, snapshots, merges) at once, by a
+//! clock the test moves; flushes and compactions write expired versions
+//! as deletions and drop them; the write times survive a reopen; KVell
+//! refuses a ttl.
+
+mod common;
+
+use common::{all, open, tiny_with, MATRIX};
+use std::sync::Arc;
+use strata::clock::ManualClock;
+use strata::merge::U64Add;
+use strata::{Db, Error, Options, ReadOptions};
+
+fn k(i: u32) -> Vec<u8> {
+    format!("k{i:05}").into_bytes()
+}
+
+const START: u64 = 1_700_000_000_000;
+
+fn ttl_opts(spec: &str, clock: &Arc<ManualClock>) -> Options {
+    let mut o = tiny_with(&format!("{spec},ttl_secs=10,merge_operator=u64add"));
+    o.clock = clock.clone();
+    o
+}
+
+fn compact(db: &Db) {
+    db.compact_range::<&[u8], _>(..).expect("compact");
+    db.wait_for_compactions().expect("wait");
+}
+
+fn keys(db: &Db) -> Vec<Vec<u8>> {
+    all(db).into_iter().map(|(k, _)| k).collect()
+}
+
+fn rev_keys(db: &Db) -> Vec<Vec<u8>> {
+    let mut v: Vec<Vec<u8>> = db
+        .scan::<&[u8], _>(..)
+        .expect("scan")
+        .rev()
+        .map(|r| r.expect("entry").0)
+        .collect();
+    v.reverse();
+    v
+}
+
+#[test]
+fn versions_expire_for_every_read_and_compaction_removes_them() {
+    for spec in ["", MATRIX] {
+        let clock = Arc::new(ManualClock::new(START));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = open(dir.path(), ttl_opts(spec, &clock));
+        // 0..100 at t0, flushed; 100..200 at t0 + 6 s, in the memtable.
+        for i in 0..100 {
+            db.put(k(i), b"old").expect("put");
+        }
+        db.flush().expect("flush");
+        clock.advance(6_000);
+        for i in 100..200 {
+            db.put(k(i), b"new").expect("put");
+        }
+        // Key 0 rewritten later: its newest version lives on.
+        db.put(k(0), b"renewed").expect("put");
+        let snap = db.snapshot();
+        clock.advance(3_999);
+        assert_eq!(keys(&db).len(), 200, "[{spec}] 9.999 s: nothing expired");
+        clock.advance(1);
+        // 10 s after the first writes: 1..100 are gone everywhere.
+        let want: Vec<Vec<u8>> = std::iter::once(k(0)).chain((100..200).map(k)).collect();
+        assert_eq!(db.get(k(1)).expect("get"), None, "[{spec}]");
+        assert_eq!(db.get(k(0)).expect("get"), Some(b"renewed".to_vec()));
+        assert_eq!(keys(&db), want, "[{spec}] forward");
+        assert_eq!(rev_keys(&db), want, "[{spec}] reverse");
+        let at = ReadOptions {
+            snapshot: Some(&snap),
+        };
+        assert_eq!(
+            db.get_opt(k(1), &at).expect("get"),
+            None,
+            "[{spec}] a snapshot too"
+        );
+        drop(snap);
+        compact(&db);
+        assert_eq!(keys(&db), want, "[{spec}] after compaction");
+        let s = db.stats();
+        assert!(s.expired_versions >= 99, "[{spec}] {s}");
+        // The write times survive a reopen: 100..200 expire at t0 + 16 s.
+        drop(db);
+        let db = open(dir.path(), ttl_opts(spec, &clock));
+        assert_eq!(keys(&db), want, "[{spec}] after reopen");
+        clock.advance(6_000);
+        assert_eq!(keys(&db), Vec::<Vec<u8>>::new(), "[{spec}] all expired");
+    }
+}
+
+#[test]
+fn operands_over_an_expired_version_fold_onto_nothing() {
+    let clock = Arc::new(ManualClock::new(START));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = open(dir.path(), ttl_opts("", &clock));
+    db.put(k(1), U64Add::encode(100)).expect("put");
+    db.merge(k(2), U64Add::encode(100)).expect("merge");
+    clock.advance(8_000);
+    db.merge(k(1), U64Add::encode(1)).expect("merge");
+    db.merge(k(2), U64Add::encode(1)).expect("merge");
+    let n = |db: &Db, i| {
+        db.get(k(i))
+            .expect("get")
+            .map(|v| U64Add::decode(&v).expect("u64"))
+    };
+    assert_eq!((n(&db, 1), n(&db, 2)), (Some(101), Some(101)));
+    clock.advance(2_000);
+    // The older versions expired: the new operands fold onto nothing.
+    assert_eq!((n(&db, 1), n(&db, 2)), (Some(1), Some(1)));
+    assert_eq!(all(&db).len(), 2);
+    compact(&db);
+    assert_eq!((n(&db, 1), n(&db, 2)), (Some(1), Some(1)));
+    clock.advance(8_000);
+    assert_eq!((n(&db, 1), n(&db, 2)), (None, None));
+}
+
+#[test]
+fn without_a_ttl_nothing_expires_and_kvell_refuses_one() {
+    let clock = Arc::new(ManualClock::new(START));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut o = tiny_with("");
+    o.clock = clock.clone();
+    let db = open(dir.path(), o);
+    db.put(k(1), b"v").expect("put");
+    clock.advance(10_000_000);
+    compact(&db);
+    assert_eq!(db.get(k(1)).expect("get"), Some(b"v".to_vec()));
+    drop(db);
+    let dir = tempfile::tempdir().expect("tempdir");
+    match strata::open(dir.path(), tiny_with("engine=kvell,ttl_secs=5")) {
+        Err(Error::NotSupported(m)) => assert!(m.contains("ttl"), "{m}"),
+        Err(e) => panic!("unexpected error {e}"),
+        Ok(_) => panic!("kvell opened with a ttl"),
+    }
+}
+
+#[test]
+fn write_times_of_unflushed_versions_survive_a_close() {
+    let clock = Arc::new(ManualClock::new(START));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = open(dir.path(), ttl_opts("", &clock));
+    db.put(k(1), b"a").expect("put");
+    clock.advance(5_000);
+    db.put(k(2), b"b").expect("put");
+    db.close().expect("close");
+    drop(db);
+    clock.advance(3_000);
+    let db = open(dir.path(), ttl_opts("", &clock));
+    db.put(k(3), b"c").expect("put");
+    clock.advance(2_000);
+    assert_eq!(keys(&db), vec![k(2), k(3)], "10 s after k1, 5 s after k2");
+    clock.advance(5_000);
+    assert_eq!(keys(&db), vec![k(3)]);
+}
