@@ -152,9 +152,12 @@ typedef struct strata_writeoptions_t strata_writeoptions_t;
 /**
  * A compaction filter: called with the filter's `state`, a key and its
  * value; returns STRATA_FILTER_KEEP, STRATA_FILTER_REMOVE or
- * STRATA_FILTER_CHANGE (then it sets `*new_value` and `*new_len`). It runs
- * on background threads, several at once: it must be thread-safe, quick,
- * and must not call into the database. Any other return keeps the entry.
+ * STRATA_FILTER_CHANGE, and only with CHANGE sets `*new_value` (a
+ * malloc'd buffer strata frees, or NULL with `*new_len` 0 for an empty
+ * value) and `*new_len`. A buffer set with another return is not freed;
+ * CHANGE with NULL and a non-zero length, or any other return, keeps the
+ * entry. It runs on background threads, several at once: it must be
+ * thread-safe, quick, and must not call into the database.
  */
 typedef int (*strata_filter_fn)(void *state,
                                 const uint8_t *key,
@@ -207,7 +210,9 @@ int strata_options_apply(strata_options_t *opts, const char *spec, char **errptr
  * `state` is passed to every call; `destructor` (may be NULL) is called
  * with it once no options or database use the filter. `name` may be NULL.
  * The KVell engine refuses to open with a filter (STRATA_ENOTSUP).
- * Returns STRATA_OK or STRATA_EINVAL.
+ * Returns STRATA_OK, or STRATA_EINVAL (NULL options, a name that is not
+ * UTF-8): then nothing is installed and `destructor` is not called, so
+ * `state` is still the caller's.
  */
 int strata_options_set_compaction_filter(strata_options_t *opts,
                                          const char *name,

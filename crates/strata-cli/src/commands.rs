@@ -221,7 +221,7 @@ fn serve(cli: &Cli, args: &crate::ServeArgs) -> Result<ExitCode, CliError> {
         .and_then(|n| usize::try_from(n).ok())
         .filter(|n| *n > 0)
         .ok_or_else(|| CliError::Usage(format!("bad --max-bulk-len {:?}", args.max_bulk_len)))?;
-    let db = open(cli, "serve", true)?;
+    let db = open_with(cli, "serve", true, strata_server::server_options)?;
     let cfg = strata_server::Config {
         bind: args.bind.clone(),
         port: args.port,
@@ -237,8 +237,18 @@ fn serve(cli: &Cli, args: &crate::ServeArgs) -> Result<ExitCode, CliError> {
 /// Opens the database of `--dir` with the `--opt` options; only `create`
 /// commands may create it. The open's recovery report, if any, goes to stderr.
 fn open(cli: &Cli, command: &str, create: bool) -> Result<Box<dyn KvStore>, CliError> {
+    open_with(cli, command, create, |o| o)
+}
+
+/// [`open`] with the options passed through `adjust` first.
+fn open_with(
+    cli: &Cli,
+    command: &str,
+    create: bool,
+    adjust: impl FnOnce(Options) -> Options,
+) -> Result<Box<dyn KvStore>, CliError> {
     let dir = cli.dir(command)?;
-    let opts = cli.options(Options::default())?.create_if_missing(create);
+    let opts = adjust(cli.options(Options::default())?.create_if_missing(create));
     let db = strata::open(dir, opts)?;
     // What the open did not serve as written (a log tail it left out,
     // damaged slots): on stderr, so a script's output stays the data.

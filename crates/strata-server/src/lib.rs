@@ -7,10 +7,13 @@
 //! (pipelining). Engine calls are short and run on the worker threads.
 
 pub mod cmd;
+mod expiry;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod keys;
 pub mod resp;
+
+pub use expiry::{server_options, ExpiredStrings};
 
 use cmd::{Data, Session};
 use resp::{Limits, Reply};

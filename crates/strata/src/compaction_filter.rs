@@ -1,12 +1,16 @@
 //! Compaction filters: a user hook that keeps, removes or rewrites the
-//! entries flushes and compactions write.
+//! entries compactions write (flushes do not filter).
 //!
 //! A filter sees an entry only where no reader can tell the difference
 //! between the entry and what the filter makes of it, save the reader
 //! of the database's current state: the entry must be a value (not a
 //! deletion or an unfolded merge operand), the newest version of its key
-//! in the flush or compaction, and newer than every live snapshot. A
-//! snapshot therefore never sees a filter's work. Removing an entry writes
+//! in the compaction, and newer than every snapshot live when the
+//! compaction began. A snapshot taken while a filter runs makes the
+//! compaction run again without the filter (the counter `filter_reruns`),
+//! so a snapshot never sees a filter's work. A later compaction may offer
+//! a value the filter already kept or changed: a `Change` should be
+//! idempotent. Removing an entry writes
 //! a deletion at its sequence number, so an older version in a deeper
 //! level does not come back; the deletion goes where deletions go (at the
 //! bottom, nowhere).
@@ -30,8 +34,8 @@ pub enum Decision {
     Change(Vec<u8>),
 }
 
-/// A user hook over the values flushes and compactions write; see the
-/// module doc for which entries it sees.
+/// A user hook over the values compactions write; see the module doc for
+/// which entries it sees.
 pub trait CompactionFilter: Send + Sync {
     /// A name for the options text and logs.
     fn name(&self) -> &str;

@@ -120,6 +120,33 @@ fn operands_over_an_expired_version_fold_onto_nothing() {
 }
 
 #[test]
+fn compactions_do_not_fold_an_operand_onto_a_base_that_expires_first() {
+    let clock = Arc::new(ManualClock::new(START));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = open(dir.path(), ttl_opts("", &clock));
+    db.put(k(1), U64Add::encode(100)).expect("put");
+    clock.advance(8_000);
+    db.merge(k(1), U64Add::encode(1)).expect("merge");
+    clock.advance(1_000);
+    // Nothing expired yet: a fold here would date 100 + 1 at 8 s.
+    compact(&db);
+    let n = |db: &Db| {
+        db.get(k(1))
+            .expect("get")
+            .map(|v| U64Add::decode(&v).expect("u64"))
+    };
+    assert_eq!(n(&db), Some(101));
+    clock.advance(1_000);
+    assert_eq!(
+        n(&db),
+        Some(1),
+        "the base expired at 10 s, the operand lives"
+    );
+    compact(&db);
+    assert_eq!(n(&db), Some(1));
+}
+
+#[test]
 fn without_a_ttl_nothing_expires_and_kvell_refuses_one() {
     let clock = Arc::new(ManualClock::new(START));
     let dir = tempfile::tempdir().expect("tempdir");

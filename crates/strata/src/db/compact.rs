@@ -78,7 +78,9 @@ fn run_plan<'a>(
     // The last published sequence first, then the snapshots: a snapshot
     // taken after this read holds a sequence at least this high.
     let published = inner.last_seq.load(Ordering::Acquire);
-    let snapshots_taken = *inner.snapshot_gate.lock();
+    // Before the list: a snapshot taken in between is in the list and
+    // counted (at worst a needless rerun, never a missed one).
+    let snapshots_taken = inner.snapshots_taken.load(Ordering::Acquire);
     let snapshots = inner.snapshot_list();
     let horizon = snapshots.iter().copied().fold(published, SeqNo::min);
     assign(inner, &mut st, &mut plan, &version, snapshots);
@@ -122,19 +124,19 @@ fn run_plan<'a>(
     let mut gate = None;
     if let Ok((edit, outcome)) = &result {
         if outcome.tally.filter_removed + outcome.tally.filter_changed > 0 {
+            // Taken with the state mutex released (lock order).
             let g = MutexGuard::unlocked(&mut st, || inner.snapshot_gate.lock());
-            if *g == snapshots_taken {
+            if inner.snapshots_taken.load(Ordering::Acquire) == snapshots_taken {
                 gate = Some(g);
             } else {
                 drop(g);
                 Stats::add(&inner.stats.filter_reruns, 1);
-                for (_, d) in &edit.added {
-                    let _ = inner
-                        .opts
-                        .fs
-                        .remove_file(&crate::filename::table_path(&inner.dir, d.id));
-                }
+                let outputs: Vec<u64> = edit.added.iter().map(|(_, d)| d.id).collect();
                 result = MutexGuard::unlocked(&mut st, || {
+                    for id in outputs {
+                        let path = crate::filename::table_path(&inner.dir, id);
+                        let _ = inner.opts.fs.remove_file(&path);
+                    }
                     execute(inner, &plan, &version, horizon, &give_way, false)
                 });
             }
@@ -353,6 +355,19 @@ impl Db {
             Bound::Included(k) | Bound::Excluded(k) => Some(k.as_ref().to_vec()),
             Bound::Unbounded => None,
         };
+        // The last level's tables before this call: those the filter pass
+        // below rewrites (the merges into the last level filter their own
+        // outputs).
+        let last = inner.opts.num_levels.saturating_sub(1);
+        let last_before: std::collections::HashSet<u64> =
+            if inner.opts.compaction_filter.get().is_some() {
+                let v = inner.state.lock().versions.current();
+                v.levels
+                    .get(last)
+                    .map_or_else(Default::default, |l| l.iter().map(|f| f.id()).collect())
+            } else {
+                Default::default()
+            };
         let lo = bound(range.start_bound());
         let hi = bound(range.end_bound());
         for level in 0..inner.opts.num_levels.saturating_sub(1) {
@@ -394,8 +409,7 @@ impl Db {
             }
         }
         // With a compaction filter, the last level is rewritten too.
-        if inner.opts.compaction_filter.get().is_some() {
-            let last = inner.opts.num_levels.saturating_sub(1);
+        if !last_before.is_empty() {
             let plans = {
                 let st = inner.state.lock();
                 picker::pick_last_level(
@@ -413,8 +427,11 @@ impl Db {
                 }
                 st.check_usable()?;
                 let version = st.versions.current();
-                // A background compaction may have replaced the table.
-                if version.table_by_id(plan.inputs[0]).is_some() {
+                // A compaction (this call's or a background one) may have
+                // replaced the table.
+                if last_before.contains(&plan.inputs[0])
+                    && version.table_by_id(plan.inputs[0]).is_some()
+                {
                     compact(inner, st, plan, version, None).check_usable()?;
                 }
             }

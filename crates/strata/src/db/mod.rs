@@ -156,12 +156,16 @@ pub(crate) struct Inner {
     /// The write leader's queue (`write.rs`).
     pub commit: write::Commit,
     pub snapshots: Mutex<BTreeMap<SeqNo, usize>>,
-    /// Snapshots taken so far. A compaction whose filter changed entries
-    /// holds it from its check that no snapshot was taken since it began
-    /// until its outputs are installed (`compact.rs`), so no snapshot sees
-    /// a key both before and after the filter. Lock order: before `apply`
-    /// and `state`; `snapshots` is taken under it.
-    pub snapshot_gate: Mutex<u64>,
+    /// Held by `Db::snapshot` while it takes a snapshot, and by a
+    /// compaction whose filter changed entries from its check that no
+    /// snapshot was taken since it began (`snapshots_taken`) until its
+    /// outputs are installed (`compact.rs`), so no snapshot sees a key both
+    /// before and after the filter. Lock order: taken with no other engine
+    /// lock held, before `apply` and `state`; `snapshots` is taken under it.
+    pub snapshot_gate: Mutex<()>,
+    /// Snapshots taken so far (raised under `snapshot_gate`; read without
+    /// it when a compaction begins).
+    pub snapshots_taken: AtomicU64,
     /// Which versions have expired (`ttl_secs` > 0).
     pub expiry: Option<ttl::Expiry>,
     /// Held for a whole version edit (`Inner::log_and_apply`): one edit at a

@@ -2,7 +2,10 @@
 //! sequence number. A read takes no engine lock, except the state mutex,
 //! briefly, when its charge uses up a table's read allowance or doubles
 //! the table's misses since (to wake the threads that pick a
-//! read-triggered compaction); never with `read_compaction=false`.
+//! read-triggered compaction); never with `read_compaction=false`. With a
+//! ttl, each get, iterator and scan also takes the write-times mutex once
+//! to read the expiry horizon (`ttl.rs`); an iterator or scan keeps the
+//! horizon it began with, so what expires while it is open stays in it.
 
 use super::{Db, SuperVersion};
 use crate::error::Result;

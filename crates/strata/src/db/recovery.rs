@@ -269,6 +269,12 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
     let writer = wal::Writer::new_wal(opts.create_wal(&wal_path(dir, log_number))?, log_number)?;
     edit.log_number = Some(log_number);
     edit.last_sequence = Some(max_seq);
+    // Write times past the recovered history are lowered for good, with
+    // or without a ttl (see `ttl::lowered`).
+    let write_times = super::ttl::lowered(&versions.write_times, max_seq);
+    if !versions.write_times.is_empty() {
+        edit.write_times = Some(write_times.clone());
+    }
     versions.log_and_apply(&mut edit)?;
     fs.sync_dir(dir)?;
 
@@ -287,14 +293,8 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
         Some(chunks.clone()),
     ));
     let num_levels = opts.num_levels;
-    let expiry = (opts.ttl_secs > 0).then(|| {
-        super::ttl::Expiry::new(
-            opts.ttl_secs,
-            opts.clock.clone(),
-            versions.write_times.clone(),
-            max_seq,
-        )
-    });
+    let expiry = (opts.ttl_secs > 0)
+        .then(|| super::ttl::Expiry::new(opts.ttl_secs, opts.clock.clone(), write_times, max_seq));
     let inner = Inner {
         expiry,
         dir: dir.to_path_buf(),
@@ -330,7 +330,8 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
         }),
         commit: Default::default(),
         snapshots: Mutex::new(BTreeMap::new()),
-        snapshot_gate: Mutex::new(0),
+        snapshot_gate: Mutex::new(()),
+        snapshots_taken: AtomicU64::new(0),
         apply: Mutex::new(()),
         tables,
         designs,

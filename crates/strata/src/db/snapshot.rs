@@ -59,8 +59,8 @@ impl std::fmt::Debug for Snapshot {
 impl Db {
     /// Takes a snapshot of the current state.
     pub fn snapshot(&self) -> Snapshot {
-        let mut taken = self.inner.snapshot_gate.lock();
-        *taken += 1;
+        let _gate = self.inner.snapshot_gate.lock();
+        self.inner.snapshots_taken.fetch_add(1, Ordering::AcqRel);
         let mut s = self.inner.snapshots.lock();
         // Read the sequence under the lock so a compaction that lists
         // snapshots either sees this one or ran before it existed.

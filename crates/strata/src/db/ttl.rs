@@ -25,6 +25,9 @@ use std::sync::Arc;
 
 /// Buckets per ttl: the precision of a version's time.
 const BUCKETS: u64 = 512;
+/// Most pairs kept (each open adds one): past it, neighbours merge, the
+/// later of two kept, which only makes times later.
+const MAX_PAIRS: usize = 4096;
 
 /// The expiry state of a database with a ttl.
 pub(crate) struct Expiry {
@@ -64,14 +67,9 @@ impl Expiry {
         };
         {
             let mut t = e.times.lock();
-            // Versions past `last_seq` were lost (unsynced writes): their
-            // sequences are used again, by versions written from now on.
-            for p in &mut t.pairs {
-                p.0 = p.0.min(last_seq);
-            }
+            t.pairs = lowered(&t.pairs, last_seq);
             // A new bucket: the replayed versions are not pooled with
             // what was recorded before the restart.
-            normalize(&mut t.pairs);
             let now = e.now(&t);
             if t.pairs.last().is_none_or(|p| p.0 < last_seq) {
                 t.pairs.push((last_seq, now));
@@ -99,6 +97,9 @@ impl Expiry {
             _ => {
                 t.pairs.push((seq, now));
                 t.bucket_start = Some(now);
+                if t.pairs.len() > MAX_PAIRS {
+                    coarsen(&mut t.pairs);
+                }
             }
         }
     }
@@ -124,6 +125,26 @@ impl Expiry {
         self.horizon();
         self.times.lock().pairs.clone()
     }
+}
+
+/// `pairs` as a database whose last recovered sequence is `last_seq`
+/// must keep them: versions past `last_seq` were lost (unsynced writes),
+/// and their sequences will be used again by versions written later, so
+/// pairs above it are lowered to it; then made ascending and capped.
+/// Recovery records the result (whether or not a ttl is set), so no later
+/// open or checkpoint dates a reused sequence by a lost version's time.
+pub(crate) fn lowered(pairs: &[(SeqNo, u64)], last_seq: SeqNo) -> Vec<(SeqNo, u64)> {
+    let mut out: Vec<(SeqNo, u64)> = pairs.iter().map(|&(s, t)| (s.min(last_seq), t)).collect();
+    normalize(&mut out);
+    while out.len() > MAX_PAIRS {
+        coarsen(&mut out);
+    }
+    out
+}
+
+/// Halves `pairs`, keeping the later pair of each two.
+fn coarsen(pairs: &mut Vec<(SeqNo, u64)>) {
+    *pairs = pairs.chunks(2).filter_map(|c| c.last().copied()).collect();
 }
 
 /// Makes `pairs` ascending in both fields: a pair whose sequence is not
@@ -195,6 +216,24 @@ mod tests {
         assert_eq!(e.horizon(), 12);
         clock.advance(1);
         assert_eq!(e.horizon(), 20);
+    }
+
+    #[test]
+    fn the_list_stays_bounded_and_only_gets_later() {
+        let clock = Arc::new(ManualClock::new(0));
+        let e = expiry(100_000, &clock);
+        for i in 1..=3 * MAX_PAIRS as u64 {
+            clock.advance(1_000_000);
+            e.note(i);
+        }
+        let times = e.times();
+        assert!(times.len() <= MAX_PAIRS, "{}", times.len());
+        // Every pair still dates its sequence no earlier than its write.
+        for (s, t) in times {
+            assert!(t >= s * 1_000_000, "seq {s} dated {t}");
+        }
+        let many: Vec<(SeqNo, u64)> = (0..100_000).map(|i| (i, i)).collect();
+        assert!(lowered(&many, u64::MAX).len() <= MAX_PAIRS);
     }
 
     #[test]

@@ -366,7 +366,7 @@ options! {
         fs: Arc<dyn FileSystem> = Arc::new(PosixFs);
         /// Receivers of flush/compaction events. Default none.
         listeners: Vec<Arc<dyn EventListener>> = Vec::new();
-        /// What flushes and compactions make of the values they write
+        /// What compactions make of the values they write
         /// ([`crate::compaction_filter`]). Default none.
         compaction_filter: FilterOp = FilterOp::none();
         /// The wall clock `ttl_secs` reads. Default the system's.
