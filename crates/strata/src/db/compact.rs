@@ -355,19 +355,15 @@ impl Db {
             Bound::Included(k) | Bound::Excluded(k) => Some(k.as_ref().to_vec()),
             Bound::Unbounded => None,
         };
-        // The last level's tables before this call: those the filter pass
-        // below rewrites (the merges into the last level filter their own
-        // outputs).
+        // With a filter, the pass below rewrites the last level's tables
+        // made before this call (whatever moved them there): a table made
+        // since was written by a compaction, which filtered it.
         let last = inner.opts.num_levels.saturating_sub(1);
-        let last_before: std::collections::HashSet<u64> =
-            if inner.opts.compaction_filter.get().is_some() {
-                let v = inner.state.lock().versions.current();
-                v.levels
-                    .get(last)
-                    .map_or_else(Default::default, |l| l.iter().map(|f| f.id()).collect())
-            } else {
-                Default::default()
-            };
+        let made_before = inner
+            .opts
+            .compaction_filter
+            .get()
+            .map(|_| inner.state.lock().versions.peek_file_number());
         let lo = bound(range.start_bound());
         let hi = bound(range.end_bound());
         for level in 0..inner.opts.num_levels.saturating_sub(1) {
@@ -409,7 +405,7 @@ impl Db {
             }
         }
         // With a compaction filter, the last level is rewritten too.
-        if !last_before.is_empty() {
+        if let Some(made_before) = made_before {
             let plans = {
                 let st = inner.state.lock();
                 picker::pick_last_level(
@@ -429,9 +425,7 @@ impl Db {
                 let version = st.versions.current();
                 // A compaction (this call's or a background one) may have
                 // replaced the table.
-                if last_before.contains(&plan.inputs[0])
-                    && version.table_by_id(plan.inputs[0]).is_some()
-                {
+                if plan.inputs[0] < made_before && version.table_by_id(plan.inputs[0]).is_some() {
                     compact(inner, st, plan, version, None).check_usable()?;
                 }
             }

@@ -60,12 +60,14 @@ impl Db {
     /// Takes a snapshot of the current state.
     pub fn snapshot(&self) -> Snapshot {
         let _gate = self.inner.snapshot_gate.lock();
-        self.inner.snapshots_taken.fetch_add(1, Ordering::AcqRel);
         let mut s = self.inner.snapshots.lock();
         // Read the sequence under the lock so a compaction that lists
         // snapshots either sees this one or ran before it existed.
         let seq = self.inner.last_seq.load(Ordering::Acquire);
         *s.entry(seq).or_insert(0) += 1;
+        // Counted once listed: a compaction that read the count before
+        // this reads a list with this snapshot in it, or a changed count.
+        self.inner.snapshots_taken.fetch_add(1, Ordering::AcqRel);
         Snapshot {
             seq,
             inner: Arc::downgrade(&self.inner),

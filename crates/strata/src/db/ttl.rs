@@ -5,7 +5,8 @@
 //! or below the sequence was written by then. A write notes (its last
 //! sequence, now) as it is published; notes less than a bucket (1/512 of
 //! the ttl) after the bucket's first start no new pair but move the last
-//! one up, so a version's time is late by less than a bucket, never early.
+//! one up, so a version's time is late by less than a bucket, never early
+//! (past 4,096 pairs, neighbours merge: later still).
 //! At time `now` the *horizon* is the sequence of the newest pair written
 //! by `now - ttl`: every version at or below it has expired, for every
 //! reader at every snapshot. Pairs older than the horizon's are dropped.
@@ -74,6 +75,9 @@ impl Expiry {
             if t.pairs.last().is_none_or(|p| p.0 < last_seq) {
                 t.pairs.push((last_seq, now));
                 t.bucket_start = Some(now);
+                if t.pairs.len() > MAX_PAIRS {
+                    coarsen(&mut t.pairs);
+                }
             }
         }
         e

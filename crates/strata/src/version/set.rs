@@ -83,6 +83,12 @@ impl VersionSet {
         self.next_file_number = self.next_file_number.max(n.saturating_add(1));
     }
 
+    /// The file number the next new file will get (not taken): every file
+    /// made from now on has a number at least this.
+    pub fn peek_file_number(&self) -> u64 {
+        self.next_file_number
+    }
+
     pub fn new_file_number(&mut self) -> u64 {
         let n = self.next_file_number;
         self.next_file_number += 1;
