@@ -133,6 +133,12 @@ fn check_example(compiler: &str, std: &str, src: &str, engines: &[&str]) {
             "--error-exitcode=1",
             "--quiet",
         ])
+        .arg(format!(
+            "--suppressions={}",
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/valgrind.supp")
+                .display()
+        ))
         .arg(&exe)
         .arg(tmp.path().join(format!("db-valgrind-{i}")));
         if !engine.is_empty() {
