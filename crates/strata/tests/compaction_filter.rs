@@ -157,15 +157,23 @@ fn a_snapshot_taken_while_the_filter_runs_makes_the_compaction_run_again() {
         rule(key, value)
     });
     let dir = tempfile::tempdir().expect("tempdir");
-    let db = Arc::new(open(dir.path(), tiny_with("").compaction_filter(filter)));
+    // Each round one level-0 table, and no compaction until the test's
+    // own: a background one must not filter the doomed round first.
+    let opts = tiny_with("write_buffer_size=1M,level0_file_num_compaction_trigger=16");
+    let db = Arc::new(open(dir.path(), opts.compaction_filter(filter)));
     fill(&db);
-    db.wait_for_compactions().expect("wait");
     // One level-0 table of values the filter removes.
     let doomed = |i: u32| format!("drop-{i}").into_bytes();
     for i in 0..300 {
         db.put(k(i), doomed(i)).expect("put");
     }
     db.flush().expect("flush");
+    db.wait_for_compactions().expect("wait");
+    assert_eq!(
+        db.stats().filter_removed,
+        0,
+        "a compaction filtered before the test"
+    );
     *armed.lock().expect("lock") = Some((entered_tx, go_rx));
     let compacting = {
         let db = db.clone();
