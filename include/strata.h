@@ -543,6 +543,30 @@ int strata_compact(const strata_t *db, char **errptr);
 int strata_checkpoint(const strata_t *db, const char *path, char **errptr);
 
 /**
+ * Adds to the backup store in the directory `store` (created if
+ * missing) a backup of every write acknowledged before the call, copying
+ * only the tables and rows no earlier backup there holds, and stores its
+ * number in `*id` (when `id` is not NULL). STRATA_EINVAL when `store` is
+ * NULL; STRATA_ELOCKED while another process has the store open;
+ * STRATA_ENOTSUP for the KVell engine; STRATA_EIO (the store keeps the
+ * backups it held), STRATA_ECORRUPTION (a damaged table in the database),
+ * STRATA_ECLOSED or STRATA_EPOISONED otherwise. Thread-safe.
+ */
+int strata_backup(const strata_t *db, const char *store, uint64_t *id, char **errptr);
+
+/**
+ * Restores backup `id` (the newest when 0) of the backup store in the
+ * directory `store` into `target`, a directory that must not exist,
+ * checking every file's size and crc32c; strata_open() then opens
+ * `target` (with the backed-up database's `l0` and no `fast_dir`).
+ * STRATA_EINVAL when a path is NULL or `target` exists; STRATA_ENOTFOUND
+ * for an unknown id or an empty store; STRATA_ECORRUPTION when a stored
+ * file differs from its record; STRATA_ELOCKED while another process has
+ * the store open; STRATA_EIO otherwise (remove the partial copy).
+ */
+int strata_restore(const char *store, uint64_t id, const char *target, char **errptr);
+
+/**
  * Releases a buffer returned by strata_get() or strata_stats_json() (NULL
  * is ignored). The buffers are malloc'd, so free() works too.
  */

@@ -294,6 +294,31 @@ int main(int argc, char **argv) {
             EXPECT_ERR(strata_checkpoint(db, ck, &err), STRATA_ENOTSUP);
         }
         EXPECT_ERR(strata_checkpoint(db, NULL, &err), STRATA_EINVAL);
+
+        /* A backup, then a restore of it into a new directory (LSM). */
+        char store[4096], restored[4096];
+        snprintf(store, sizeof store, "%s-backups", argv[1]);
+        snprintf(restored, sizeof restored, "%s-restored", argv[1]);
+        uint64_t id = 0;
+        if (snaps) {
+            CHECK(strata_backup(db, store, &id, &err) == STRATA_OK && err == NULL && id == 1);
+            CHECK(strata_backup(db, store, NULL, &err) == STRATA_OK && err == NULL);
+            CHECK(strata_restore(store, 1, restored, &err) == STRATA_OK && err == NULL);
+            EXPECT_ERR(strata_restore(store, 1, restored, &err), STRATA_EINVAL); /* it exists now */
+            EXPECT_ERR(strata_restore(store, 99, ck, &err), STRATA_ENOTFOUND);
+            strata_options_t *ro = strata_options_create();
+            strata_t *back = strata_open(restored, ro, &err);
+            strata_options_destroy(ro);
+            CHECK(back != NULL);
+            if (back) {
+                CHECK(get_eq(back, NULL, "key099", 6, "val99", 5));
+                strata_destroy(back);
+            }
+        } else {
+            EXPECT_ERR(strata_backup(db, store, &id, &err), STRATA_ENOTSUP);
+        }
+        EXPECT_ERR(strata_backup(db, NULL, &id, &err), STRATA_EINVAL);
+        EXPECT_ERR(strata_restore(NULL, 0, restored, &err), STRATA_EINVAL);
     }
 
     /* The compaction filter (LSM): a compaction removes the 'x' value and

@@ -175,6 +175,83 @@ pub fn run(cli: &Cli) -> Result<ExitCode, CliError> {
             );
             Ok(ExitCode::SUCCESS)
         }
+        Command::Backup { store } => {
+            let db = open(cli, "backup", false)?;
+            let backups = strata::BackupStore::open(store)?;
+            let start = std::time::Instant::now();
+            let b = db.backup(&backups)?;
+            let elapsed = start.elapsed();
+            db.close()?;
+            println!(
+                "backup {} in {}: {} files, {:.2} MiB ({:.2} MiB copied, the rest already there) in {:.3} s",
+                b.id,
+                store.display(),
+                b.files,
+                mib(b.bytes),
+                mib(b.copied_bytes),
+                elapsed.as_secs_f64()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Restore { store, target, id } => {
+            let backups = strata::BackupStore::open(store)?;
+            let start = std::time::Instant::now();
+            let r = backups.restore(*id, target)?;
+            println!(
+                "restored backup {} into {}: {} files, {:.2} MiB in {:.3} s",
+                r.id,
+                target.display(),
+                r.files,
+                mib(r.bytes),
+                start.elapsed().as_secs_f64()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Backups {
+            store,
+            delete,
+            keep,
+            verify,
+        } => {
+            let backups = strata::BackupStore::open(store)?;
+            if let Some(id) = delete {
+                let freed = backups.delete(*id)?;
+                println!("deleted backup {id}; {:.2} MiB freed", mib(freed));
+            }
+            if let Some(n) = keep {
+                let (gone, freed) = backups.keep_newest(*n)?;
+                println!("deleted backups {gone:?}; {:.2} MiB freed", mib(freed));
+            }
+            let mut damaged = false;
+            for b in backups.list()? {
+                let state = if *verify {
+                    match backups.verify(b.id) {
+                        Ok(_) => "  verified",
+                        Err(e) if e.is_corruption() => {
+                            eprintln!("backup {}: {e}", b.id);
+                            damaged = true;
+                            "  DAMAGED"
+                        }
+                        Err(e) => return Err(e.into()),
+                    }
+                } else {
+                    ""
+                };
+                println!(
+                    "{:>6}  {}  seq {:>12}  {:>5} files  {:>10.2} MiB{state}",
+                    b.id,
+                    b.created_ms,
+                    b.last_sequence,
+                    b.files,
+                    mib(b.bytes)
+                );
+            }
+            Ok(if damaged {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
         Command::Verify => {
             let dir = cli.dir("verify")?;
             let opts = cli.options(Options::default())?;
@@ -265,4 +342,9 @@ fn show(b: &[u8], hex: bool) -> String {
     } else {
         String::from_utf8_lossy(b).into_owned()
     }
+}
+
+/// Bytes in MiB, for printing.
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1 << 20) as f64
 }

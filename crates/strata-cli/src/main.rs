@@ -122,6 +122,39 @@ pub enum Command {
         /// The new directory.
         target: PathBuf,
     },
+    /// Add a backup of the database to the backup store STORE (created if
+    /// missing): every write made before the command, copying only the
+    /// tables and rows no earlier backup in STORE holds.
+    Backup {
+        /// The backup store's directory.
+        store: PathBuf,
+    },
+    /// Restore a backup from STORE into TARGET (a new directory), checking
+    /// every file's size and crc32c; the newest backup unless --id.
+    Restore {
+        /// The backup store's directory.
+        store: PathBuf,
+        /// The new database directory.
+        target: PathBuf,
+        /// The backup to restore (see `strata backups`).
+        #[arg(long)]
+        id: Option<u64>,
+    },
+    /// List the backups in STORE; optionally delete some or verify all
+    /// (no --dir needed). Exit code 1 when --verify finds damage.
+    Backups {
+        /// The backup store's directory.
+        store: PathBuf,
+        /// Delete this backup (and the files no other backup holds).
+        #[arg(long)]
+        delete: Option<u64>,
+        /// Delete all but the newest N backups.
+        #[arg(long, value_name = "N")]
+        keep: Option<usize>,
+        /// Read every file of every backup and check its size and crc32c.
+        #[arg(long)]
+        verify: bool,
+    },
     /// Serve the database over the Redis protocol (RESP2) until SIGINT or
     /// SIGTERM (creates the database if missing). See docs/SERVER.md.
     Serve(ServeArgs),

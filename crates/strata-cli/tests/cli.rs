@@ -114,6 +114,60 @@ fn a_checkpoint_opens_on_its_own_and_an_existing_target_is_refused() {
     assert!(stderr(&o).contains("exists"), "{}", stderr(&o));
 }
 
+/// `backup`, `backups` and `restore`: a second backup copies nothing new,
+/// each restores what it held, damage is found by `--verify` (exit 1),
+/// and `--keep` deletes the older ones.
+#[test]
+fn backups_restore_list_verify_and_delete() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (db, store) = (tmp.path().join("db"), tmp.path().join("store"));
+    let store_arg = store.to_str().expect("utf-8 path");
+    assert_eq!(code(&strata(&db, &["put", "a", "1"])), 0);
+    let o = strata(&db, &["backup", store_arg]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(stdout(&o).starts_with("backup 1 "), "{}", stdout(&o));
+    assert_eq!(code(&strata(&db, &["put", "b", "2"])), 0);
+    let o = strata(&db, &["backup", store_arg]);
+    assert!(stdout(&o).starts_with("backup 2 "), "{}", stdout(&o));
+    let o = strata(&db, &["backups", store_arg, "--verify"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(stdout(&o).matches("verified").count(), 2, "{}", stdout(&o));
+    for (id, want) in [("1", "a\t1\n"), ("2", "a\t1\nb\t2\n")] {
+        let target = tmp.path().join(format!("r{id}"));
+        let t = target.to_str().expect("utf-8 path");
+        let o = strata(&db, &["restore", store_arg, t, "--id", id]);
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+        assert_eq!(stdout(&strata(&target, &["scan"])), want, "backup {id}");
+    }
+    // A restore into an existing directory is refused.
+    let o = strata(
+        &db,
+        &[
+            "restore",
+            store_arg,
+            tmp.path().join("r1").to_str().expect("utf-8"),
+        ],
+    );
+    assert_eq!(code(&o), 2);
+    assert!(stderr(&o).contains("exists"), "{}", stderr(&o));
+    // Damage one stored file: --verify says so and exits 1.
+    let shared = std::fs::read_dir(store.join("shared"))
+        .expect("list")
+        .flatten()
+        .next()
+        .expect("a shared file")
+        .path();
+    let mut bytes = std::fs::read(&shared).expect("read");
+    bytes[0] ^= 1;
+    std::fs::write(&shared, bytes).expect("write");
+    let o = strata(&db, &["backups", store_arg, "--verify"]);
+    assert_eq!(code(&o), 1, "{}", stdout(&o));
+    assert!(stdout(&o).contains("DAMAGED"), "{}", stdout(&o));
+    let o = strata(&db, &["backups", store_arg, "--keep", "1"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(stdout(&o).contains("deleted backups [1]"), "{}", stdout(&o));
+}
+
 #[test]
 fn missing_database_is_a_clear_error() {
     let tmp = tempfile::tempdir().expect("tempdir");

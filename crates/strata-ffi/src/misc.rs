@@ -85,6 +85,62 @@ pub extern "C" fn strata_checkpoint(
     .1
 }
 
+/// Adds to the backup store in the directory `store` (created if
+/// missing) a backup of every write acknowledged before the call, copying
+/// only the tables and rows no earlier backup there holds, and stores its
+/// number in `*id` (when `id` is not NULL). STRATA_EINVAL when `store` is
+/// NULL; STRATA_ELOCKED while another process has the store open;
+/// STRATA_ENOTSUP for the KVell engine; STRATA_EIO (the store keeps the
+/// backups it held), STRATA_ECORRUPTION (a damaged table in the database),
+/// STRATA_ECLOSED or STRATA_EPOISONED otherwise. Thread-safe.
+#[no_mangle]
+pub extern "C" fn strata_backup(
+    db: *const strata_t,
+    store: *const c_char,
+    id: *mut u64,
+    errptr: *mut *mut c_char,
+) -> c_int {
+    guard(errptr, (), || {
+        let db = obj(db, "database")?;
+        let store = cstr(store, "store")?;
+        let store = strata::BackupStore::open(store).map_err(eng)?;
+        let b = db.db.backup(&store).map_err(eng)?;
+        if !id.is_null() {
+            // SAFETY: the caller passes NULL or a valid u64 to write.
+            unsafe { *id = b.id };
+        }
+        Ok(())
+    })
+    .1
+}
+
+/// Restores backup `id` (the newest when 0) of the backup store in the
+/// directory `store` into `target`, a directory that must not exist,
+/// checking every file's size and crc32c; strata_open() then opens
+/// `target` (with the backed-up database's `l0` and no `fast_dir`).
+/// STRATA_EINVAL when a path is NULL or `target` exists; STRATA_ENOTFOUND
+/// for an unknown id or an empty store; STRATA_ECORRUPTION when a stored
+/// file differs from its record; STRATA_ELOCKED while another process has
+/// the store open; STRATA_EIO otherwise (remove the partial copy).
+#[no_mangle]
+pub extern "C" fn strata_restore(
+    store: *const c_char,
+    id: u64,
+    target: *const c_char,
+    errptr: *mut *mut c_char,
+) -> c_int {
+    guard(errptr, (), || {
+        let store = cstr(store, "store")?;
+        let target = cstr(target, "target")?;
+        let store = strata::BackupStore::open(store).map_err(eng)?;
+        store
+            .restore((id != 0).then_some(id), std::path::Path::new(target))
+            .map(|_| ())
+            .map_err(eng)
+    })
+    .1
+}
+
 /// Releases a buffer returned by strata_get() or strata_stats_json() (NULL
 /// is ignored). The buffers are malloc'd, so free() works too.
 #[no_mangle]

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 /// Each module and the modules it may import (besides the leaves every
 /// module may use: `error`, `coding`, `types`, `filename`, `sched`).
 const ALLOWED: &[(&str, &[&str])] = &[
+    ("backup", &["io", "table", "version"]),
     ("batch", &[]),
     ("budget", &["io", "options"]),
     ("coding", &[]),
@@ -23,6 +24,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     (
         "db",
         &[
+            "backup",
             "batch",
             "budget",
             "compaction",
@@ -47,6 +49,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     (
         "fuzzing",
         &[
+            "backup",
             "batch",
             "compaction",
             "edit",
@@ -86,7 +89,10 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("sched", &[]),
     ("stale", &[]),
     ("stats", &[]),
-    ("store", &["batch", "db", "iter", "options", "stats"]),
+    (
+        "store",
+        &["backup", "batch", "db", "iter", "options", "stats"],
+    ),
     ("table", &["io", "iter", "stats"]),
     ("types", &[]),
     (

@@ -276,7 +276,7 @@ pub fn worker(data: &[u8]) -> usize {
 pub type Harness = fn(&[u8]) -> usize;
 
 /// Every harness by name (the fuzz target names).
-pub const TARGETS: [(&str, Harness); 10] = [
+pub const TARGETS: [(&str, Harness); 11] = [
     ("wal", wal),
     ("batch", batch),
     ("table", table),
@@ -287,6 +287,7 @@ pub const TARGETS: [(&str, Harness); 10] = [
     ("row", row),
     ("slab", slab),
     ("options", options),
+    ("backup", backup),
 ];
 
 /// `Options::apply` on `data` as text (invalid UTF-8 replaced): it returns,
@@ -311,6 +312,18 @@ pub fn options(data: &[u8]) -> usize {
         "options do not print back to themselves"
     );
     1
+}
+
+/// A backup store's meta file (`backup/meta.rs`, FORMAT §14): it decodes
+/// or fails with an error, and what decodes re-encodes to a file that
+/// decodes the same.
+pub fn backup(data: &[u8]) -> usize {
+    let Ok(m) = crate::backup::Meta::decode(data) else {
+        return 0;
+    };
+    let again = crate::backup::Meta::decode(&m.encode());
+    assert_eq!(again.as_ref().ok(), Some(&m), "a decoded meta re-encodes");
+    m.files.len() + 1
 }
 
 /// `l0`'s row file format: a row that opens is

@@ -41,6 +41,7 @@
 //! # }
 //! ```
 
+pub mod backup;
 pub(crate) mod batch;
 pub(crate) mod budget;
 pub mod clock;
@@ -89,6 +90,7 @@ pub(crate) mod version;
 #[doc(hidden)]
 pub mod wal;
 
+pub use backup::{BackupInfo, BackupStore, RestoreStats};
 pub use batch::{BatchEntry, BatchIter, WriteBatch};
 pub use compaction_filter::{CompactionFilter, FilterOp};
 pub use db::{CheckpointStats, Db, ReadOptions, Scan, Snapshot};

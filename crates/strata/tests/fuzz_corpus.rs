@@ -372,6 +372,26 @@ fn generate_fuzz_corpus() {
     }
     assert!(rows > 0, "the matrix history wrote rows");
 
+    // A backup store's meta files: tables and rows, then a second backup.
+    let store = strata::BackupStore::open_with(Arc::new(fs.clone()), "/store").expect("store");
+    let db = Db::open(
+        dir,
+        common::tiny_with(common::MATRIX).fs(Arc::new(fs.clone())),
+    )
+    .expect("reopen matrix");
+    db.backup(&store).expect("backup");
+    for op in common::history(4, 100, 60, 0.0) {
+        op.write(&db).expect("write");
+    }
+    db.backup(&store).expect("backup");
+    db.close().expect("close");
+    for name in fs.list_dir(Path::new("/store/meta")).expect("list") {
+        let data = fs
+            .read_file(&Path::new("/store/meta").join(&name))
+            .expect("read");
+        write("backup", &name, &data);
+    }
+
     let e = Edit {
         log_number: Some(9),
         next_file_number: Some(12),

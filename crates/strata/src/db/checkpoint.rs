@@ -2,9 +2,12 @@
 //! ([`Db::checkpoint`]).
 
 use super::Db;
+use crate::backup::{Kind, SourceFile};
 use crate::error::{Error, Result};
 use crate::filename::{row_name, table_path};
-use std::path::Path;
+use crate::version::Version;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// What a checkpoint wrote.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -54,55 +57,70 @@ impl Db {
         if target.starts_with(&inner.dir) || target.starts_with(&row_dir) {
             return bad("inside the database's directory (the next open would take it for debris)");
         }
-        make_dir_durable(fs, target)?;
-        self.flush()?;
-        // One version and the counters that go with it: `install` changes
-        // both under the state mutex. Holding the version keeps its files
-        // from being deleted until they are linked.
-        let (version, number, record) = {
-            let st = inner.state.lock();
-            st.check_usable()?;
-            let v = st.versions.current();
-            let (number, record) = st.versions.checkpoint_record(&v);
-            (v, number, record)
-        };
+        crate::io::create_dir_durable(fs, target)?;
+        let cap = self.capture()?;
         let mut stats = CheckpointStats::default();
-        let tables = version.levels.iter().flatten().map(|f| {
-            (
-                table_path(&inner.dir, f.id()),
-                table_path(target, f.id()),
-                f.size(),
-            )
-        });
-        let rows = version.rows.rows.iter().map(|r| {
-            let name = row_name(r.meta.id());
-            (row_dir.join(&name), target.join(&name), r.meta.desc.size)
-        });
-        for (from, to, size) in tables.chain(rows) {
-            stats.copied_bytes += fs.link_or_copy(&from, &to)?;
+        for f in cap.files(&inner.dir) {
+            let to = match f.kind {
+                Kind::Table => table_path(target, f.number),
+                Kind::Row => target.join(row_name(f.number)),
+            };
+            stats.copied_bytes += fs.link_or_copy(&f.path, &to)?;
             stats.files += 1;
-            stats.bytes += size;
+            stats.bytes += f.size;
         }
         // Syncs `target` (the files' entries) after writing CURRENT.
-        crate::version::write_manifest_and_current(fs, target, number, &record)?;
+        crate::version::write_manifest_and_current(fs, target, cap.number, &cap.record)?;
         Ok(stats)
     }
 }
 
-/// Creates `dir` and every missing parent, and syncs the parent of each
-/// directory it created, so their entries survive a power loss.
-fn make_dir_durable(fs: &dyn crate::io::FileSystem, dir: &Path) -> Result<()> {
-    let mut created: Vec<&Path> = Vec::new();
-    let mut d = Some(dir);
-    while let Some(p) = d.filter(|p| !p.as_os_str().is_empty() && !fs.exists(p)) {
-        created.push(p);
-        d = p.parent();
+/// One version of a flushed database and the manifest that opens its
+/// files on their own. Holding it keeps those files from being deleted.
+pub(super) struct Capture {
+    version: Arc<Version>,
+    /// The manifest's number and its snapshot record.
+    pub number: u64,
+    pub record: Vec<u8>,
+    pub last_sequence: u64,
+    row_dir: PathBuf,
+}
+
+impl Capture {
+    /// The tables and level-0 rows of the version, where they are.
+    pub fn files(&self, dir: &Path) -> Vec<SourceFile> {
+        let tables = self.version.levels.iter().flatten().map(|f| SourceFile {
+            kind: Kind::Table,
+            number: f.id(),
+            size: f.size(),
+            path: table_path(dir, f.id()),
+        });
+        let rows = self.version.rows.rows.iter().map(|r| SourceFile {
+            kind: Kind::Row,
+            number: r.meta.id(),
+            size: r.meta.desc.size,
+            path: self.row_dir.join(row_name(r.meta.id())),
+        });
+        tables.chain(rows).collect()
     }
-    fs.create_dir_all(dir)?;
-    for p in created {
-        if let Some(parent) = p.parent().filter(|p| !p.as_os_str().is_empty()) {
-            fs.sync_dir(parent)?;
-        }
+}
+
+impl Db {
+    /// Flushes the memtable, then takes the current version and the
+    /// counters that go with it (`install` changes both under the state
+    /// mutex).
+    pub(super) fn capture(&self) -> Result<Capture> {
+        self.flush()?;
+        let st = self.inner.state.lock();
+        st.check_usable()?;
+        let version = st.versions.current();
+        let (number, record) = st.versions.checkpoint_record(&version);
+        Ok(Capture {
+            number,
+            record,
+            last_sequence: st.versions.last_sequence,
+            row_dir: st.versions.l0_dir().to_path_buf(),
+            version,
+        })
     }
-    Ok(())
 }

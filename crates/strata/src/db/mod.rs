@@ -9,6 +9,7 @@
 
 mod admission;
 mod background;
+mod backup;
 mod checkpoint;
 mod compact;
 mod designs;

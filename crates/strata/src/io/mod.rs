@@ -294,6 +294,24 @@ pub fn copy_file<F: FileSystem + ?Sized>(fs: &F, from: &Path, to: &Path) -> Resu
     copied
 }
 
+/// Creates `dir` and every missing parent, and syncs the parent of each
+/// directory it created, so their entries survive a power loss.
+pub fn create_dir_durable(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
+    let mut created: Vec<&Path> = Vec::new();
+    let mut d = Some(dir);
+    while let Some(p) = d.filter(|p| !p.as_os_str().is_empty() && !fs.exists(p)) {
+        created.push(p);
+        d = p.parent();
+    }
+    fs.create_dir_all(dir)?;
+    for p in created {
+        if let Some(parent) = p.parent().filter(|p| !p.as_os_str().is_empty()) {
+            fs.sync_dir(parent)?;
+        }
+    }
+    Ok(())
+}
+
 /// Reads a whole (small) file.
 pub fn read_all(fs: &dyn FileSystem, path: &Path) -> Result<Vec<u8>> {
     let mut f = fs.open_sequential(path)?;

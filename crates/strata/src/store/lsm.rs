@@ -105,6 +105,9 @@ impl KvStore for Db {
     fn checkpoint(&self, target: &std::path::Path) -> Result<crate::CheckpointStats> {
         Db::checkpoint(self, target)
     }
+    fn backup(&self, store: &crate::BackupStore) -> Result<crate::BackupInfo> {
+        Db::backup(self, store)
+    }
     fn compact(&self) -> Result<()> {
         Db::compact_range::<&[u8], _>(self, ..)
     }

@@ -173,6 +173,17 @@ pub trait KvStore: Send + Sync {
             self.semantics().engine
         )))
     }
+    /// Adds to `store` a backup of every write acknowledged before the
+    /// call, copying only the files no earlier backup there holds (the
+    /// LSM: [`Db::backup`](crate::Db::backup)). `NotSupported` where the
+    /// engine has none (KVell).
+    fn backup(&self, store: &crate::BackupStore) -> Result<crate::BackupInfo> {
+        let _ = store;
+        Err(Error::NotSupported(format!(
+            "the {} engine has no backups",
+            self.semantics().engine
+        )))
+    }
     /// Waits until the engine's background work (flushes of full memtables,
     /// compactions) is done; the active memtable stays as it is.
     fn wait_for_compactions(&self) -> Result<()>;

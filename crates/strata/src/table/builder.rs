@@ -105,6 +105,19 @@ fn write_block(
     Ok(handle)
 }
 
+/// A fresh table id: nonzero, drawn from the process's random hash keys
+/// (seeded by the OS), a per-process counter and the clock.
+fn unique_id() -> u64 {
+    use std::hash::BuildHasher;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static DRAWN: AtomicU64 = AtomicU64::new(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let n = DRAWN.fetch_add(1, Ordering::Relaxed);
+    std::collections::hash_map::RandomState::new().hash_one((n, now, std::process::id())) | 1
+}
+
 impl TableBuilder {
     pub fn new(file: Box<dyn WritableFile>, opts: TableOptions) -> Self {
         let offset = file.len();
@@ -118,6 +131,7 @@ impl TableBuilder {
             filter: BloomBuilder::new(),
             props: TableProperties {
                 format_version: FORMAT_VERSION,
+                unique_id: unique_id(),
                 ..TableProperties::default()
             },
             last_key: Vec::new(),

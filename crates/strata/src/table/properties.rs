@@ -22,6 +22,7 @@ const TAG_LARGEST: u64 = 8;
 const TAG_MAX_SEQ: u64 = 9;
 const TAG_COMPRESSION: u64 = 10;
 const TAG_MIN_SEQ: u64 = 11;
+const TAG_UNIQUE_ID: u64 = 12;
 
 /// Facts about a table, written at build time and read at open.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -45,6 +46,11 @@ pub struct TableProperties {
     /// Smallest sequence number in the table (0 if unknown: tables
     /// written before this field).
     pub min_seq: u64,
+    /// A random, nonzero number the builder drew for this table, which no
+    /// other table shares (0: written before this field). Backups name a
+    /// table's copy by it, so two different tables that happen to share a
+    /// file number and a size are never taken for one.
+    pub unique_id: u64,
     pub format_version: u32,
 }
 
@@ -65,6 +71,11 @@ pub(crate) fn encode_properties(p: &TableProperties, compression: Compression) -
     num(&mut out, TAG_DATA_BLOCKS, p.data_blocks);
     num(&mut out, TAG_MAX_SEQ, p.max_seq);
     num(&mut out, TAG_MIN_SEQ, p.min_seq);
+    if p.unique_id != 0 {
+        // Fixed width, so a table's size does not depend on its id.
+        put_varint(&mut out, TAG_UNIQUE_ID);
+        put_bytes(&mut out, &p.unique_id.to_le_bytes());
+    }
     num(&mut out, TAG_COMPRESSION, compression as u64);
     put_varint(&mut out, TAG_SMALLEST);
     put_bytes(&mut out, &p.smallest);
@@ -109,6 +120,10 @@ pub(crate) fn decode_properties(buf: &[u8]) -> Result<(TableProperties, Compress
             TAG_DATA_BLOCKS => p.data_blocks = num()?,
             TAG_MAX_SEQ => p.max_seq = num()?,
             TAG_MIN_SEQ => p.min_seq = num()?,
+            TAG_UNIQUE_ID => {
+                let b: [u8; 8] = bytes.try_into().map_err(|_| bad())?;
+                p.unique_id = u64::from_le_bytes(b);
+            }
             TAG_COMPRESSION => {
                 compression = u8::try_from(num()?)
                     .ok()
@@ -143,6 +158,7 @@ mod tests {
             largest: b"z\x01\0\0\0\0\0\0\0".to_vec(),
             max_seq: 77,
             min_seq: 0,
+            unique_id: 0x1234_5678_9abc_def1,
             format_version: 1,
         };
         let mut b = encode_properties(&p, Compression::Zstd);
