@@ -153,6 +153,11 @@ pub enum Workload {
     /// Random gets of the counters after `num` increments by merges, not
     /// flushed: reads fold the operands where the writes left them.
     CountersRead,
+    /// One checkpoint of the loaded database (`KvStore::checkpoint`) into
+    /// a new directory beside it, on the same file system: one timed call.
+    /// Not in [`all`]: engines without checkpoints (LevelDB, fjall, KVell)
+    /// fail it with `NotSupported` (see [`extra`]).
+    Checkpoint,
 }
 
 /// Counters of [`Workload::Counters`] for `num` (ten increments each per
@@ -233,6 +238,13 @@ pub fn all() -> Vec<Workload> {
     v
 }
 
+/// Workloads outside [`all`] (which the `tiny` and `full` presets run on
+/// every engine): some engines lack their operation and fail them with
+/// `NotSupported`. Their own presets name them.
+pub fn extra() -> Vec<Workload> {
+    vec![Workload::Checkpoint]
+}
+
 /// What a workload needs in the database before its run starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Preload {
@@ -286,6 +298,7 @@ impl Workload {
             "mergerandom" => Workload::Counters { merge: true },
             "updaterandom" => Workload::Counters { merge: false },
             "readrandom-after-merges" => Workload::CountersRead,
+            "checkpoint" => Workload::Checkpoint,
             _ => {
                 if let Some(w) = all()
                     .into_iter()
@@ -310,6 +323,7 @@ impl Workload {
                     "unknown workload {s:?}; known: {}",
                     all()
                         .iter()
+                        .chain(&extra())
                         .map(|w| w.name())
                         .collect::<Vec<_>>()
                         .join(", ")
@@ -344,6 +358,7 @@ impl Workload {
             Workload::Counters { merge: true } => "mergerandom".into(),
             Workload::Counters { merge: false } => "updaterandom".into(),
             Workload::CountersRead => "readrandom-after-merges".into(),
+            Workload::Checkpoint => "checkpoint".into(),
         }
     }
 
@@ -428,6 +443,12 @@ impl Workload {
                 "{} random gets of {} counters after {} increments by merges (get and put where the engine has none), not flushed",
                 p.ops,
                 counters(p.num),
+                p.num
+            ),
+            Workload::Checkpoint => format!(
+                "one checkpoint of {} loaded keys (flushed and settled) into a new directory beside the \
+                 database, on the same file system (the engine flushes its memtable first and hard-links \
+                 what it can); the time is the call's, ops/s 1 ÷ it, MB/s the checkpoint's file bytes ÷ it",
                 p.num
             ),
         }
@@ -573,7 +594,7 @@ mod tests {
 
     #[test]
     fn names_round_trip() -> Result<(), BenchError> {
-        for w in all() {
+        for w in all().into_iter().chain(extra()) {
             assert_eq!(Workload::parse(&w.name())?, w);
         }
         assert!(Workload::parse("ycsb-g").is_err());

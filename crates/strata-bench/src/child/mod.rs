@@ -22,7 +22,7 @@ use strata::{KvStore, ScanRange, WriteBatch, WriteOptions};
 mod result;
 mod run;
 
-pub use result::{Latency, Level, RunResult, PROGRESS_PREFIX, RESULT_PREFIX};
+pub use result::{CheckpointFigures, Latency, Level, RunResult, PROGRESS_PREFIX, RESULT_PREFIX};
 pub use run::{child_main, remove_shm_dirs, run, CGROUP_PROCS_ENV, SHM_ROOT};
 
 /// What the parent asks a child to do.
@@ -112,6 +112,8 @@ struct Meter {
     cut: bool,
     /// The slowest operation: its nanoseconds and when it started.
     slowest: Option<(u64, Instant)>,
+    /// What the engine said of the checkpoint it made (`checkpoint`).
+    checkpoint: Option<strata::CheckpointStats>,
 }
 
 impl Meter {
@@ -131,6 +133,7 @@ impl Meter {
             ops: 0,
             cut: false,
             slowest: None,
+            checkpoint: None,
         }
     }
     fn record(&mut self, start: Instant, t0: Instant, t1: Instant, n: u64) {
@@ -179,6 +182,7 @@ impl Meter {
         self.found += o.found;
         self.ops += o.ops;
         self.cut |= o.cut;
+        self.checkpoint = self.checkpoint.or(o.checkpoint);
         if let Some((ns, at)) = o.slowest {
             if self.slowest.is_none_or(|(s, _)| ns > s) {
                 self.slowest = Some((ns, at));
@@ -206,6 +210,9 @@ struct Ctx<'a> {
     sync: bool,
     /// The store takes merges (`Semantics::merges`).
     merges: bool,
+    /// Where the `checkpoint` row writes its checkpoint (a directory that
+    /// does not exist yet).
+    checkpoint_target: Option<PathBuf>,
 }
 
 impl Ctx<'_> {
@@ -387,6 +394,7 @@ fn new_ctx<'a>(store: &'a dyn KvStore, p: &'a Params, w: Workload, sync: bool) -
         stop: AtomicBool::new(false),
         sync,
         merges: store.semantics().merges,
+        checkpoint_target: None,
     }
 }
 
@@ -430,6 +438,8 @@ fn worker(
             p.num / threads + u64::from((t as u64) < p.num % threads)
         }
         Workload::ReadSeq | Workload::ScanResume => p.ops.min(p.num),
+        // One call, by the first thread.
+        Workload::Checkpoint => u64::from(t == 0),
         Workload::DeleteBlocks { .. } => {
             let blocks = p.num.div_ceil(DELETE_BLOCK);
             (blocks / threads + u64::from((t as u64) < blocks % threads)) * DELETED_PER_BLOCK
@@ -594,6 +604,15 @@ fn worker(
             Workload::CountersRead => {
                 ctx.get(rng.gen_range(0..counters(p.num)), &mut kb, &mut m)?;
                 m.count("read");
+            }
+            Workload::Checkpoint => {
+                let Some(target) = ctx.checkpoint_target.as_deref() else {
+                    return Err(BenchError::Usage(
+                        "checkpoint: the run named no target directory".into(),
+                    ));
+                };
+                m.checkpoint = Some(ctx.store.checkpoint(target)?);
+                m.count("checkpoint");
             }
             Workload::AfterDeletes(..) => {
                 return Err(BenchError::Usage(format!(
@@ -855,6 +874,54 @@ mod tests {
                 "readseq" => assert_eq!(r.ops, 1000),
                 _ => assert!(r.op_counts.get("scan").is_some_and(|&n| n > 900)),
             }
+        }
+        Ok(())
+    }
+
+    /// The checkpoint row times one call, reports what the checkpoint
+    /// holds and removes it; engines without checkpoints fail the row with
+    /// `NotSupported`.
+    #[test]
+    fn a_checkpoint_row_times_one_call() -> Result<(), BenchError> {
+        let tmp = tempfile::tempdir().map_err(|e| BenchError::Io("tmp".into(), e))?;
+        for name in engines() {
+            let spec = RunSpec {
+                engine: name.into(),
+                workload: "checkpoint".into(),
+                params: Params {
+                    num: 2000,
+                    ops: 1000,
+                    ..Params::default()
+                },
+                settings: EngineSettings::default(),
+                dir: tmp.path().join(name),
+                cold: false,
+                settle: true,
+                keep_data: false,
+                preloaded: false,
+                save_image: None,
+            };
+            let result = run(&spec);
+            if matches!(name, "strata" | "rocksdb") {
+                let r = result?;
+                assert_eq!(r.ops, 1, "{name}");
+                let c = r.checkpoint.clone().unwrap_or_default();
+                // The tables are hard links; the manifest and the like are not.
+                assert!(
+                    c.files > 0 && c.unlinked_bytes > 0 && c.unlinked_bytes < c.bytes,
+                    "{name}: {c:?}"
+                );
+                assert_eq!(
+                    c.engine_copied_bytes,
+                    (name == "strata").then_some(0),
+                    "{name}"
+                );
+            } else {
+                let e = result.err().map(|e| e.to_string()).unwrap_or_default();
+                assert!(e.contains("not supported"), "{name}: {e}");
+            }
+            let target = tmp.path().join(format!("{name}-checkpoint"));
+            assert!(!target.exists(), "{name}: the checkpoint was left");
         }
         Ok(())
     }

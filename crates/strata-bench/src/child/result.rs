@@ -36,6 +36,24 @@ pub struct Level {
     pub bytes: u64,
 }
 
+/// What the checkpoint of a `checkpoint` row holds, its directory walked
+/// after the call (then removed).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct CheckpointFigures {
+    /// Files in the checkpoint's directory.
+    pub files: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Of `bytes`, those of files that are not hard links of the
+    /// database's same-named file (another inode, or no such file): the
+    /// bytes the checkpoint wrote (copied or made) rather than linked.
+    pub unlinked_bytes: u64,
+    /// strata's own count of table and row bytes copied because a hard
+    /// link was refused (`CheckpointStats::copied_bytes`); `None` for the
+    /// comparators, whose libraries do not say.
+    pub engine_copied_bytes: Option<u64>,
+}
+
 /// Everything measured in one run.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct RunResult {
@@ -137,6 +155,9 @@ pub struct RunResult {
     /// counters cover load and run).
     #[serde(default)]
     pub engine_stats: Option<serde_json::Value>,
+    /// The `checkpoint` row: what the checkpoint holds.
+    #[serde(default)]
+    pub checkpoint: Option<CheckpointFigures>,
 }
 
 /// Child's stdout protocol: progress lines, then one result line.

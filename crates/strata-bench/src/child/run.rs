@@ -3,8 +3,8 @@
 
 use super::result::{level_shape, ratio};
 use super::{
-    background_writer, emit, mark_loaded, new_ctx, preload, progress, worker, Latency, Meter,
-    RunResult, RunSpec, RESULT_PREFIX,
+    background_writer, emit, mark_loaded, new_ctx, preload, progress, worker, CheckpointFigures,
+    Latency, Meter, RunResult, RunSpec, RESULT_PREFIX,
 };
 use crate::engine::{self, EngineKind, EngineSettings};
 use crate::sys;
@@ -90,6 +90,19 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
             std::fs::remove_dir_all(d).map_err(|e| BenchError::Io(d.clone(), e))?;
         }
     }
+    // The checkpoint row's target: a new sibling of the database's
+    // directory (the same file system), removed once measured, and on every
+    // other path by the guard.
+    let checkpoint_target = (w == Workload::Checkpoint).then(|| {
+        let name = dir
+            .file_name()
+            .map_or_else(|| "db".into(), |n| n.to_string_lossy().to_string());
+        dir.with_file_name(format!("{name}-checkpoint"))
+    });
+    if let Some(t) = checkpoint_target.as_ref().filter(|t| t.exists()) {
+        std::fs::remove_dir_all(t).map_err(|e| BenchError::Io(t.clone(), e))?;
+    }
+    let _checkpoint_guard = checkpoint_target.clone().map(Shm);
     std::fs::create_dir_all(&dir).map_err(|e| BenchError::Io(dir.clone(), e))?;
     let load_start = Instant::now();
     let mut opened = engine::open(&kind, &settings, &dir)?;
@@ -114,7 +127,8 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
         preloaded = true;
     }
     let store: &dyn KvStore = opened.store.as_ref();
-    let ctx = new_ctx(store, p, w, sync);
+    let mut ctx = new_ctx(store, p, w, sync);
+    ctx.checkpoint_target = checkpoint_target.clone();
     match w.preload() {
         Preload::Nothing => {}
         _ if preloaded => {
@@ -155,6 +169,8 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
         p.ops.min(p.num) * p.threads as u64
     } else if let Workload::DeleteBlocks { .. } = w {
         p.num.div_ceil(crate::workload::DELETE_BLOCK) * crate::workload::DELETED_PER_BLOCK
+    } else if w == Workload::Checkpoint {
+        1
     } else {
         p.ops
     };
@@ -215,6 +231,27 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
     // The window's own writes; then the compaction they left due and the
     // close are charged to the run too.
     let io_window = sys::proc_io();
+    // The checkpoint's files, walked (not timed), then removed: they are
+    // not the database's.
+    let checkpoint = match &checkpoint_target {
+        Some(t) => {
+            let walked = checkpoint_files(t, &dir);
+            let _ = std::fs::remove_dir_all(t);
+            let (files, bytes, unlinked_bytes) =
+                walked.map_err(|e| BenchError::Io(t.clone(), e))?;
+            Some(CheckpointFigures {
+                files,
+                bytes,
+                unlinked_bytes,
+                engine_copied_bytes: if kind.is_comparator() {
+                    None
+                } else {
+                    meter.checkpoint.map(|c| c.copied_bytes)
+                },
+            })
+        }
+        None => None,
+    };
     let steal_secs = match (steal0, sys::steal_secs()) {
         (Some(a), Some(b)) => Some((b - a).max(0.0)),
         _ => None,
@@ -309,7 +346,8 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
         cut_short: meter.cut,
         secs,
         ops_per_sec: meter.ops as f64 / secs,
-        mb_per_sec: meter.bytes as f64 / secs / 1e6,
+        // A checkpoint row's bytes are its checkpoint's.
+        mb_per_sec: checkpoint.as_ref().map_or(meter.bytes, |c| c.bytes) as f64 / secs / 1e6,
         latency,
         read_latency,
         write_latency,
@@ -373,7 +411,37 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
             None
         },
         load_secs,
+        checkpoint,
     })
+}
+
+/// The files under `target` (a checkpoint), their bytes, and the bytes of
+/// those that are not hard links of the same-named file under `source`
+/// (the database's directory): another inode, or no such file.
+fn checkpoint_files(target: &Path, source: &Path) -> std::io::Result<(u64, u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let (mut files, mut bytes, mut unlinked) = (0u64, 0u64, 0u64);
+    let mut dirs = vec![PathBuf::new()];
+    while let Some(rel) = dirs.pop() {
+        for entry in std::fs::read_dir(target.join(&rel))? {
+            let entry = entry?;
+            let path = rel.join(entry.file_name());
+            // Not followed: a link is counted as itself.
+            let m = entry.metadata()?;
+            if m.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            files += 1;
+            bytes += m.len();
+            let linked = std::fs::symlink_metadata(source.join(&path))
+                .is_ok_and(|s| s.dev() == m.dev() && s.ino() == m.ino());
+            if !linked {
+                unlinked += m.len();
+            }
+        }
+    }
+    Ok((files, bytes, unlinked))
 }
 
 /// The environment variable naming the `cgroup.procs` file of the memory

@@ -35,6 +35,9 @@ pub type Handle = *mut c_void;
 /// A get that copies the value once (see [`Api::pinned_get`]): `(api, db,
 /// read options, key)`.
 pub type PinnedGet = unsafe fn(&Api, Handle, Handle, &[u8]) -> Result<Option<Vec<u8>>, FfiError>;
+/// A checkpoint of an open database in a new directory (see
+/// [`Api::checkpoint`]): `(api, db, target)`.
+pub type Checkpoint = unsafe fn(&Api, Handle, &Path) -> Result<(), FfiError>;
 pub type ErrPtr = *mut *mut c_char;
 
 /// The C calls a [`CStore`] uses; both libraries fill it with their own.
@@ -75,6 +78,10 @@ pub struct Api {
     /// library has none (LevelDB).
     pub batch_merge:
         Option<unsafe extern "C" fn(Handle, *const c_char, usize, *const c_char, usize)>,
+    /// Writes a checkpoint of the database to a new directory (RocksDB's
+    /// `rocksdb_checkpoint_*` calls); `None` where the library has none
+    /// (LevelDB, or a RocksDB library without those symbols).
+    pub checkpoint: Option<Checkpoint>,
     pub create_iterator: unsafe extern "C" fn(Handle, Handle) -> Handle,
     pub iter_destroy: unsafe extern "C" fn(Handle),
     pub iter_valid: unsafe extern "C" fn(Handle) -> c_uchar,

@@ -119,9 +119,57 @@ type Loaded = super::dl::Loaded<Fns>;
 
 static LOADED: OnceLock<Loaded> = OnceLock::new();
 
+/// RocksDB's checkpoint calls (`rocksdb/c.h`), resolved apart from [`Fns`]
+/// and optional: a library without them runs every other workload, and
+/// its checkpoints are `NotSupported`.
+#[derive(Clone, Copy)]
+struct CheckpointFns {
+    object_create: unsafe extern "C" fn(db: Handle, err: ErrPtr) -> Handle,
+    create:
+        unsafe extern "C" fn(cp: Handle, dir: *const c_char, log_size_for_flush: u64, err: ErrPtr),
+    object_destroy: unsafe extern "C" fn(cp: Handle),
+}
+
+impl CheckpointFns {
+    /// All three calls, or `None` if the library lacks any.
+    fn resolve(lib: &'static libloading::Library) -> Option<Self> {
+        // SAFETY: each signature is the C header's for its symbol; the
+        // library outlives the pointers (never unloaded).
+        unsafe {
+            Some(CheckpointFns {
+                object_create: *lib
+                    .get::<unsafe extern "C" fn(Handle, ErrPtr) -> Handle>(
+                        b"rocksdb_checkpoint_object_create\0",
+                    )
+                    .ok()?,
+                create: *lib
+                    .get::<unsafe extern "C" fn(Handle, *const c_char, u64, ErrPtr)>(
+                        b"rocksdb_checkpoint_create\0",
+                    )
+                    .ok()?,
+                object_destroy: *lib
+                    .get::<unsafe extern "C" fn(Handle)>(b"rocksdb_checkpoint_object_destroy\0")
+                    .ok()?,
+            })
+        }
+    }
+}
+
+/// The checkpoint calls of the loaded library (set when it is resolved;
+/// `None` inside: it has none).
+static CHECKPOINT: OnceLock<Option<CheckpointFns>> = OnceLock::new();
+
+/// Resolves the calls the bench needs ([`Fns`]) and the optional
+/// checkpoint calls ([`CHECKPOINT`], which [`api_of`] then reads).
+fn resolve(lib: &'static libloading::Library) -> Result<Fns, String> {
+    let f = Fns::resolve(lib)?;
+    let _ = CHECKPOINT.set(CheckpointFns::resolve(lib));
+    Ok(f)
+}
+
 /// Loads RocksDB (once per process; see [`super::dl::load_once`]).
 fn loaded() -> Result<&'static Loaded, BenchError> {
-    super::dl::load_once(&LOADED, "rocksdb", Fns::resolve, api_of)
+    super::dl::load_once(&LOADED, "rocksdb", resolve, api_of)
 }
 
 /// The [`Api`] table of the resolved calls.
@@ -141,6 +189,11 @@ fn api_of(f: &Fns) -> Api {
         batch_delete_range: Some(f.rocksdb_writebatch_delete_range),
         merge: Some(f.rocksdb_merge),
         batch_merge: Some(f.rocksdb_writebatch_merge),
+        // Resolved just before (see `resolve`): absent from an older library.
+        checkpoint: match CHECKPOINT.get() {
+            Some(Some(_)) => Some(checkpoint as super::Checkpoint),
+            _ => None,
+        },
         create_iterator: f.rocksdb_create_iterator,
         iter_destroy: f.rocksdb_iter_destroy,
         iter_valid: f.rocksdb_iter_valid,
@@ -234,6 +287,38 @@ unsafe fn flush(api: &Api, db: Handle) -> Result<(), FfiError> {
         let mut err: *mut c_char = std::ptr::null_mut();
         f.rocksdb_flush(db, fo, &mut err);
         f.rocksdb_flushoptions_destroy(fo);
+        api.check(err)
+    }
+}
+
+/// `rocksdb_checkpoint_create` into `target` (a directory that must not
+/// exist yet) with `log_size_for_flush` 0: RocksDB flushes the memtable
+/// first, as strata's checkpoint does, and hard-links the tables.
+///
+/// # Safety
+/// `db` must be an open RocksDB database.
+unsafe fn checkpoint(api: &Api, db: Handle, target: &Path) -> Result<(), FfiError> {
+    let Some(c) = CHECKPOINT.get().copied().flatten() else {
+        return Err(FfiError::Null {
+            engine: "rocksdb",
+            call: "checkpoint_object_create (not in this library)",
+        });
+    };
+    let dir = c_path("rocksdb", target)?;
+    let mut err: *mut c_char = std::ptr::null_mut();
+    // SAFETY: db is open (caller); the checkpoint object is destroyed once
+    // it is made, on every path; `dir` outlives the call.
+    unsafe {
+        let cp = (c.object_create)(db, &mut err);
+        api.check(err)?;
+        if cp.is_null() {
+            return Err(FfiError::Null {
+                engine: "rocksdb",
+                call: "checkpoint_object_create",
+            });
+        }
+        (c.create)(cp, dir.as_ptr(), 0, &mut err);
+        (c.object_destroy)(cp);
         api.check(err)
     }
 }

@@ -1,8 +1,8 @@
 //! The report rendered for people: the terminal summary and `report.md`.
 
 use super::rows::{
-    compaction_rows, cut_note, kvell_rows, matrix_rows, mix_rows, ratio_rows, steal_note,
-    u_series_rows, workload_rows,
+    checkpoint_note, compaction_rows, cut_note, kvell_rows, matrix_rows, mix_rows, ratio_rows,
+    steal_note, u_series_rows, workload_rows,
 };
 use super::Report;
 use std::fmt::Write as _;
@@ -96,7 +96,8 @@ pub fn summary(r: &Report) -> String {
             .map(|x| x.description.clone());
         let _ = writeln!(s, "\n{w}: {}", desc.unwrap_or_default());
         s.push_str(&text_table(&workload_rows(r, &w)));
-        for note in [cut_note(r, &w), steal_note(r, &w)].into_iter().flatten() {
+        let notes = [cut_note(r, &w), steal_note(r, &w), checkpoint_note(r, &w)];
+        for note in notes.into_iter().flatten() {
             let _ = writeln!(s, "  {note}");
         }
         if let Some(rows) = mix_rows(r, &w) {
@@ -295,7 +296,8 @@ pub fn markdown(r: &Report, charts: &[String]) -> String {
             .map(|x| x.description.clone());
         let _ = writeln!(s, "### {w}\n\n{}\n", desc.unwrap_or_default());
         s.push_str(&md_table(&workload_rows(r, &w)));
-        for note in [cut_note(r, &w), steal_note(r, &w)].into_iter().flatten() {
+        let notes = [cut_note(r, &w), steal_note(r, &w), checkpoint_note(r, &w)];
+        for note in notes.into_iter().flatten() {
             let _ = writeln!(s, "\n{note}");
         }
         if let Some(rows) = mix_rows(r, &w) {

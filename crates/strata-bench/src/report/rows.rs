@@ -109,6 +109,37 @@ pub(super) fn cut_note(r: &Report, w: &str) -> Option<String> {
     })
 }
 
+/// The footnote of a checkpoint row: what each engine's median run's
+/// checkpoint holds.
+pub(super) fn checkpoint_note(r: &Report, w: &str) -> Option<String> {
+    let mb = |b: u64| b as f64 / 1e6;
+    let made: Vec<String> = r
+        .engines
+        .iter()
+        .filter_map(|e| {
+            let c = r.cell(&e.name, w)?.median.checkpoint.as_ref()?;
+            Some(format!(
+                "{} {} files, {:.1} MB, {:.1} MB not hard-linked{}",
+                e.name,
+                c.files,
+                mb(c.bytes),
+                mb(c.unlinked_bytes),
+                c.engine_copied_bytes.map_or(String::new(), |b| format!(
+                    " ({:.1} MB of tables and rows copied by its own count)",
+                    mb(b)
+                ))
+            ))
+        })
+        .collect();
+    (!made.is_empty()).then(|| {
+        format!(
+            "Checkpoints (median runs): {}. Not hard-linked: files whose inode is not their \
+             same-named database file's (written by the checkpoint, not linked).",
+            made.join("; ")
+        )
+    })
+}
+
 /// Host steal at or above which a median run is footnoted (CPU seconds).
 const STEAL_NOTE_SECS: f64 = 0.05;
 

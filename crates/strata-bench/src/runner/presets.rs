@@ -96,7 +96,8 @@ fn names(v: &[&str]) -> Vec<String> {
 pub const PRESETS: &[(&str, &str)] = &[
     (
         "tiny",
-        "every workload on a few thousand keys; seconds (the test suite runs it)",
+        "every workload but checkpoint (which LevelDB and fjall lack) on a few thousand keys; seconds \
+         (the test suite runs it)",
     ),
     (
         "quick",
@@ -160,8 +161,15 @@ pub const PRESETS: &[(&str, &str)] = &[
          readrandom of counters made by 1M merges; strata and every peer, 5 repeats; ~10 min",
     ),
     (
+        "checkpoint",
+        "IN MEMORY, checkpoints: one checkpoint of 1M loaded keys of 100 B (116 MB, flushed and settled) \
+         into a new directory on the same file system, timed as one call, with its files' bytes and those \
+         not hard-linked; strata and RocksDB (LevelDB and fjall have none), loads reused, 5 repeats; \
+         a few minutes",
+    ),
+    (
         "full",
-        "every workload, 2M keys (232 MB, 3.6x the 64 MiB cache), 1M ops, 30 s timed runs; about 40 minutes on 2 cores",
+        "every workload but checkpoint, 2M keys (232 MB, 3.6x the 64 MiB cache), 1M ops, 30 s timed runs; about 40 minutes on 2 cores",
     ),
 ];
 
@@ -221,6 +229,23 @@ pub fn preset(name: &str, out: PathBuf) -> Result<Config, BenchError> {
             reuse_loads: true,
             ..base
         }),
+        "checkpoint" => {
+            let mut engines = vec!["strata".to_string()];
+            if COMPARATORS {
+                engines.push("rocksdb".to_string());
+            }
+            Ok(Config {
+                engines,
+                workloads: names(&["checkpoint"]),
+                params: Params {
+                    num: 1_000_000,
+                    ..Params::default()
+                },
+                repeats: 5,
+                reuse_loads: true,
+                ..base
+            })
+        }
         "merges" => Ok(Config {
             workloads: names(&["mergerandom", "updaterandom", "readrandom-after-merges"]),
             params: Params {
