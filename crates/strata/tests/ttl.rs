@@ -184,3 +184,53 @@ fn write_times_of_unflushed_versions_survive_a_close() {
     clock.advance(5_000);
     assert_eq!(keys(&db), vec![k(3)]);
 }
+
+/// Tables of the sorted levels whose every entry has expired are deleted
+/// without being read (`expired_dropped_tables`); what was written since
+/// stays, in both level-0 designs.
+#[test]
+fn wholly_expired_tables_are_dropped_unread() {
+    for spec in ["", MATRIX] {
+        let clock = Arc::new(ManualClock::new(START));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = open(dir.path(), ttl_opts(spec, &clock));
+        for i in 0..2_000 {
+            db.put(k(i), [b'o'; 64]).expect("put");
+        }
+        compact(&db);
+        let before = db.stats();
+        let deep = before
+            .levels
+            .iter()
+            .skip(1)
+            .map(|l| l.files as u64)
+            .sum::<u64>();
+        assert!(deep > 0, "[{spec}] the old data lies in sorted levels");
+        assert_eq!(before.expired_dropped_tables, 0, "[{spec}]");
+        let read_before = before.compaction_bytes_read;
+        clock.advance(10_000);
+        // A fresh write and a flush wake the background threads.
+        db.put(b"fresh", b"v").expect("put");
+        db.flush().expect("flush");
+        db.wait_for_compactions().expect("wait");
+        let after = db.stats();
+        assert!(
+            after.expired_dropped_tables >= deep,
+            "[{spec}] {} of {deep} tables dropped",
+            after.expired_dropped_tables
+        );
+        assert_eq!(
+            after.compaction_bytes_read, read_before,
+            "[{spec}] dropped unread"
+        );
+        assert_eq!(keys(&db), vec![b"fresh".to_vec()], "[{spec}]");
+        db.close().expect("close");
+        drop(db);
+        let db = open(dir.path(), ttl_opts(spec, &clock));
+        assert_eq!(
+            keys(&db),
+            vec![b"fresh".to_vec()],
+            "[{spec}] after a reopen"
+        );
+    }
+}

@@ -54,6 +54,9 @@ pub enum Trigger {
     /// A table holding versions a range tombstone hides
     /// (`picker::range_dels`).
     RangeDel = 4,
+    /// Tables whose every entry has expired (`ttl_secs`,
+    /// `picker::expired`).
+    Expired = 5,
 }
 
 /// One compaction job.
@@ -231,6 +234,7 @@ impl Plan {
             Some(2) => Trigger::Manual,
             Some(3) => Trigger::Read,
             Some(4) => Trigger::RangeDel,
+            Some(5) => Trigger::Expired,
             _ => return Err(bad(&r, "unknown trigger")),
         };
         let mut assigned = Assignment::default();

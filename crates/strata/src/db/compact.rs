@@ -34,6 +34,7 @@ pub(super) fn pick(inner: &Inner, st: &State, in_flight: &InFlight) -> Option<Pl
         pointers: &pointers,
         stale: &stale,
         horizon: inner.horizon(),
+        expired_to: inner.expired_to(),
     };
     picker::l0::pick(&env, &*inner.designs.l0, &*inner.designs.picker)
 }
@@ -212,7 +213,7 @@ fn account(inner: &Inner, v: &Version, plan: &Plan, outcome: &Outcome, started: 
         Trigger::Stale => Stats::add(&s.stale_compactions, 1),
         Trigger::Read => Stats::add(&s.read_compactions, 1),
         Trigger::RangeDel => Stats::add(&s.range_del_compactions, 1),
-        Trigger::Size | Trigger::Manual => {}
+        Trigger::Size | Trigger::Manual | Trigger::Expired => {}
     }
     Stats::add(&s.stale_dropped, outcome.stale_dropped);
     inner.add_tally(&outcome.tally);
@@ -221,7 +222,11 @@ fn account(inner: &Inner, v: &Version, plan: &Plan, outcome: &Outcome, started: 
         return;
     }
     if plan.kind == PlanKind::Drop {
-        Stats::add(&s.range_dropped_tables, plan.inputs.len() as u64);
+        let dropped = match plan.trigger {
+            Trigger::Expired => &s.expired_dropped_tables,
+            _ => &s.range_dropped_tables,
+        };
+        Stats::add(dropped, plan.inputs.len() as u64);
         return;
     }
     Stats::add(&s.compaction_count, 1);
@@ -447,6 +452,7 @@ impl Db {
                 pointers: &pointers,
                 stale: &stale,
                 horizon: inner.horizon(),
+                expired_to: 0,
             };
             let range = Some((lo.as_deref(), hi.as_deref()));
             match picker::range_dels::pick(&env, range) {

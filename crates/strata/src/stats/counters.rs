@@ -141,6 +141,8 @@ counters! {
         /// Versions flushes and compactions wrote as deletions because
         /// they expired (`ttl_secs`).
         expired_versions,
+        /// Tables deleted unread: every entry had expired (`ttl_secs`).
+        expired_dropped_tables,
         /// Most compactions that ran at the same time.
         compactions_running_max,
         /// Times a running compaction paused to give its CPU slot to a flush

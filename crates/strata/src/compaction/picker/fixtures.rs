@@ -43,6 +43,7 @@ fn show(plan: Option<Plan>) -> String {
         Trigger::Manual => "manual",
         Trigger::Read => "read",
         Trigger::RangeDel => "range-del",
+        Trigger::Expired => "expired",
     };
     let ids = |v: &[u64]| {
         let s: Vec<String> = v.iter().map(u64::to_string).collect();
@@ -109,6 +110,7 @@ impl Case {
             pointers: &pointers,
             stale: &self.stale,
             horizon: self.horizon,
+            expired_to: 0,
         };
         match picker {
             Some(p) => p.pick(&env),

@@ -8,10 +8,13 @@ use crate::l0::{L0Container, L0Pick, RowSlice};
 use crate::options::Options;
 use crate::version::Version;
 
-/// The next compaction: the first of level 0's own picks the running
+/// The next compaction: wholly expired tables dropped, else the first of level 0's own picks the running
 /// compactions admit, or else `levels`' choice.
 pub fn pick(env: &PickEnv<'_>, l0: &dyn L0Container, levels: &dyn Picker) -> Option<Plan> {
     let v = env.version;
+    if let Some(plan) = super::expired::pick(env) {
+        return Some(plan);
+    }
     l0.picks(v, env.opts, env.in_flight.l0_busy())
         .into_iter()
         .find_map(|p| plan_of(v, env.opts, p, Trigger::Size).and_then(|p| env.admit(p)))

@@ -7,8 +7,10 @@
 //! [`Leveled`] (size triggers only) and [`Stale`] (size triggers, then
 //! tables whose stale-version score passed `stale_threshold`). With either,
 //! tables holding versions a range tombstone hides are cleared last
-//! ([`range_dels`]).
+//! ([`range_dels`]). Before either, with a ttl, wholly expired tables are
+//! deleted unread (`expired`).
 
+mod expired;
 pub(crate) mod l0;
 mod leveled;
 pub mod range_dels;
@@ -42,6 +44,9 @@ pub struct PickEnv<'a> {
     /// snapshot's, else the last published. A range tombstone above it
     /// may not clear what it hides yet.
     pub horizon: SeqNo,
+    /// The newest sequence that has expired (`ttl_secs`): every version at
+    /// or below it reads as deleted. 0 without a ttl.
+    pub expired_to: SeqNo,
 }
 
 impl PickEnv<'_> {
