@@ -158,6 +158,11 @@ pub enum Workload {
     /// Not in [`all`]: engines without checkpoints (LevelDB, fjall, KVell)
     /// fail it with `NotSupported` (see [`extra`]).
     Checkpoint,
+    /// One backup of the loaded database (`KvStore::backup`) into a new,
+    /// empty backup directory beside it, on the same file system: one
+    /// timed call. Not in [`all`]: engines without backups (LevelDB, fjall,
+    /// KVell) fail it with `NotSupported` (see [`extra`]).
+    Backup,
 }
 
 /// Counters of [`Workload::Counters`] for `num` (ten increments each per
@@ -242,7 +247,7 @@ pub fn all() -> Vec<Workload> {
 /// every engine): some engines lack their operation and fail them with
 /// `NotSupported`. Their own presets name them.
 pub fn extra() -> Vec<Workload> {
-    vec![Workload::Checkpoint]
+    vec![Workload::Checkpoint, Workload::Backup]
 }
 
 /// What a workload needs in the database before its run starts.
@@ -299,6 +304,7 @@ impl Workload {
             "updaterandom" => Workload::Counters { merge: false },
             "readrandom-after-merges" => Workload::CountersRead,
             "checkpoint" => Workload::Checkpoint,
+            "backup" => Workload::Backup,
             _ => {
                 if let Some(w) = all()
                     .into_iter()
@@ -359,6 +365,7 @@ impl Workload {
             Workload::Counters { merge: false } => "updaterandom".into(),
             Workload::CountersRead => "readrandom-after-merges".into(),
             Workload::Checkpoint => "checkpoint".into(),
+            Workload::Backup => "backup".into(),
         }
     }
 
@@ -449,6 +456,12 @@ impl Workload {
                 "one checkpoint of {} loaded keys (flushed and settled) into a new directory beside the \
                  database, on the same file system (the engine flushes its memtable first and hard-links \
                  what it can); the time is the call's, ops/s 1 ÷ it, MB/s the checkpoint's file bytes ÷ it",
+                p.num
+            ),
+            Workload::Backup => format!(
+                "one backup of {} loaded keys (flushed and settled) into a new, empty backup directory beside \
+                 the database, on the same file system (the engine flushes its memtable first and copies \
+                 every file); the time is the call's, ops/s 1 ÷ it, MB/s the backup directory's file bytes ÷ it",
                 p.num
             ),
         }

@@ -22,7 +22,9 @@ use strata::{KvStore, ScanRange, WriteBatch, WriteOptions};
 mod result;
 mod run;
 
-pub use result::{CheckpointFigures, Latency, Level, RunResult, PROGRESS_PREFIX, RESULT_PREFIX};
+pub use result::{
+    BackupFigures, CheckpointFigures, Latency, Level, RunResult, PROGRESS_PREFIX, RESULT_PREFIX,
+};
 pub use run::{child_main, remove_shm_dirs, run, CGROUP_PROCS_ENV, SHM_ROOT};
 
 /// What the parent asks a child to do.
@@ -114,6 +116,8 @@ struct Meter {
     slowest: Option<(u64, Instant)>,
     /// What the engine said of the checkpoint it made (`checkpoint`).
     checkpoint: Option<strata::CheckpointStats>,
+    /// What the engine said of the backup it made (`backup`).
+    backup: Option<strata::BackupInfo>,
 }
 
 impl Meter {
@@ -134,6 +138,7 @@ impl Meter {
             cut: false,
             slowest: None,
             checkpoint: None,
+            backup: None,
         }
     }
     fn record(&mut self, start: Instant, t0: Instant, t1: Instant, n: u64) {
@@ -183,6 +188,7 @@ impl Meter {
         self.ops += o.ops;
         self.cut |= o.cut;
         self.checkpoint = self.checkpoint.or(o.checkpoint);
+        self.backup = self.backup.or(o.backup);
         if let Some((ns, at)) = o.slowest {
             if self.slowest.is_none_or(|(s, _)| ns > s) {
                 self.slowest = Some((ns, at));
@@ -213,6 +219,9 @@ struct Ctx<'a> {
     /// Where the `checkpoint` row writes its checkpoint (a directory that
     /// does not exist yet).
     checkpoint_target: Option<PathBuf>,
+    /// The backup store the `backup` row adds its backup to (new and
+    /// empty).
+    backup_store: Option<&'a strata::BackupStore>,
 }
 
 impl Ctx<'_> {
@@ -395,6 +404,7 @@ fn new_ctx<'a>(store: &'a dyn KvStore, p: &'a Params, w: Workload, sync: bool) -
         sync,
         merges: store.semantics().merges,
         checkpoint_target: None,
+        backup_store: None,
     }
 }
 
@@ -439,7 +449,7 @@ fn worker(
         }
         Workload::ReadSeq | Workload::ScanResume => p.ops.min(p.num),
         // One call, by the first thread.
-        Workload::Checkpoint => u64::from(t == 0),
+        Workload::Checkpoint | Workload::Backup => u64::from(t == 0),
         Workload::DeleteBlocks { .. } => {
             let blocks = p.num.div_ceil(DELETE_BLOCK);
             (blocks / threads + u64::from((t as u64) < blocks % threads)) * DELETED_PER_BLOCK
@@ -613,6 +623,15 @@ fn worker(
                 };
                 m.checkpoint = Some(ctx.store.checkpoint(target)?);
                 m.count("checkpoint");
+            }
+            Workload::Backup => {
+                let Some(store) = ctx.backup_store else {
+                    return Err(BenchError::Usage(
+                        "backup: the run opened no backup store".into(),
+                    ));
+                };
+                m.backup = Some(ctx.store.backup(store)?);
+                m.count("backup");
             }
             Workload::AfterDeletes(..) => {
                 return Err(BenchError::Usage(format!(
@@ -922,6 +941,50 @@ mod tests {
             }
             let target = tmp.path().join(format!("{name}-checkpoint"));
             assert!(!target.exists(), "{name}: the checkpoint was left");
+        }
+        Ok(())
+    }
+
+    /// The backup row times one call, reports what the backup directory
+    /// holds and removes it; engines without backups fail the row with
+    /// `NotSupported`.
+    #[test]
+    fn a_backup_row_times_one_call() -> Result<(), BenchError> {
+        let tmp = tempfile::tempdir().map_err(|e| BenchError::Io("tmp".into(), e))?;
+        for name in engines() {
+            let spec = RunSpec {
+                engine: name.into(),
+                workload: "backup".into(),
+                params: Params {
+                    num: 2000,
+                    ops: 1000,
+                    ..Params::default()
+                },
+                settings: EngineSettings::default(),
+                dir: tmp.path().join(name),
+                cold: false,
+                settle: true,
+                keep_data: false,
+                preloaded: false,
+                save_image: None,
+            };
+            let result = run(&spec);
+            if matches!(name, "strata" | "rocksdb") {
+                let r = result?;
+                assert_eq!(r.ops, 1, "{name}");
+                let b = r.backup.clone().unwrap_or_default();
+                // The store's LOCK, and at least a table and a meta file.
+                assert!(b.files > 2 && b.bytes > 0, "{name}: {b:?}");
+                match b.engine_copied_bytes {
+                    Some(c) => assert!(name == "strata" && c > 0 && c <= b.bytes, "{name}: {b:?}"),
+                    None => assert_eq!(name, "rocksdb"),
+                }
+            } else {
+                let e = result.err().map(|e| e.to_string()).unwrap_or_default();
+                assert!(e.contains("not supported"), "{name}: {e}");
+            }
+            let target = tmp.path().join(format!("{name}-backup"));
+            assert!(!target.exists(), "{name}: the backup was left");
         }
         Ok(())
     }

@@ -54,6 +54,21 @@ pub struct CheckpointFigures {
     pub engine_copied_bytes: Option<u64>,
 }
 
+/// What the backup directory of a `backup` row holds, walked after the
+/// call (then removed). It was empty before the call, so every byte in it
+/// is one the backup wrote.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct BackupFigures {
+    /// Files in the backup directory (its store's empty `LOCK` included).
+    pub files: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// strata's own count of table and row bytes the backup copied
+    /// (`BackupInfo::copied_bytes`); `None` for the comparators, whose
+    /// libraries do not say.
+    pub engine_copied_bytes: Option<u64>,
+}
+
 /// Everything measured in one run.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct RunResult {
@@ -158,6 +173,9 @@ pub struct RunResult {
     /// The `checkpoint` row: what the checkpoint holds.
     #[serde(default)]
     pub checkpoint: Option<CheckpointFigures>,
+    /// The `backup` row: what the backup directory holds.
+    #[serde(default)]
+    pub backup: Option<BackupFigures>,
 }
 
 /// Child's stdout protocol: progress lines, then one result line.

@@ -3,8 +3,8 @@
 
 use super::result::{level_shape, ratio};
 use super::{
-    background_writer, emit, mark_loaded, new_ctx, preload, progress, worker, CheckpointFigures,
-    Latency, Meter, RunResult, RunSpec, RESULT_PREFIX,
+    background_writer, emit, mark_loaded, new_ctx, preload, progress, worker, BackupFigures,
+    CheckpointFigures, Latency, Meter, RunResult, RunSpec, RESULT_PREFIX,
 };
 use crate::engine::{self, EngineKind, EngineSettings};
 use crate::sys;
@@ -103,6 +103,28 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
         std::fs::remove_dir_all(t).map_err(|e| BenchError::Io(t.clone(), e))?;
     }
     let _checkpoint_guard = checkpoint_target.clone().map(Shm);
+    // The backup row's directory: likewise a new sibling, removed before
+    // the run, once measured, and on every other path by the guard.
+    let backup_dir = (w == Workload::Backup).then(|| {
+        let name = dir
+            .file_name()
+            .map_or_else(|| "db".into(), |n| n.to_string_lossy().to_string());
+        dir.with_file_name(format!("{name}-backup"))
+    });
+    if let Some(t) = backup_dir.as_ref().filter(|t| t.exists()) {
+        std::fs::remove_dir_all(t).map_err(|e| BenchError::Io(t.clone(), e))?;
+    }
+    let _backup_guard = backup_dir.clone().map(Shm);
+    // Opened for every engine, since `KvStore::backup` takes a strata
+    // store: that only makes its empty skeleton (`LOCK`, `shared/`,
+    // `meta/`). strata adds its backup to it; a comparator's library
+    // keeps its own backup in a subdirectory of it (`CStore::backup`:
+    // `rocksdb/`), never in strata's format. Declared after the guard, so
+    // dropped (its lock released) before the guard removes the directory.
+    let backup_store = match &backup_dir {
+        Some(t) => Some(strata::BackupStore::open(t)?),
+        None => None,
+    };
     std::fs::create_dir_all(&dir).map_err(|e| BenchError::Io(dir.clone(), e))?;
     let load_start = Instant::now();
     let mut opened = engine::open(&kind, &settings, &dir)?;
@@ -129,6 +151,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
     let store: &dyn KvStore = opened.store.as_ref();
     let mut ctx = new_ctx(store, p, w, sync);
     ctx.checkpoint_target = checkpoint_target.clone();
+    ctx.backup_store = backup_store.as_ref();
     match w.preload() {
         Preload::Nothing => {}
         _ if preloaded => {
@@ -169,7 +192,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
         p.ops.min(p.num) * p.threads as u64
     } else if let Workload::DeleteBlocks { .. } = w {
         p.num.div_ceil(crate::workload::DELETE_BLOCK) * crate::workload::DELETED_PER_BLOCK
-    } else if w == Workload::Checkpoint {
+    } else if matches!(w, Workload::Checkpoint | Workload::Backup) {
         1
     } else {
         p.ops
@@ -247,6 +270,25 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
                     None
                 } else {
                     meter.checkpoint.map(|c| c.copied_bytes)
+                },
+            })
+        }
+        None => None,
+    };
+    // The backup directory's files, walked (not timed), then removed:
+    // empty before the call, so all of them are the backup's.
+    let backup = match &backup_dir {
+        Some(t) => {
+            let walked = tree_files(t);
+            let _ = std::fs::remove_dir_all(t);
+            let (files, bytes) = walked.map_err(|e| BenchError::Io(t.clone(), e))?;
+            Some(BackupFigures {
+                files,
+                bytes,
+                engine_copied_bytes: if kind.is_comparator() {
+                    None
+                } else {
+                    meter.backup.map(|b| b.copied_bytes)
                 },
             })
         }
@@ -346,8 +388,15 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
         cut_short: meter.cut,
         secs,
         ops_per_sec: meter.ops as f64 / secs,
-        // A checkpoint row's bytes are its checkpoint's.
-        mb_per_sec: checkpoint.as_ref().map_or(meter.bytes, |c| c.bytes) as f64 / secs / 1e6,
+        // A checkpoint row's bytes are its checkpoint's; a backup row's,
+        // its backup directory's.
+        mb_per_sec: checkpoint
+            .as_ref()
+            .map(|c| c.bytes)
+            .or(backup.as_ref().map(|b| b.bytes))
+            .unwrap_or(meter.bytes) as f64
+            / secs
+            / 1e6,
         latency,
         read_latency,
         write_latency,
@@ -412,7 +461,27 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
         },
         load_secs,
         checkpoint,
+        backup,
     })
+}
+
+/// The files under `dir` (walked, links not followed) and their bytes.
+fn tree_files(dir: &Path) -> std::io::Result<(u64, u64)> {
+    let (mut files, mut bytes) = (0u64, 0u64);
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for entry in std::fs::read_dir(&d)? {
+            let entry = entry?;
+            let m = entry.metadata()?;
+            if m.is_dir() {
+                dirs.push(entry.path());
+                continue;
+            }
+            files += 1;
+            bytes += m.len();
+        }
+    }
+    Ok((files, bytes))
 }
 
 /// The files under `target` (a checkpoint), their bytes, and the bytes of

@@ -38,6 +38,9 @@ pub type PinnedGet = unsafe fn(&Api, Handle, Handle, &[u8]) -> Result<Option<Vec
 /// A checkpoint of an open database in a new directory (see
 /// [`Api::checkpoint`]): `(api, db, target)`.
 pub type Checkpoint = unsafe fn(&Api, Handle, &Path) -> Result<(), FfiError>;
+/// A backup of an open database into a backup directory (see
+/// [`Api::backup`]): `(api, db, backup directory)`.
+pub type Backup = unsafe fn(&Api, Handle, &Path) -> Result<(), FfiError>;
 pub type ErrPtr = *mut *mut c_char;
 
 /// The C calls a [`CStore`] uses; both libraries fill it with their own.
@@ -82,6 +85,10 @@ pub struct Api {
     /// `rocksdb_checkpoint_*` calls); `None` where the library has none
     /// (LevelDB, or a RocksDB library without those symbols).
     pub checkpoint: Option<Checkpoint>,
+    /// Adds a backup of the database to a backup directory (RocksDB's
+    /// `rocksdb_backup_engine_*` calls); `None` where the library has none
+    /// (LevelDB, or a RocksDB library without those symbols).
+    pub backup: Option<Backup>,
     pub create_iterator: unsafe extern "C" fn(Handle, Handle) -> Handle,
     pub iter_destroy: unsafe extern "C" fn(Handle),
     pub iter_valid: unsafe extern "C" fn(Handle) -> c_uchar,

@@ -104,6 +104,7 @@ fn api_of(f: &Fns) -> Api {
         merge: None,
         batch_merge: None,
         checkpoint: None,
+        backup: None,
         create_iterator: f.leveldb_create_iterator,
         iter_destroy: f.leveldb_iter_destroy,
         iter_valid: f.leveldb_iter_valid,

@@ -22,7 +22,7 @@ pub mod rocksdb;
 mod api;
 
 pub use api::{
-    read_property, Api, Checkpoint, ErrPtr, FfiError, Handle, PinnedGet, PropertyReader,
+    read_property, Api, Backup, Checkpoint, ErrPtr, FfiError, Handle, PinnedGet, PropertyReader,
 };
 
 use std::ffi::{c_char, CString};
@@ -656,6 +656,36 @@ impl KvStore for CStore {
         // SAFETY: db is live and of this store's library.
         unsafe { checkpoint(self.api, self.db, target) }.map_err(|e| self.err(e))?;
         Ok(strata::CheckpointStats::default())
+    }
+
+    /// A backup by the library's own engine (RocksDB's `BackupEngine`, the
+    /// memtable flushed first); `NotSupported` where it has none (LevelDB,
+    /// a RocksDB library without the calls). `store` only names the place:
+    /// the library's engine keeps its backups in a subdirectory of
+    /// `store.dir()` named after the library (`rocksdb`), which it creates
+    /// and owns; the strata store's own `LOCK`, `shared/` and `meta/`
+    /// beside it stay empty (the two formats never share a directory).
+    /// The library does not say what it copied: the backup is numbered 1
+    /// and its other figures are zero.
+    fn backup(&self, store: &strata::BackupStore) -> strata::Result<strata::BackupInfo> {
+        self.live()?;
+        let Some(backup) = self.api.backup else {
+            return Err(strata::Error::NotSupported(format!(
+                "{} has no backup",
+                self.api.engine
+            )));
+        };
+        let target = store.dir().join(self.api.engine);
+        // SAFETY: db is live and of this store's library.
+        unsafe { backup(self.api, self.db, target.as_path()) }.map_err(|e| self.err(e))?;
+        Ok(strata::BackupInfo {
+            id: 1,
+            created_ms: 0,
+            last_sequence: 0,
+            files: 0,
+            bytes: 0,
+            copied_bytes: 0,
+        })
     }
 
     fn wait_for_compactions(&self) -> strata::Result<()> {

@@ -159,11 +159,54 @@ impl CheckpointFns {
 /// `None` inside: it has none).
 static CHECKPOINT: OnceLock<Option<CheckpointFns>> = OnceLock::new();
 
+/// RocksDB's backup engine calls (`rocksdb/c.h`), resolved apart from
+/// [`Fns`] and optional like [`CheckpointFns`]: a library without them
+/// runs every other workload, and its backups are `NotSupported`.
+#[derive(Clone, Copy)]
+struct BackupFns {
+    engine_open: unsafe extern "C" fn(options: Handle, path: *const c_char, err: ErrPtr) -> Handle,
+    create_new_backup_flush:
+        unsafe extern "C" fn(be: Handle, db: Handle, flush_before_backup: c_uchar, err: ErrPtr),
+    engine_close: unsafe extern "C" fn(be: Handle),
+}
+
+impl BackupFns {
+    /// All three calls, or `None` if the library lacks any.
+    fn resolve(lib: &'static libloading::Library) -> Option<Self> {
+        // SAFETY: each signature is the C header's for its symbol (the
+        // options pointer is `const`, passed as a handle); the library
+        // outlives the pointers (never unloaded).
+        unsafe {
+            Some(BackupFns {
+                engine_open: *lib
+                    .get::<unsafe extern "C" fn(Handle, *const c_char, ErrPtr) -> Handle>(
+                        b"rocksdb_backup_engine_open\0",
+                    )
+                    .ok()?,
+                create_new_backup_flush: *lib
+                    .get::<unsafe extern "C" fn(Handle, Handle, c_uchar, ErrPtr)>(
+                        b"rocksdb_backup_engine_create_new_backup_flush\0",
+                    )
+                    .ok()?,
+                engine_close: *lib
+                    .get::<unsafe extern "C" fn(Handle)>(b"rocksdb_backup_engine_close\0")
+                    .ok()?,
+            })
+        }
+    }
+}
+
+/// The backup engine calls of the loaded library (set when it is
+/// resolved; `None` inside: it has none).
+static BACKUP: OnceLock<Option<BackupFns>> = OnceLock::new();
+
 /// Resolves the calls the bench needs ([`Fns`]) and the optional
-/// checkpoint calls ([`CHECKPOINT`], which [`api_of`] then reads).
+/// checkpoint and backup calls ([`CHECKPOINT`], [`BACKUP`], which
+/// [`api_of`] then reads).
 fn resolve(lib: &'static libloading::Library) -> Result<Fns, String> {
     let f = Fns::resolve(lib)?;
     let _ = CHECKPOINT.set(CheckpointFns::resolve(lib));
+    let _ = BACKUP.set(BackupFns::resolve(lib));
     Ok(f)
 }
 
@@ -192,6 +235,10 @@ fn api_of(f: &Fns) -> Api {
         // Resolved just before (see `resolve`): absent from an older library.
         checkpoint: match CHECKPOINT.get() {
             Some(Some(_)) => Some(checkpoint as super::Checkpoint),
+            _ => None,
+        },
+        backup: match BACKUP.get() {
+            Some(Some(_)) => Some(backup as super::Backup),
             _ => None,
         },
         create_iterator: f.rocksdb_create_iterator,
@@ -319,6 +366,61 @@ unsafe fn checkpoint(api: &Api, db: Handle, target: &Path) -> Result<(), FfiErro
         }
         (c.create)(cp, dir.as_ptr(), 0, &mut err);
         (c.object_destroy)(cp);
+        api.check(err)
+    }
+}
+
+/// A new backup of `db` in `dir` by RocksDB's `BackupEngine`
+/// (`rocksdb_backup_engine_create_new_backup_flush` with
+/// `flush_before_backup` 1: the memtable is flushed first, as strata's
+/// backup does). The engine is opened on `dir` (it creates the directory,
+/// whose parent must exist) with fresh default options, which it reads for
+/// their environment only, and closed after the one backup.
+///
+/// # Safety
+/// `db` must be an open RocksDB database.
+unsafe fn backup(api: &Api, db: Handle, dir: &Path) -> Result<(), FfiError> {
+    let Some(b) = BACKUP.get().copied().flatten() else {
+        return Err(FfiError::Null {
+            engine: "rocksdb",
+            call: "backup_engine_open (not in this library)",
+        });
+    };
+    let f = &LOADED
+        .get()
+        .ok_or(FfiError::Null {
+            engine: "rocksdb",
+            call: "backup (library not loaded)",
+        })?
+        .f;
+    let path = c_path("rocksdb", dir)?;
+    let mut err: *mut c_char = std::ptr::null_mut();
+    // SAFETY: db is open (caller); the options are destroyed on every path
+    // after the engine that read them is closed (or failed to open), the
+    // engine is closed once the backup is made; `path` outlives the calls.
+    unsafe {
+        let o = f.rocksdb_options_create();
+        if o.is_null() {
+            return Err(FfiError::Null {
+                engine: "rocksdb",
+                call: "options_create",
+            });
+        }
+        let be = (b.engine_open)(o, path.as_ptr(), &mut err);
+        if let Err(e) = api.check(err) {
+            f.rocksdb_options_destroy(o);
+            return Err(e);
+        }
+        if be.is_null() {
+            f.rocksdb_options_destroy(o);
+            return Err(FfiError::Null {
+                engine: "rocksdb",
+                call: "backup_engine_open",
+            });
+        }
+        (b.create_new_backup_flush)(be, db, 1, &mut err);
+        (b.engine_close)(be);
+        f.rocksdb_options_destroy(o);
         api.check(err)
     }
 }

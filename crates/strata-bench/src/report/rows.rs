@@ -12,8 +12,11 @@ pub(super) fn kops(v: f64) -> String {
         format!("{:.0}k", v / 1000.0)
     } else if v >= 1000.0 {
         format!("{:.1}k", v / 1000.0)
-    } else {
+    } else if v >= 10.0 || v == 0.0 {
         format!("{v:.0}")
+    } else {
+        // A row of one long call (a backup): three significant digits.
+        format!("{v:.3}")
     }
 }
 
@@ -109,8 +112,8 @@ pub(super) fn cut_note(r: &Report, w: &str) -> Option<String> {
     })
 }
 
-/// The footnote of a checkpoint row: what each engine's median run's
-/// checkpoint holds.
+/// The footnote of a checkpoint or backup row: what each engine's median
+/// run's checkpoint, or backup directory, holds.
 pub(super) fn checkpoint_note(r: &Report, w: &str) -> Option<String> {
     let mb = |b: u64| b as f64 / 1e6;
     let made: Vec<String> = r
@@ -131,11 +134,36 @@ pub(super) fn checkpoint_note(r: &Report, w: &str) -> Option<String> {
             ))
         })
         .collect();
-    (!made.is_empty()).then(|| {
-        format!(
+    if !made.is_empty() {
+        return Some(format!(
             "Checkpoints (median runs): {}. Not hard-linked: files whose inode is not their \
              same-named database file's (written by the checkpoint, not linked).",
             made.join("; ")
+        ));
+    }
+    let backups: Vec<String> = r
+        .engines
+        .iter()
+        .filter_map(|e| {
+            let b = r.cell(&e.name, w)?.median.backup.as_ref()?;
+            Some(format!(
+                "{} {} files, {:.1} MB{}",
+                e.name,
+                b.files,
+                mb(b.bytes),
+                b.engine_copied_bytes.map_or(String::new(), |c| format!(
+                    " ({:.1} MB of tables and rows copied by its own count)",
+                    mb(c)
+                ))
+            ))
+        })
+        .collect();
+    (!backups.is_empty()).then(|| {
+        format!(
+            "Backups (median runs): {}. The backup directory was empty before the call, so every \
+             file in it was written by the backup (RocksDB's BackupEngine keeps its own layout in \
+             a subdirectory; the files include strata's empty store LOCK for every engine).",
+            backups.join("; ")
         )
     })
 }

@@ -255,8 +255,14 @@ pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
                 let line = match &r.error {
                     Some(err) => format!("[{k}/{total}] {e} {row}: FAILED: {err}"),
                     None => format!(
-                        "[{k}/{total}] {e} {row}: {:.0} ops/s, p99 {:.1} us, {:.1} s",
-                        r.ops_per_sec, r.latency.p99_us, r.secs
+                        "[{k}/{total}] {e} {row}: {} ops/s, p99 {:.1} us, {:.1} s",
+                        if r.ops_per_sec >= 10.0 {
+                            format!("{:.0}", r.ops_per_sec)
+                        } else {
+                            format!("{:.3}", r.ops_per_sec)
+                        },
+                        r.latency.p99_us,
+                        r.secs
                     ),
                 };
                 eprintln!("{line}");

@@ -96,8 +96,8 @@ fn names(v: &[&str]) -> Vec<String> {
 pub const PRESETS: &[(&str, &str)] = &[
     (
         "tiny",
-        "every workload but checkpoint (which LevelDB and fjall lack) on a few thousand keys; seconds \
-         (the test suite runs it)",
+        "every workload but checkpoint and backup (which LevelDB and fjall lack) on a few thousand keys; \
+         seconds (the test suite runs it)",
     ),
     (
         "quick",
@@ -168,8 +168,15 @@ pub const PRESETS: &[(&str, &str)] = &[
          a few minutes",
     ),
     (
+        "backup",
+        "IN MEMORY, backups: one backup of 1M loaded keys of 100 B (116 MB, flushed and settled) into a \
+         new, empty backup directory on the same file system, timed as one call, with the files and bytes \
+         it wrote; strata and RocksDB's BackupEngine (LevelDB and fjall have none), loads reused, \
+         5 repeats; a few minutes",
+    ),
+    (
         "full",
-        "every workload but checkpoint, 2M keys (232 MB, 3.6x the 64 MiB cache), 1M ops, 30 s timed runs; about 40 minutes on 2 cores",
+        "every workload but checkpoint and backup, 2M keys (232 MB, 3.6x the 64 MiB cache), 1M ops, 30 s timed runs; about 40 minutes on 2 cores",
     ),
 ];
 
@@ -237,6 +244,23 @@ pub fn preset(name: &str, out: PathBuf) -> Result<Config, BenchError> {
             Ok(Config {
                 engines,
                 workloads: names(&["checkpoint"]),
+                params: Params {
+                    num: 1_000_000,
+                    ..Params::default()
+                },
+                repeats: 5,
+                reuse_loads: true,
+                ..base
+            })
+        }
+        "backup" => {
+            let mut engines = vec!["strata".to_string()];
+            if COMPARATORS {
+                engines.push("rocksdb".to_string());
+            }
+            Ok(Config {
+                engines,
+                workloads: names(&["backup"]),
                 params: Params {
                     num: 1_000_000,
                     ..Params::default()
