@@ -11,8 +11,8 @@ use strata_bench::runner::{self, ChildCommand};
 pub struct BenchArgs {
     /// tiny (seconds), quick (in memory, ~8 minutes), capped, capped-1k,
     /// capped-small (larger than memory, hours), active, copro, matrixkv,
-    /// kvell, full: `strata bench --help` lists them, docs/BENCHMARKS.md
-    /// describes each.
+    /// kvell, deletes, merges, merges-capped, checkpoint, backup, full:
+    /// docs/BENCHMARKS.md describes each.
     #[arg(long, default_value = "quick")]
     pub preset: String,
     /// Engines, comma-separated: strata, strata:opt=v;opt=v (use ';' between

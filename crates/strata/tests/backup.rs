@@ -355,3 +355,66 @@ fn kvell_says_it_has_no_backups() {
     }
     assert!(store.list().expect("list").is_empty());
 }
+
+/// A backup written in a newer meta format is listed as such, kept by
+/// `keep_newest`, and its files survive the deletion of another backup;
+/// a stray file in `meta/` is ignored; a shared copy that went missing is
+/// copied again by the next backup.
+#[test]
+fn foreign_backups_stray_names_and_lost_copies_are_handled() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let store_dir = tmp.path().join("store");
+    let store = BackupStore::open(&store_dir).expect("store");
+    let db = open(&tmp.path().join("db"), tiny_with(""));
+    for op in &history(41, 300, 100, 0.0) {
+        op.write(&db).expect("write");
+    }
+    db.flush().expect("flush");
+    db.wait_for_compactions().expect("settle");
+    let first = db.backup(&store).expect("backup");
+    // Make backup 1's record claim format version 2 (checksum fixed up).
+    let meta = store_dir
+        .join("meta")
+        .join(format!("{:08}.backup", first.id));
+    let mut m = std::fs::read(&meta).expect("read meta");
+    m[8] = 2;
+    let body = m.len() - 4;
+    let crc = crc32c_masked(&m[..body]);
+    m[body..].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&meta, &m).expect("write meta");
+    assert!(matches!(store.list(), Err(Error::NotSupported(_))));
+    // A stray name is not a backup.
+    std::fs::write(store_dir.join("meta").join("1.backup"), b"junk").expect("write");
+    let before = shared_names(&store_dir);
+    db.put(b"more", b"x").expect("put");
+    let second = db.backup(&store).expect("backup beside a foreign one");
+    assert_eq!(second.id, first.id + 1);
+    store.delete(second.id).expect("delete");
+    for name in &before {
+        assert!(
+            store_dir.join("shared").join(name).exists(),
+            "{name}: a file of the foreign backup was collected"
+        );
+    }
+    let (gone, _) = store.keep_newest(0).expect("keep none");
+    assert!(gone.is_empty(), "the foreign backup is kept: {gone:?}");
+    // Restore the record; lose one of its copies; the next backup copies
+    // it again instead of naming a missing file.
+    m[8] = 1;
+    let crc = crc32c_masked(&m[..body]);
+    m[body..].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&meta, &m).expect("write meta");
+    let lost = store_dir.join("shared").join(&before[0]);
+    std::fs::remove_file(&lost).expect("remove");
+    let third = db.backup(&store).expect("backup");
+    assert!(lost.exists(), "the lost copy was made again");
+    assert!(third.copied_bytes > 0);
+    store.verify(third.id).expect("verify");
+    db.close().expect("close");
+}
+
+/// The masked crc32c the store's records end with (FORMAT §0).
+fn crc32c_masked(data: &[u8]) -> u32 {
+    let crc = crc32c::crc32c(data);
+    crc.rotate_right(15).wrapping_add(0xa282_ead8)
+}

@@ -234,3 +234,50 @@ fn wholly_expired_tables_are_dropped_unread() {
         );
     }
 }
+
+/// An expired deletion is not dropped while an older version of its key
+/// lies deeper: reopened without a ttl (expired versions readable again),
+/// the deleted key stays deleted.
+#[test]
+fn an_expired_deletion_over_an_older_version_is_not_dropped() {
+    let clock = Arc::new(ManualClock::new(START));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = "level0_file_num_compaction_trigger=1";
+    let db = open(dir.path(), ttl_opts(spec, &clock));
+    for i in 0..100 {
+        db.put(k(i), b"v1").expect("put");
+    }
+    compact(&db);
+    // The deletion lands in L1, over the bottom table holding k50.
+    clock.advance(1_000);
+    db.delete(k(50)).expect("delete");
+    db.flush().expect("flush");
+    db.wait_for_compactions().expect("wait");
+    // A newer key inside the bottom table's range keeps it from being
+    // wholly expired.
+    clock.advance(7_000);
+    let mut fresh = k(75);
+    fresh.push(b'x');
+    db.put(&fresh, b"new").expect("put");
+    db.compact_range(fresh.as_slice()..=fresh.as_slice())
+        .expect("compact");
+    db.wait_for_compactions().expect("wait");
+    // 11.5 s: the deletion and every v1 have expired, `fresh` has not.
+    clock.advance(3_500);
+    db.put(b"wake", b"w").expect("put");
+    db.flush().expect("flush");
+    db.wait_for_compactions().expect("wait");
+    assert_eq!(db.get(k(50)).expect("get"), None);
+    db.close().expect("close");
+    drop(db);
+    let mut plain = tiny_with(spec);
+    plain.clock = clock.clone();
+    plain.apply("merge_operator=u64add").expect("options");
+    let db = open(dir.path(), plain);
+    assert_eq!(
+        db.get(k(50)).expect("get"),
+        None,
+        "the deleted key came back once expired versions were readable again"
+    );
+    assert_eq!(db.get(&fresh).expect("get"), Some(b"new".to_vec()));
+}

@@ -4,7 +4,7 @@
 //! A store holds:
 //! - `shared/`: copies of tables and level-0 rows, each named by its
 //!   number, its size and an identity (the table's unique id, property 12,
-//!   or else the file's crc32c), so a file that several backups hold is
+//!   or else a 64-bit hash of its bytes), so a file that several backups hold is
 //!   stored once, and two different files that share a number and a size
 //!   (a restored database writes numbers its source also wrote) never are;
 //! - `meta/NNNNNNNN.backup`: one per backup, naming its files with their
@@ -105,11 +105,13 @@ impl std::fmt::Debug for BackupStore {
     }
 }
 
-/// The store's backups as read from `meta/`: the intact ones by id, and
-/// the ids of those whose meta file does not decode.
+/// The store's backups as read from `meta/`: the intact ones by id, the
+/// ids of those whose meta file is damaged, and of those written in a
+/// format this build does not read (a newer one: their files are kept).
 struct Catalog {
     metas: BTreeMap<u64, Meta>,
     damaged: Vec<(u64, Error)>,
+    foreign: Vec<(u64, Error)>,
 }
 
 impl Catalog {
@@ -124,8 +126,17 @@ impl Catalog {
 
     fn next_id(&self) -> u64 {
         let newest = self.metas.keys().next_back().copied().unwrap_or(0);
-        let damaged = self.damaged.iter().map(|(id, _)| *id).max().unwrap_or(0);
-        newest.max(damaged) + 1
+        let other = self.damaged.iter().chain(&self.foreign);
+        newest.max(other.map(|(id, _)| *id).max().unwrap_or(0)) + 1
+    }
+
+    /// The first backup this build cannot read, if any.
+    fn unreadable(self) -> Option<Error> {
+        self.damaged
+            .into_iter()
+            .chain(self.foreign)
+            .next()
+            .map(|(_, e)| e)
     }
 }
 
@@ -156,14 +167,16 @@ impl BackupStore {
     }
 
     /// The intact backups, oldest first. `Corruption` (naming the file)
-    /// when a meta file is damaged: [`BackupStore::delete`] removes it.
+    /// when a meta file is damaged ([`BackupStore::delete`] removes it),
+    /// `NotSupported` when one was written in a newer format.
     pub fn list(&self) -> Result<Vec<BackupInfo>> {
         let _busy = self.busy.lock();
         let cat = self.catalog()?;
-        if let Some((_, e)) = cat.damaged.into_iter().next() {
-            return Err(e);
+        let infos = cat.metas.values().map(info).collect();
+        match cat.unreadable() {
+            Some(e) => Err(e),
+            None => Ok(infos),
         }
-        Ok(cat.metas.values().map(info).collect())
     }
 
     /// Copies backup `id` (the newest when `None`) into `target`, a
@@ -219,15 +232,16 @@ impl BackupStore {
         let meta = self.pick(Some(id))?;
         for f in &meta.files {
             let path = self.shared_path(&f.name);
-            let (n, crc) = sum_file(&*self.fs, &path)?;
+            let (n, crc, _) = hash_file(&*self.fs, &path)?;
             check(&path, f, n, crc)?;
         }
         Ok(info(&meta))
     }
 
-    /// Deletes backup `id` (intact or damaged), then every shared file no
-    /// remaining intact backup names. Returns the bytes freed. `NotFound`
-    /// for an unknown id.
+    /// Deletes backup `id` (intact, damaged, or of a newer format), then
+    /// every shared file no remaining intact backup names (none while the
+    /// store holds a backup of a newer format: its files are unknown).
+    /// Returns the bytes freed. `NotFound` for an unknown id.
     pub fn delete(&self, id: u64) -> Result<u64> {
         let _busy = self.busy.lock();
         let path = self.meta_path(id);
@@ -240,8 +254,9 @@ impl BackupStore {
     }
 
     /// Deletes every backup but the newest `keep` intact ones (and every
-    /// damaged one), then the shared files none of the kept ones names.
-    /// Returns the ids deleted and the bytes freed.
+    /// damaged one; those of a newer format stay), then the shared files
+    /// none of the kept ones names. Returns the ids deleted and the bytes
+    /// freed.
     pub fn keep_newest(&self, keep: usize) -> Result<(Vec<u64>, u64)> {
         let _busy = self.busy.lock();
         let cat = self.catalog()?;
@@ -260,12 +275,15 @@ impl BackupStore {
     }
 
     /// Adds a backup of `src`: copies into `shared/` each file no intact
-    /// backup holds yet (through a temporary name, synced, then renamed),
-    /// then writes the meta file atomically. A failure or a crash before
-    /// that write leaves the store as it was, plus unnamed files the next
-    /// [`BackupStore::delete`] or backup removes.
+    /// backup holds yet, or whose copy is missing or of the wrong size
+    /// (through a temporary name, synced, then renamed), then writes the
+    /// meta file atomically. A failure or a crash before that write leaves
+    /// the store's backups as they were; temporary files left by one are
+    /// removed by the next backup, and unnamed copies by the next
+    /// [`BackupStore::delete`] or [`BackupStore::keep_newest`].
     pub(crate) fn add(&self, src: &Source<'_>) -> Result<BackupInfo> {
         let _busy = self.busy.lock();
+        self.remove_temporaries()?;
         let cat = self.catalog()?;
         let shared = cat.shared();
         let id = cat.next_id();
@@ -273,10 +291,12 @@ impl BackupStore {
         let mut files = Vec::with_capacity(src.files.len());
         for f in &src.files {
             let name = store_name(src.fs, f)?;
+            let path = self.shared_path(&name);
+            let kept = |size: u64| self.fs.file_size(&path).is_ok_and(|n| n == size);
             let (size, crc) = match shared.get(name.as_str()) {
-                Some(&(size, crc)) if size == f.size => (size, crc),
+                Some(&(size, crc)) if size == f.size && kept(size) => (size, crc),
                 _ => {
-                    let to = self.shared_path(&name);
+                    let to = path.clone();
                     let tmp = self.shared_path(&format!("{name}{TMP_SUFFIX}"));
                     let _ = self.fs.remove_file(&tmp);
                     let (n, crc) = copy_summing(src.fs, &f.path, &*self.fs, &tmp)?;
@@ -322,12 +342,13 @@ impl BackupStore {
         })
     }
 
-    /// Reads `meta/`. Files that are not meta files (a `.tmp` left by a
-    /// crash) are skipped.
+    /// Reads `meta/`. Files that are not meta files by their exact name (a
+    /// `.tmp` left by a crash, a stray `1.backup`) are skipped.
     fn catalog(&self) -> Result<Catalog> {
         let mut cat = Catalog {
             metas: BTreeMap::new(),
             damaged: Vec::new(),
+            foreign: Vec::new(),
         };
         for name in self.fs.list_dir(&self.dir.join(META))? {
             let Some(id) = parse_meta_name(&name) else {
@@ -349,9 +370,8 @@ impl BackupStore {
                     id,
                     Error::corruption(&path, 0, format!("holds backup {}", m.id)),
                 )),
-                Err(e @ (Error::Corruption { .. } | Error::NotSupported(_))) => {
-                    cat.damaged.push((id, e))
-                }
+                Err(e @ Error::Corruption { .. }) => cat.damaged.push((id, e)),
+                Err(e @ Error::NotSupported(_)) => cat.foreign.push((id, e)),
                 Err(e) => return Err(e),
             }
         }
@@ -372,15 +392,22 @@ impl BackupStore {
         if let Some(at) = cat.damaged.iter().position(|(d, _)| *d == id) {
             return Err(cat.damaged.swap_remove(at).1);
         }
+        if let Some(at) = cat.foreign.iter().position(|(d, _)| *d == id) {
+            return Err(cat.foreign.swap_remove(at).1);
+        }
         cat.metas
             .remove(&id)
             .ok_or_else(|| Error::NotFound(self.meta_path(id)))
     }
 
     /// Removes every file in `shared/` no intact backup names (and every
-    /// temporary file); returns their bytes.
+    /// temporary file); returns their bytes. Removes nothing while a backup
+    /// of a newer format is in the store: which files it holds is unknown.
     fn collect_garbage(&self) -> Result<u64> {
         let cat = self.catalog()?;
+        if !cat.foreign.is_empty() {
+            return Ok(0);
+        }
         let keep = cat.shared();
         let dir = self.dir.join(SHARED);
         let mut freed = 0;
@@ -398,6 +425,25 @@ impl BackupStore {
             self.fs.sync_dir(&dir)?;
         }
         Ok(freed)
+    }
+
+    /// Removes the temporary files a failed or cut backup left in
+    /// `shared/` and `meta/`.
+    fn remove_temporaries(&self) -> Result<()> {
+        for sub in [SHARED, META] {
+            let dir = self.dir.join(sub);
+            let mut removed = false;
+            for name in self.fs.list_dir(&dir)? {
+                if name.ends_with(TMP_SUFFIX) {
+                    self.fs.remove_file(&dir.join(&name))?;
+                    removed = true;
+                }
+            }
+            if removed {
+                self.fs.sync_dir(&dir)?;
+            }
+        }
+        Ok(())
     }
 
     fn shared_path(&self, name: &str) -> PathBuf {
@@ -424,16 +470,21 @@ fn meta_name(id: u64) -> String {
     format!("{id:08}{META_SUFFIX}")
 }
 
+/// The id of a meta file's name, if it is exactly `meta_name(id)`.
 fn parse_meta_name(name: &str) -> Option<u64> {
     let stem = name.strip_suffix(META_SUFFIX)?;
-    (!stem.is_empty() && stem.bytes().all(|b| b.is_ascii_digit()))
+    let id = stem
+        .bytes()
+        .all(|b| b.is_ascii_digit())
         .then(|| stem.parse().ok())
-        .flatten()
+        .flatten()?;
+    (meta_name(id) == name).then_some(id)
 }
 
 /// The name a file's copy has under `shared/`: number, size and identity
-/// (`u` and the table's unique id, or `c` and the file's crc32c, read
-/// here, for rows and for tables written before unique ids).
+/// (`u` and the table's unique id, or `x` and the 64-bit xxh3 of the
+/// file's bytes, read here, for rows and for tables written before unique
+/// ids).
 fn store_name(fs: &dyn FileSystem, f: &SourceFile) -> Result<String> {
     let (ext, unique) = match f.kind {
         Kind::Table => {
@@ -447,8 +498,8 @@ fn store_name(fs: &dyn FileSystem, f: &SourceFile) -> Result<String> {
     let name = if unique != 0 {
         format!("{:06}-{}-u{unique:016x}.{ext}", f.number, f.size)
     } else {
-        let (_, crc) = sum_file(fs, &f.path)?;
-        format!("{:06}-{}-c{crc:08x}.{ext}", f.number, f.size)
+        let (_, _, hash) = hash_file(fs, &f.path)?;
+        format!("{:06}-{}-x{hash:016x}.{ext}", f.number, f.size)
     };
     debug_assert!(is_plain_name(&name));
     Ok(name)
@@ -474,17 +525,19 @@ fn check(path: &Path, f: &Entry, n: u64, crc: u32) -> Result<()> {
     Ok(())
 }
 
-/// The length and crc32c of a file.
-fn sum_file(fs: &dyn FileSystem, path: &Path) -> Result<(u64, u32)> {
+/// The length, crc32c and xxh3 (64-bit) of a file.
+fn hash_file(fs: &dyn FileSystem, path: &Path) -> Result<(u64, u32, u64)> {
     let mut src = fs.open_sequential(path)?;
     let mut buf = vec![0u8; 1 << 20];
     let (mut n, mut crc) = (0u64, 0u32);
+    let mut xxh = xxhash_rust::xxh3::Xxh3::new();
     loop {
         let got = src.read(&mut buf)?;
         if got == 0 {
-            return Ok((n, crc));
+            return Ok((n, crc, xxh.digest()));
         }
         crc = crc32c::crc32c_append(crc, &buf[..got]);
+        xxh.update(&buf[..got]);
         n += got as u64;
     }
 }

@@ -16,8 +16,9 @@
 //! survive a restart. Versions replayed from the logs after the last
 //! recorded pair (a crash) count as written when the database opened; a
 //! recorded pair past the last version recovered (unsynced writes lost)
-//! is lowered to it. A clock that steps back holds expiry back
-//! (times never run backwards within the list), never forward.
+//! is lowered to it. A clock that steps back holds expiry where it was
+//! (times never run backwards within the list, and the horizon never
+//! falls), never forward.
 
 use crate::clock::Clock;
 use crate::types::SeqNo;
@@ -44,6 +45,9 @@ struct Times {
     /// When the last pair's bucket began; `None`: the last pair is not
     /// open to more notes (it was recorded before the open).
     bucket_start: Option<u64>,
+    /// The highest horizon returned so far: the horizon never moves back
+    /// in one process, even when the clock does.
+    floor: SeqNo,
 }
 
 impl Expiry {
@@ -64,6 +68,7 @@ impl Expiry {
             times: Mutex::new(Times {
                 pairs: recorded,
                 bucket_start: None,
+                floor: 0,
             }),
         };
         {
@@ -109,19 +114,18 @@ impl Expiry {
     }
 
     /// The newest sequence that has expired now (0: none); drops the pairs
-    /// below its own.
+    /// below its own. Never lower than an earlier answer (a clock that
+    /// steps back holds expiry where it was).
     pub(crate) fn horizon(&self) -> SeqNo {
         let mut t = self.times.lock();
         let now = self.now(&t);
-        let Some(cutoff) = now.checked_sub(self.ttl_ms) else {
-            return 0;
-        };
-        let n = t.pairs.partition_point(|p| p.1 <= cutoff);
-        if n == 0 {
-            return 0;
+        let cutoff = now.checked_sub(self.ttl_ms);
+        let n = cutoff.map_or(0, |c| t.pairs.partition_point(|p| p.1 <= c));
+        if n > 0 {
+            t.pairs.drain(..n - 1);
+            t.floor = t.floor.max(t.pairs[0].0);
         }
-        t.pairs.drain(..n - 1);
-        t.pairs[0].0
+        t.floor
     }
 
     /// The write times to record in a flush's edit.
@@ -190,6 +194,22 @@ mod tests {
         assert_eq!(e.horizon(), 9);
         // Old pairs are dropped: the horizon's pair is the first.
         assert_eq!(e.times()[0].0, 9);
+    }
+
+    /// A clock that steps back never brings expired versions back.
+    #[test]
+    fn the_horizon_holds_when_the_clock_steps_back() {
+        let clock = Arc::new(ManualClock::new(1_000_000));
+        let e = expiry(10, &clock);
+        e.note(5);
+        clock.advance(4_000);
+        e.note(9);
+        clock.advance(6_000);
+        assert_eq!(e.horizon(), 5);
+        clock.set(1_000_000);
+        assert_eq!(e.horizon(), 5, "the clock went back 10 s");
+        clock.set(1_014_000);
+        assert_eq!(e.horizon(), 9);
     }
 
     #[test]

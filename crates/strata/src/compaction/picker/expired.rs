@@ -1,38 +1,57 @@
 //! Tables whose every entry has expired (`ttl_secs`) are deleted unread: a
 //! table of a sorted level whose newest sequence is at or below the expiry
-//! horizon ([`PickEnv::expired_to`]). Every version at or below the horizon
-//! reads as deleted to every reader (snapshots too), and every older
-//! version of the same key has a lower sequence, so it has expired as well:
-//! dropping the table uncovers nothing. Level 0 is left to its own
-//! compactions, which write expired versions as deletions.
+//! horizon ([`PickEnv::expired_to`]), when no deeper level overlaps it.
+//! Every version at or below the horizon reads as deleted to every reader
+//! (snapshots too), so what the table held is gone for good, as a
+//! compaction would have made it. A table that deeper levels overlap is
+//! left to compactions: its expired deletions still hide older versions
+//! below from a reader whose horizon is lower (a reopen with a longer ttl
+//! or none). Level 0 is left to its own compactions, which write expired
+//! versions as deletions.
 
 use super::leveled::rewrite_plan;
 use super::PickEnv;
 use crate::compaction::{Plan, PlanKind, Trigger};
+use crate::version::FileMeta;
+use std::sync::Arc;
 
-/// One plan dropping every wholly expired table of the shallowest sorted
-/// level that has any not already in a running compaction; `None` without
-/// a ttl or when there is none.
+/// A plan dropping a run of neighbouring wholly expired tables of a
+/// sorted level, the shallowest level first, that may run beside the
+/// running compactions; `None` without a ttl or when there is none.
 pub fn pick(env: &PickEnv<'_>) -> Option<Plan> {
     let horizon = env.expired_to;
     if horizon == 0 {
         return None;
     }
     let v = env.version;
-    v.levels
-        .iter()
-        .enumerate()
-        .skip(1)
-        .find_map(|(level, files)| {
-            let mut expired = files
-                .iter()
-                .filter(|f| f.desc.max_seq <= horizon && !env.in_flight.contains(f.id()));
-            let first = expired.next()?;
+    let droppable = |level: usize, f: &Arc<FileMeta>| {
+        f.desc.max_seq <= horizon
+            && !env.in_flight.contains(f.id())
+            && ((level + 1)..v.levels.len()).all(|l| {
+                v.overlapping(l, Some(f.smallest_user_key()), Some(f.largest_user_key()))
+                    .is_empty()
+            })
+    };
+    for (level, files) in v.levels.iter().enumerate().skip(1) {
+        let mut i = 0;
+        while i < files.len() {
+            if !droppable(level, &files[i]) {
+                i += 1;
+                continue;
+            }
             let mut plan = Plan {
                 kind: PlanKind::Drop,
-                ..rewrite_plan(v, env.opts, level, first, Trigger::Expired)
+                ..rewrite_plan(v, env.opts, level, &files[i], Trigger::Expired)
             };
-            plan.inputs.extend(expired.map(|f| f.id()));
-            env.admit(plan)
-        })
+            i += 1;
+            while i < files.len() && droppable(level, &files[i]) {
+                plan.inputs.push(files[i].id());
+                i += 1;
+            }
+            if let Some(plan) = env.admit(plan) {
+                return Some(plan);
+            }
+        }
+    }
+    None
 }
