@@ -23,6 +23,7 @@
 use crate::clock::Clock;
 use crate::types::SeqNo;
 use parking_lot::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Buckets per ttl: the precision of a version's time.
@@ -37,6 +38,11 @@ pub(crate) struct Expiry {
     bucket_ms: u64,
     clock: Arc<dyn Clock>,
     times: Mutex<Times>,
+    /// The horizon as last computed, and the clock reading (ms) before
+    /// which it cannot change: reads take it from here without the lock
+    /// (`valid_until` 0: not known). Stored under `times`, horizon first.
+    cached: AtomicU64,
+    valid_until: AtomicU64,
 }
 
 struct Times {
@@ -70,6 +76,8 @@ impl Expiry {
                 bucket_start: None,
                 floor: 0,
             }),
+            cached: AtomicU64::new(0),
+            valid_until: AtomicU64::new(0),
         };
         {
             let mut t = e.times.lock();
@@ -113,25 +121,41 @@ impl Expiry {
         }
     }
 
-    /// The newest sequence that has expired now (0: none); drops the pairs
-    /// below its own. Never lower than an earlier answer (a clock that
-    /// steps back holds expiry where it was).
+    /// The newest sequence that has expired now (0: none). Never lower
+    /// than an earlier answer (a clock that steps back holds expiry where
+    /// it was). Without the lock while the clock is before the moment the
+    /// horizon last computed can next change.
     pub(crate) fn horizon(&self) -> SeqNo {
+        if self.clock.now_ms() < self.valid_until.load(Ordering::Acquire) {
+            return self.cached.load(Ordering::Acquire);
+        }
         let mut t = self.times.lock();
-        let now = self.now(&t);
+        self.advance(&mut t)
+    }
+
+    /// Computes the horizon, drops the pairs below its own, and publishes
+    /// it with the moment it can next change: when the pair after the
+    /// horizon's is a ttl old (a pair noted later is no older than now).
+    fn advance(&self, t: &mut Times) -> SeqNo {
+        let now = self.now(t);
         let cutoff = now.checked_sub(self.ttl_ms);
         let n = cutoff.map_or(0, |c| t.pairs.partition_point(|p| p.1 <= c));
         if n > 0 {
             t.pairs.drain(..n - 1);
             t.floor = t.floor.max(t.pairs[0].0);
         }
+        let next = t.pairs.get(usize::from(n > 0)).map_or(now, |p| p.1);
+        self.cached.store(t.floor, Ordering::Release);
+        self.valid_until
+            .store(next.saturating_add(self.ttl_ms), Ordering::Release);
         t.floor
     }
 
     /// The write times to record in a flush's edit.
     pub(crate) fn times(&self) -> Vec<(SeqNo, u64)> {
-        self.horizon();
-        self.times.lock().pairs.clone()
+        let mut t = self.times.lock();
+        self.advance(&mut t);
+        t.pairs.clone()
     }
 }
 
@@ -194,6 +218,29 @@ mod tests {
         assert_eq!(e.horizon(), 9);
         // Old pairs are dropped: the horizon's pair is the first.
         assert_eq!(e.times()[0].0, 9);
+    }
+
+    /// The horizon read without the lock changes exactly when a version
+    /// noted after it was computed expires.
+    #[test]
+    fn the_published_horizon_moves_when_the_next_version_expires() {
+        let clock = Arc::new(ManualClock::new(1_000_000));
+        let e = expiry(10, &clock);
+        e.note(5);
+        clock.advance(10_000);
+        assert_eq!(e.horizon(), 5, "no later pair: valid for a ttl from now");
+        e.note(7);
+        clock.advance(9_999);
+        assert_eq!(e.horizon(), 5);
+        clock.advance(1);
+        assert_eq!(e.horizon(), 7);
+        clock.advance(100_000);
+        assert_eq!(e.horizon(), 7);
+        e.note(8);
+        clock.advance(9_999);
+        assert_eq!(e.horizon(), 7);
+        clock.advance(1);
+        assert_eq!(e.horizon(), 8);
     }
 
     /// A clock that steps back never brings expired versions back.
