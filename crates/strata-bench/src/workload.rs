@@ -146,9 +146,12 @@ pub enum Workload {
     /// Counter increments (+1 in RocksDB's `uint64add` encoding: 8 bytes,
     /// little endian) of random counters among [`counters`]: with a merge
     /// where the engine has one (`merge`; else, and for `updaterandom`, a
-    /// get and a put).
+    /// get and a put). With `loaded`, the counters are the `num` loaded
+    /// keys (load with 8-byte values: each is then a counter's start),
+    /// so the table of counters can be made larger than memory.
     Counters {
         merge: bool,
+        loaded: bool,
     },
     /// Random gets of the counters after `num` increments by merges, not
     /// flushed: reads fold the operands where the writes left them.
@@ -169,6 +172,16 @@ pub enum Workload {
 /// `num` operations).
 pub fn counters(num: u64) -> u64 {
     (num / 10).max(1)
+}
+
+/// How many counters a [`Workload::Counters`] run increments: the loaded
+/// keys (`loaded`), else [`counters`].
+pub fn counter_range(num: u64, loaded: bool) -> u64 {
+    if loaded {
+        num.max(1)
+    } else {
+        counters(num)
+    }
 }
 
 /// Keys per block of [`Workload::DeleteBlocks`].
@@ -237,8 +250,14 @@ pub fn all() -> Vec<Workload> {
                 .map(|a| Workload::AfterDeletes(*a, ranges)),
         );
     }
-    v.push(Workload::Counters { merge: true });
-    v.push(Workload::Counters { merge: false });
+    v.push(Workload::Counters {
+        merge: true,
+        loaded: false,
+    });
+    v.push(Workload::Counters {
+        merge: false,
+        loaded: false,
+    });
     v.push(Workload::CountersRead);
     v
 }
@@ -247,7 +266,18 @@ pub fn all() -> Vec<Workload> {
 /// every engine): some engines lack their operation and fail them with
 /// `NotSupported`. Their own presets name them.
 pub fn extra() -> Vec<Workload> {
-    vec![Workload::Checkpoint, Workload::Backup]
+    vec![
+        Workload::Counters {
+            merge: true,
+            loaded: true,
+        },
+        Workload::Counters {
+            merge: false,
+            loaded: true,
+        },
+        Workload::Checkpoint,
+        Workload::Backup,
+    ]
 }
 
 /// What a workload needs in the database before its run starts.
@@ -258,6 +288,10 @@ pub enum Preload {
     DbBench,
     /// YCSB records `0..num`, stored under scattered keys.
     Ycsb,
+    /// Keys `0..num` (db_bench key space), written in order: no order is
+    /// kept in memory, so a load may be larger than a small cap allows
+    /// the harness (the loaded counters).
+    Sequential,
     /// [`Preload::DbBench`], then 10 % deleted in blocks
     /// ([`Workload::DeleteBlocks`]) by range deletions.
     DeletedRanges,
@@ -300,8 +334,22 @@ impl Workload {
             "fluctuation" => Workload::Fluctuation,
             "deleterange" => Workload::DeleteBlocks { ranges: true },
             "deletekeys" => Workload::DeleteBlocks { ranges: false },
-            "mergerandom" => Workload::Counters { merge: true },
-            "updaterandom" => Workload::Counters { merge: false },
+            "mergerandom" => Workload::Counters {
+                merge: true,
+                loaded: false,
+            },
+            "updaterandom" => Workload::Counters {
+                merge: false,
+                loaded: false,
+            },
+            "mergerandom-loaded" => Workload::Counters {
+                merge: true,
+                loaded: true,
+            },
+            "updaterandom-loaded" => Workload::Counters {
+                merge: false,
+                loaded: true,
+            },
             "readrandom-after-merges" => Workload::CountersRead,
             "checkpoint" => Workload::Checkpoint,
             "backup" => Workload::Backup,
@@ -361,8 +409,22 @@ impl Workload {
             Workload::AfterDeletes(a, ranges) => {
                 format!("{}-after-{}", a.base().name(), how(*ranges))
             }
-            Workload::Counters { merge: true } => "mergerandom".into(),
-            Workload::Counters { merge: false } => "updaterandom".into(),
+            Workload::Counters {
+                merge: true,
+                loaded: false,
+            } => "mergerandom".into(),
+            Workload::Counters {
+                merge: false,
+                loaded: false,
+            } => "updaterandom".into(),
+            Workload::Counters {
+                merge: true,
+                loaded: true,
+            } => "mergerandom-loaded".into(),
+            Workload::Counters {
+                merge: false,
+                loaded: true,
+            } => "updaterandom-loaded".into(),
             Workload::CountersRead => "readrandom-after-merges".into(),
             Workload::Checkpoint => "checkpoint".into(),
             Workload::Backup => "backup".into(),
@@ -436,10 +498,15 @@ impl Workload {
                 a.base().describe(p),
                 if *ranges { "range deletions" } else { "point deletes" }
             ),
-            Workload::Counters { merge } => format!(
-                "{} increments (+1, u64add encoding) of random counters among {}, {}",
+            Workload::Counters { merge, loaded } => format!(
+                "{} increments (+1, u64add encoding) of random counters among {}{}, {}",
                 p.ops,
-                counters(p.num),
+                counter_range(p.num, *loaded),
+                if *loaded {
+                    " (the loaded keys, 8-byte values: each a counter's start)"
+                } else {
+                    ""
+                },
                 if *merge {
                     "each a merge (a get and a put where the engine has no merge operator)"
                 } else {
@@ -476,7 +543,8 @@ impl Workload {
             Workload::Ycsb(_) | Workload::YcsbUniform(_) | Workload::Update(_) => Preload::Ycsb,
             Workload::AfterDeletes(_, true) => Preload::DeletedRanges,
             Workload::AfterDeletes(_, false) => Preload::DeletedKeys,
-            Workload::Counters { .. } => Preload::Nothing,
+            Workload::Counters { loaded: false, .. } => Preload::Nothing,
+            Workload::Counters { loaded: true, .. } => Preload::Sequential,
             Workload::CountersRead => Preload::Counters,
             _ => Preload::DbBench,
         }

@@ -356,22 +356,34 @@ fn preload(ctx: &Ctx<'_>, kind: Preload) -> Result<(), BenchError> {
         // No flush: the operands stay where the writes left them.
         return Ok(());
     }
-    let mut order: Vec<u64> = (0..p.num).collect();
-    if kind != Preload::Ycsb {
-        use rand::seq::SliceRandom;
-        order.shuffle(&mut SmallRng::seed_from_u64(p.seed ^ 0x10AD));
-    }
-    let mut kb = Vec::new();
-    for (i, chunk) in order.chunks(1000).enumerate() {
+    // db_bench's loads go in a seeded random order; YCSB's and sequential
+    // ones in key order, which needs no list of keys.
+    let shuffled: Option<Vec<u64>> = match kind {
+        Preload::Ycsb | Preload::Sequential => None,
+        _ => {
+            use rand::seq::SliceRandom;
+            let mut order: Vec<u64> = (0..p.num).collect();
+            order.shuffle(&mut SmallRng::seed_from_u64(p.seed ^ 0x10AD));
+            Some(order)
+        }
+    };
+    let mut keys = (0..p.num).map(|i| shuffled.as_ref().map_or(i, |o| o[i as usize]));
+    let (mut kb, mut chunk) = (Vec::new(), Vec::with_capacity(1000));
+    for i in 0u64.. {
+        chunk.clear();
+        chunk.extend(keys.by_ref().take(1000));
+        if chunk.is_empty() {
+            break;
+        }
         let mut b = WriteBatch::new();
-        for &n in chunk {
+        for &n in &chunk {
             ctx.key(n, &mut kb);
             b.put(&kb, ctx.values.value(n, p.value_size));
             ctx.live.set(n);
         }
         ctx.store.write(b, &WriteOptions::default())?;
         if i % 50 == 0 {
-            progress("load", (i * 1000) as u64, p.num);
+            progress("load", i * 1000, p.num);
         }
     }
     ctx.records.store(p.num, Relaxed);
@@ -607,8 +619,9 @@ fn worker(
                     }
                 }
             }
-            Workload::Counters { merge } => {
-                ctx.increment(rng.gen_range(0..counters(p.num)), merge, &mut kb, &mut m)?;
+            Workload::Counters { merge, loaded } => {
+                let n = rng.gen_range(0..crate::workload::counter_range(p.num, loaded));
+                ctx.increment(n, merge, &mut kb, &mut m)?;
                 m.count(if merge { "merge" } else { "update" });
             }
             Workload::CountersRead => {

@@ -136,7 +136,11 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
     if let (
         Some(image),
         false,
-        Preload::DbBench | Preload::Ycsb | Preload::DeletedRanges | Preload::DeletedKeys,
+        Preload::DbBench
+        | Preload::Ycsb
+        | Preload::Sequential
+        | Preload::DeletedRanges
+        | Preload::DeletedKeys,
     ) = (&spec.save_image, preloaded, w.preload())
     {
         preload(&new_ctx(opened.store.as_ref(), p, w, sync), w.preload())?;

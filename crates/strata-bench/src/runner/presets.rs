@@ -161,6 +161,14 @@ pub const PRESETS: &[(&str, &str)] = &[
          readrandom of counters made by 1M merges; strata and every peer, 5 repeats; ~10 min",
     ),
     (
+        "merges-capped",
+        "LARGER THAN MEMORY, counters: 22M loaded keys with 8-byte values, in key order (each a \
+         counter's start; 528 MB of user data, 4.1x the 128 MiB cap), then 1M increments of random loaded counters by \
+         merges (strata's and RocksDB's uint64add; LevelDB get+put) and by get+put; strata, RocksDB, \
+         LevelDB, capped presets' sizing (cap/8 memtables and cache), runs of at most 20 s, loads \
+         reused, 5 repeats; ~30 min",
+    ),
+    (
         "checkpoint",
         "IN MEMORY, checkpoints: one checkpoint of 1M loaded keys of 100 B (116 MB, flushed and settled) \
          into a new directory on the same file system, timed as one call, with its files' bytes and those \
@@ -269,6 +277,18 @@ pub fn preset(name: &str, out: PathBuf) -> Result<Config, BenchError> {
                 reuse_loads: true,
                 ..base
             })
+        }
+        "merges-capped" => {
+            let cap = 128 << 20;
+            let mut c = capped(base, cap, 22_000_000, 8, 20.0);
+            c.engines = if COMPARATORS {
+                names(&["strata", "rocksdb", "leveldb"])
+            } else {
+                names(&["strata"])
+            };
+            c.workloads = names(&["mergerandom-loaded", "updaterandom-loaded"]);
+            c.params.ops = 1_000_000;
+            Ok(c)
         }
         "merges" => Ok(Config {
             workloads: names(&["mergerandom", "updaterandom", "readrandom-after-merges"]),
