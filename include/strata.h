@@ -547,7 +547,8 @@ int strata_checkpoint(const strata_t *db, const char *path, char **errptr);
  * missing) a backup of every write acknowledged before the call, copying
  * only the tables and rows no earlier backup there holds, and stores its
  * number in `*id` (when `id` is not NULL). STRATA_EINVAL when `store` is
- * NULL; STRATA_ELOCKED while another process has the store open;
+ * NULL; STRATA_ELOCKED while another process, or another call of this
+ * one, has the store open (one backup or restore per store at a time);
  * STRATA_ENOTSUP for the KVell engine; STRATA_EIO (the store keeps the
  * backups it held), STRATA_ECORRUPTION (a damaged table in the database),
  * STRATA_ECLOSED or STRATA_EPOISONED otherwise. Thread-safe.
@@ -561,8 +562,8 @@ int strata_backup(const strata_t *db, const char *store, uint64_t *id, char **er
  * `target` (with the backed-up database's `l0` and no `fast_dir`).
  * STRATA_EINVAL when a path is NULL or `target` exists; STRATA_ENOTFOUND
  * for an unknown id or an empty store; STRATA_ECORRUPTION when a stored
- * file differs from its record; STRATA_ELOCKED while another process has
- * the store open; STRATA_EIO otherwise (remove the partial copy).
+ * file differs from its record; STRATA_ELOCKED while another process or
+ * call has the store open; STRATA_EIO otherwise (remove the partial copy).
  */
 int strata_restore(const char *store, uint64_t id, const char *target, char **errptr);
 

@@ -179,7 +179,8 @@ impl BackupStore {
         }
     }
 
-    /// Copies backup `id` (the newest when `None`) into `target`, a
+    /// Copies backup `id` (the newest intact one when `None`: a newer
+    /// backup this build cannot read is passed over) into `target`, a
     /// directory that must not exist yet, checking every file's size and
     /// crc32c as it copies; the copy then opens with [`crate::Db::open`]
     /// (with the `l0` design of the backed-up database and no `fast_dir`).
@@ -371,7 +372,10 @@ impl BackupStore {
                     Error::corruption(&path, 0, format!("holds backup {}", m.id)),
                 )),
                 Err(e @ Error::Corruption { .. }) => cat.damaged.push((id, e)),
-                Err(e @ Error::NotSupported(_)) => cat.foreign.push((id, e)),
+                Err(Error::NotSupported(why)) => cat.foreign.push((
+                    id,
+                    Error::NotSupported(format!("{}: {why}", path.display())),
+                )),
                 Err(e) => return Err(e),
             }
         }

@@ -106,6 +106,11 @@ impl Expiry {
     pub(crate) fn note(&self, seq: SeqNo) {
         let mut t = self.times.lock();
         let now = self.now(&t);
+        // A time at or past the published horizon's end (the clock stepped
+        // back and forth since): make the next read compute it again.
+        if now >= self.valid_until.load(Ordering::Acquire) {
+            self.valid_until.store(0, Ordering::Release);
+        }
         let open = t
             .bucket_start
             .is_some_and(|start| now < start.saturating_add(self.bucket_ms));

@@ -24,13 +24,17 @@ pub fn pick(env: &PickEnv<'_>) -> Option<Plan> {
         return None;
     }
     let v = env.version;
+    // No deeper (sorted) level holds a key of `f`'s range: one binary
+    // search per level.
+    let alone = |level: usize, f: &FileMeta| {
+        let (lo, hi) = (f.smallest_user_key(), f.largest_user_key());
+        v.levels.iter().skip(level + 1).all(|files| {
+            let i = files.partition_point(|g| g.largest_user_key() < lo);
+            files.get(i).is_none_or(|g| g.smallest_user_key() > hi)
+        })
+    };
     let droppable = |level: usize, f: &Arc<FileMeta>| {
-        f.desc.max_seq <= horizon
-            && !env.in_flight.contains(f.id())
-            && ((level + 1)..v.levels.len()).all(|l| {
-                v.overlapping(l, Some(f.smallest_user_key()), Some(f.largest_user_key()))
-                    .is_empty()
-            })
+        f.desc.max_seq <= horizon && !env.in_flight.contains(f.id()) && alone(level, f)
     };
     for (level, files) in v.levels.iter().enumerate().skip(1) {
         let mut i = 0;
