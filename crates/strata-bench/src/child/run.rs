@@ -90,30 +90,18 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
             std::fs::remove_dir_all(d).map_err(|e| BenchError::Io(d.clone(), e))?;
         }
     }
-    // The checkpoint row's target: a new sibling of the database's
-    // directory (the same file system), removed once measured, and on every
-    // other path by the guard.
-    let checkpoint_target = (w == Workload::Checkpoint).then(|| {
-        let name = dir
-            .file_name()
-            .map_or_else(|| "db".into(), |n| n.to_string_lossy().to_string());
-        dir.with_file_name(format!("{name}-checkpoint"))
-    });
-    if let Some(t) = checkpoint_target.as_ref().filter(|t| t.exists()) {
-        std::fs::remove_dir_all(t).map_err(|e| BenchError::Io(t.clone(), e))?;
-    }
+    // The checkpoint row's target and the backup row's directory: new
+    // siblings of the database's directory (the same file system), removed
+    // once measured, and on every other path by the guards.
+    let checkpoint_target = match w {
+        Workload::Checkpoint => Some(fresh_sibling(&dir, "checkpoint")?),
+        _ => None,
+    };
     let _checkpoint_guard = checkpoint_target.clone().map(Shm);
-    // The backup row's directory: likewise a new sibling, removed before
-    // the run, once measured, and on every other path by the guard.
-    let backup_dir = (w == Workload::Backup).then(|| {
-        let name = dir
-            .file_name()
-            .map_or_else(|| "db".into(), |n| n.to_string_lossy().to_string());
-        dir.with_file_name(format!("{name}-backup"))
-    });
-    if let Some(t) = backup_dir.as_ref().filter(|t| t.exists()) {
-        std::fs::remove_dir_all(t).map_err(|e| BenchError::Io(t.clone(), e))?;
-    }
+    let backup_dir = match w {
+        Workload::Backup => Some(fresh_sibling(&dir, "backup")?),
+        _ => None,
+    };
     let _backup_guard = backup_dir.clone().map(Shm);
     // Opened for every engine, since `KvStore::backup` takes a strata
     // store: that only makes its empty skeleton (`LOCK`, `shared/`,
@@ -486,6 +474,18 @@ fn tree_files(dir: &Path) -> std::io::Result<(u64, u64)> {
         }
     }
     Ok((files, bytes))
+}
+
+/// `<dir>-<suffix>` beside `dir`, removed if a run before left it.
+fn fresh_sibling(dir: &Path, suffix: &str) -> Result<PathBuf, BenchError> {
+    let name = dir
+        .file_name()
+        .map_or_else(|| "db".into(), |n| n.to_string_lossy().to_string());
+    let t = dir.with_file_name(format!("{name}-{suffix}"));
+    if t.exists() {
+        std::fs::remove_dir_all(&t).map_err(|e| BenchError::Io(t.clone(), e))?;
+    }
+    Ok(t)
 }
 
 /// The files under `target` (a checkpoint), their bytes, and the bytes of
