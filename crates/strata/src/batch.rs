@@ -10,11 +10,11 @@
 //!
 //! `tag & 0x7f` is a [`ValueKind`] (0 delete, 1 value, 3 range tombstone,
 //! whose key is the range's start and value its exclusive end, with
-//! `start <= end`; 2 is reserved for merge operands and rejected). Bit 0x80 says a
-//! keyspace id follows (reserved for keyspaces, FORMAT.md): this
-//! version writes entries of the default keyspace without it, so they cost
-//! no byte for it, and rejects entries that carry one. Entry `i` of a batch
-//! gets sequence number `sequence + i`.
+//! `start <= end`; 2 is a merge operand). Bit 0x80 says a keyspace id
+//! follows (at most [`MAX_KEYSPACE`]): entries of the default keyspace
+//! (id 0) are written without it, so they cost no byte for it, and a
+//! database with only `default` writes the bytes it wrote before keyspaces
+//! existed. Entry `i` of a batch gets sequence number `sequence + i`.
 //!
 //! WAL format 1 wrote every entry with a keyspace varint (always 0) after
 //! the kind; [`WriteBatch::decode_format`] still reads those records.
@@ -34,6 +34,16 @@ pub const HEADER_LEN: usize = 12;
 /// Tag bit: a keyspace id follows the tag.
 const KEYSPACE_FLAG: u8 = 0x80;
 
+/// The largest keyspace id an entry may carry (the manifest's limit too).
+pub const MAX_KEYSPACE: u32 = crate::types::MAX_KEYSPACE;
+
+/// A handle that names a keyspace of one database (`Keyspace`): what the
+/// `*_in` methods of [`WriteBatch`] take.
+pub trait KeyspaceRef {
+    /// The keyspace's id in its database.
+    fn keyspace_id(&self) -> u32;
+}
+
 /// The entry encoding of this version (WAL format 2 and later); format 1
 /// had a keyspace varint after every tag.
 pub const ENTRY_FORMAT: u32 = 2;
@@ -52,6 +62,8 @@ pub struct WriteBatch {
     user_bytes: u64,
     /// The kinds of its entries, a bit (`1 << kind`) each.
     kinds: u8,
+    /// The highest keyspace id of its entries (0: only `default`).
+    max_keyspace: u32,
 }
 
 impl Default for WriteBatch {
@@ -61,6 +73,7 @@ impl Default for WriteBatch {
             count: 0,
             user_bytes: 0,
             kinds: 0,
+            max_keyspace: 0,
         }
     }
 }
@@ -79,7 +92,7 @@ impl fmt::Debug for WriteBatch {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BatchEntry<'a> {
     pub kind: ValueKind,
-    /// Always 0 in this version.
+    /// The keyspace the entry writes to (0: `default`).
     pub keyspace: u32,
     pub key: &'a [u8],
     /// Empty for `Delete`; the range's end for `RangeDelete`.
@@ -94,19 +107,12 @@ impl WriteBatch {
 
     /// Appends a put of `key` → `value`.
     pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
-        let (key, value) = (key.as_ref(), value.as_ref());
-        self.rep.push(ValueKind::Value as u8);
-        put_bytes(&mut self.rep, key);
-        put_bytes(&mut self.rep, value);
-        self.bump(ValueKind::Value, key.len() + value.len());
+        self.push(0, ValueKind::Value, key.as_ref(), value.as_ref());
     }
 
     /// Appends a deletion of `key`.
     pub fn delete(&mut self, key: impl AsRef<[u8]>) {
-        let key = key.as_ref();
-        self.rep.push(ValueKind::Delete as u8);
-        put_bytes(&mut self.rep, key);
-        self.bump(ValueKind::Delete, key.len());
+        self.push(0, ValueKind::Delete, key.as_ref(), &[]);
     }
 
     /// Appends a deletion of every key in `[start, end)`: every version
@@ -114,22 +120,86 @@ impl WriteBatch {
     /// range (`start == end`) deletes nothing; `start > end` is refused by
     /// [`validate`](Self::validate) (so by every write).
     pub fn delete_range(&mut self, start: impl AsRef<[u8]>, end: impl AsRef<[u8]>) {
-        let (start, end) = (start.as_ref(), end.as_ref());
-        self.rep.push(ValueKind::RangeDelete as u8);
-        put_bytes(&mut self.rep, start);
-        put_bytes(&mut self.rep, end);
-        self.bump(ValueKind::RangeDelete, start.len() + end.len());
+        self.push(0, ValueKind::RangeDelete, start.as_ref(), end.as_ref());
     }
 
     /// Appends a merge of `operand` into `key`: the database's merge
     /// operator folds it onto the value `key` has before this entry
     /// (`crate::merge`).
     pub fn merge(&mut self, key: impl AsRef<[u8]>, operand: impl AsRef<[u8]>) {
-        let (key, operand) = (key.as_ref(), operand.as_ref());
-        self.rep.push(ValueKind::Merge as u8);
+        self.push(0, ValueKind::Merge, key.as_ref(), operand.as_ref());
+    }
+
+    /// [`put`](Self::put) into keyspace `ks`.
+    pub fn put_in(
+        &mut self,
+        ks: &impl KeyspaceRef,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) {
+        self.push(
+            ks.keyspace_id(),
+            ValueKind::Value,
+            key.as_ref(),
+            value.as_ref(),
+        );
+    }
+
+    /// [`delete`](Self::delete) in keyspace `ks`.
+    pub fn delete_in(&mut self, ks: &impl KeyspaceRef, key: impl AsRef<[u8]>) {
+        self.push(ks.keyspace_id(), ValueKind::Delete, key.as_ref(), &[]);
+    }
+
+    /// [`delete_range`](Self::delete_range) in keyspace `ks`.
+    pub fn delete_range_in(
+        &mut self,
+        ks: &impl KeyspaceRef,
+        start: impl AsRef<[u8]>,
+        end: impl AsRef<[u8]>,
+    ) {
+        self.push(
+            ks.keyspace_id(),
+            ValueKind::RangeDelete,
+            start.as_ref(),
+            end.as_ref(),
+        );
+    }
+
+    /// [`merge`](Self::merge) into keyspace `ks` (its merge operator folds it).
+    pub fn merge_in(
+        &mut self,
+        ks: &impl KeyspaceRef,
+        key: impl AsRef<[u8]>,
+        operand: impl AsRef<[u8]>,
+    ) {
+        self.push(
+            ks.keyspace_id(),
+            ValueKind::Merge,
+            key.as_ref(),
+            operand.as_ref(),
+        );
+    }
+
+    /// Appends one entry of `kind` to keyspace `keyspace` (a `Delete` has
+    /// no value).
+    fn push(&mut self, keyspace: u32, kind: ValueKind, key: &[u8], value: &[u8]) {
+        if keyspace == 0 {
+            self.rep.push(kind as u8);
+        } else {
+            self.rep.push(kind as u8 | KEYSPACE_FLAG);
+            crate::coding::put_varint(&mut self.rep, u64::from(keyspace));
+            self.max_keyspace = self.max_keyspace.max(keyspace);
+        }
         put_bytes(&mut self.rep, key);
-        put_bytes(&mut self.rep, operand);
-        self.bump(ValueKind::Merge, key.len() + operand.len());
+        if kind != ValueKind::Delete {
+            put_bytes(&mut self.rep, value);
+        }
+        self.bump(kind, key.len() + value.len());
+    }
+
+    /// The highest keyspace id the batch writes to (0: only `default`).
+    pub fn max_keyspace(&self) -> u32 {
+        self.max_keyspace
     }
 
     /// True if the batch holds a range tombstone (an engine without them
@@ -168,6 +238,7 @@ impl WriteBatch {
         self.count = 0;
         self.user_bytes = 0;
         self.kinds = 0;
+        self.max_keyspace = 0;
     }
 
     /// Number of entries.
@@ -241,6 +312,7 @@ impl WriteBatch {
         self.count = self.count.saturating_add(other.count);
         self.user_bytes = self.user_bytes.saturating_add(other.user_bytes);
         self.kinds |= other.kinds;
+        self.max_keyspace = self.max_keyspace.max(other.max_keyspace);
         self.write_count();
     }
 
@@ -311,6 +383,7 @@ impl WriteBatch {
         let mut r = Reader::new(body);
         let mut user_bytes = 0u64;
         let mut kinds = 0u8;
+        let mut max_keyspace = 0u32;
         let mut found = 0u32;
         while found < count && !r.is_empty() {
             let at = (HEADER_LEN + r.pos()) as u64;
@@ -318,6 +391,7 @@ impl WriteBatch {
             check_entry(&e).map_err(|m| corrupt(at, m))?;
             user_bytes += (e.key.len() + e.value.len()) as u64;
             kinds |= 1 << e.kind as u8;
+            max_keyspace = max_keyspace.max(e.keyspace);
             found += 1;
         }
         if found != count {
@@ -340,6 +414,7 @@ impl WriteBatch {
             count,
             user_bytes,
             kinds,
+            max_keyspace,
         })
     }
 }
@@ -379,15 +454,21 @@ fn parse_entry<'a>(r: &mut Reader<'a>) -> Result<BatchEntry<'a>> {
     let tag = r
         .u8()
         .ok_or_else(|| corrupt(start, "write batch entry truncated"))?;
-    if tag & KEYSPACE_FLAG != 0 {
-        let keyspace = r
-            .varint()
-            .map_or_else(|| "a truncated".to_string(), |k| k.to_string());
-        return Err(corrupt(
-            start,
-            format!("write batch entry has keyspace id {keyspace}; this version has only the default keyspace"),
-        ));
-    }
+    let keyspace = if tag & KEYSPACE_FLAG != 0 {
+        match r.varint() {
+            Some(k @ 1..) if k <= u64::from(MAX_KEYSPACE) => k as u32,
+            Some(k) => return Err(corrupt(
+                start,
+                format!(
+                    "write batch entry has keyspace id {k} (1..={MAX_KEYSPACE} follow the flag)"
+                ),
+            )),
+            None => return Err(corrupt(start, "write batch entry keyspace id truncated")),
+        }
+    } else {
+        0
+    };
+    let tag = tag & !KEYSPACE_FLAG;
     let kind = ValueKind::from_batch_tag(tag)
         .ok_or_else(|| corrupt(start, format!("unknown write batch entry kind {tag}")))?;
     let key_at = at(r);
@@ -404,7 +485,7 @@ fn parse_entry<'a>(r: &mut Reader<'a>) -> Result<BatchEntry<'a>> {
     };
     Ok(BatchEntry {
         kind,
-        keyspace: 0,
+        keyspace,
         key,
         value,
     })
@@ -679,8 +760,16 @@ mod tests {
         let mut enc = b.encoded().to_vec();
         enc[HEADER_LEN] |= 0x80; // a keyspace id follows
         enc.insert(HEADER_LEN + 1, 1);
+        let one = WriteBatch::decode(&enc).expect("keyspace 1");
+        assert_eq!(one.iter().next().expect("entry").expect("ok").keyspace, 1);
+        assert_eq!(one.max_keyspace(), 1);
+        enc[HEADER_LEN + 1] = 0; // keyspace 0 is never written with the flag
         assert!(WriteBatch::decode(&enc)
-            .expect_err("keyspace")
+            .expect_err("keyspace 0")
+            .is_corruption());
+        enc.truncate(HEADER_LEN + 1); // the id is cut off
+        assert!(WriteBatch::decode(&enc)
+            .expect_err("keyspace cut")
             .is_corruption());
         let mut enc = b.encoded().to_vec();
         enc[HEADER_LEN + 1] = 0x80; // overlong / unterminated varint

@@ -25,6 +25,13 @@
 //!         | 14 varint(n) (varint(seq_delta) varint(ms_delta))*n
 //!                                           write times (replace the last
 //!                                           list; deltas from the previous pair)
+//!         | 15 varint(id)                  the keyspace the edit's tree fields
+//!                                           (1, 4-13) change; absent: 0, `default`
+//!         | 16 bytes(name) bytes(options)  the keyspace begins (or, in a
+//!                                           manifest's first record, exists)
+//!         | 17                             the keyspace is dropped
+//!         | 18 bytes(edit)                 another keyspace's edit, applied
+//!                                           with this one (never nested)
 //! desc   := the fields of tag 7
 //! bytes  := varint(len) byte*len
 //! ```
@@ -53,6 +60,12 @@ const TAG_NEW_ROW_MIN_SEQ: u64 = 11;
 const TAG_RANGE_DEL: u64 = 12;
 const TAG_RANGE_DEL_REMOVED: u64 = 13;
 const TAG_WRITE_TIMES: u64 = 14;
+const TAG_FAMILY: u64 = 15;
+const TAG_FAMILY_CREATED: u64 = 16;
+const TAG_FAMILY_DROPPED: u64 = 17;
+const TAG_OTHER_FAMILY: u64 = 18;
+/// The largest keyspace id.
+pub const MAX_FAMILY: u32 = crate::types::MAX_KEYSPACE;
 /// Most pairs one write-times field may hold.
 const MAX_WRITE_TIMES: u64 = 1 << 16;
 
@@ -99,6 +112,19 @@ pub struct Edit {
     /// ms), both ascending, each saying every version at or below the
     /// sequence was written by that time. Replaces the previous list.
     pub write_times: Option<Vec<(SeqNo, u64)>>,
+    /// The keyspace whose tree the fields above change (all but the
+    /// counters and the write times, which are the database's); 0 is
+    /// `default`.
+    pub family: u32,
+    /// The keyspace `family` begins here: its name and its options as
+    /// `name=value` text. In a manifest's first record: it exists.
+    pub created: Option<(String, String)>,
+    /// The keyspace `family` is dropped: its tables and rows leave every
+    /// later version.
+    pub dropped: bool,
+    /// Edits of other keyspaces that belong to the same record (applied
+    /// together with this one); they hold no `others` of their own.
+    pub others: Vec<Edit>,
 }
 
 impl FileDesc {
@@ -134,6 +160,18 @@ impl FileDesc {
 impl Edit {
     pub fn encode(&self) -> Vec<u8> {
         let mut b = Vec::new();
+        if self.family != 0 {
+            put_varint(&mut b, TAG_FAMILY);
+            put_varint(&mut b, u64::from(self.family));
+        }
+        if let Some((name, options)) = &self.created {
+            put_varint(&mut b, TAG_FAMILY_CREATED);
+            put_bytes(&mut b, name.as_bytes());
+            put_bytes(&mut b, options.as_bytes());
+        }
+        if self.dropped {
+            put_varint(&mut b, TAG_FAMILY_DROPPED);
+        }
         if let Some(n) = self.log_number {
             put_varint(&mut b, TAG_LOG_NUMBER);
             put_varint(&mut b, n);
@@ -198,11 +236,26 @@ impl Edit {
                 (seq, ms) = (s.max(seq), t.max(ms));
             }
         }
+        for other in &self.others {
+            put_varint(&mut b, TAG_OTHER_FAMILY);
+            put_bytes(&mut b, &other.encode());
+        }
         b
+    }
+
+    /// This edit and the others of its record, in the order they apply.
+    pub fn parts(&self) -> impl Iterator<Item = &Edit> {
+        std::iter::once(self).chain(&self.others)
     }
 
     /// Decodes an edit; offsets in errors are relative to `buf`.
     pub fn decode(buf: &[u8]) -> Result<Edit> {
+        Self::decode_nested(buf, true)
+    }
+
+    /// [`decode`](Self::decode), taking edits of other keyspaces only
+    /// when `outer`.
+    fn decode_nested(buf: &[u8], outer: bool) -> Result<Edit> {
         let mut r = Reader::new(buf);
         let mut e = Edit::default();
         while !r.is_empty() {
@@ -217,6 +270,32 @@ impl Edit {
                 Ok(l as usize)
             };
             match tag {
+                TAG_FAMILY => {
+                    e.family =
+                        r.varint()
+                            .filter(|&f| f <= u64::from(MAX_FAMILY))
+                            .ok_or_else(|| bad("bad keyspace id"))? as u32;
+                }
+                TAG_FAMILY_CREATED => {
+                    let mut text = || {
+                        r.len_prefixed()
+                            .and_then(|b| std::str::from_utf8(b).ok())
+                            .map(str::to_string)
+                            .ok_or_else(|| bad("bad keyspace name or options"))
+                    };
+                    let name = text()?;
+                    let options = text()?;
+                    e.created = Some((name, options));
+                }
+                TAG_FAMILY_DROPPED => e.dropped = true,
+                TAG_OTHER_FAMILY if outer => {
+                    let b = r
+                        .len_prefixed()
+                        .ok_or_else(|| bad("truncated keyspace edit"))?;
+                    let other =
+                        Self::decode_nested(b, false).map_err(|_| bad("damaged keyspace edit"))?;
+                    e.others.push(other);
+                }
                 TAG_LOG_NUMBER => {
                     e.log_number = Some(r.varint().ok_or_else(|| bad("truncated log number"))?)
                 }
@@ -363,8 +442,52 @@ mod tests {
             }],
             range_dels_removed: vec![12],
             write_times: Some(vec![(0, 1_000), (40, 1_000), (77, 2_500)]),
+            ..Edit::default()
         };
-        assert_eq!(Edit::decode(&e.encode()).ok(), Some(e));
+        assert_eq!(Edit::decode(&e.encode()).ok(), Some(e.clone()));
+        // A record with edits of other keyspaces, one made and one dropped.
+        let multi = Edit {
+            others: vec![
+                Edit {
+                    family: 3,
+                    created: Some(("users".into(), "compression=lz4".into())),
+                    added: e.added.clone(),
+                    log_number: Some(9),
+                    ..Edit::default()
+                },
+                Edit {
+                    family: 2,
+                    dropped: true,
+                    ..Edit::default()
+                },
+            ],
+            ..e
+        };
+        assert_eq!(Edit::decode(&multi.encode()).ok(), Some(multi.clone()));
+        assert_eq!(
+            multi.parts().map(|p| p.family).collect::<Vec<_>>(),
+            [0, 3, 2]
+        );
+    }
+
+    /// An edit of another keyspace never holds one of its own: nesting is
+    /// refused, not recursed into.
+    #[test]
+    fn nested_keyspace_edits_are_corruption() {
+        let inner = Edit {
+            family: 1,
+            others: vec![Edit::default()],
+            ..Edit::default()
+        };
+        let outer = Edit {
+            others: vec![inner],
+            ..Edit::default()
+        };
+        assert!(Edit::decode(&outer.encode()).is_err());
+        let mut b = Vec::new();
+        put_varint(&mut b, TAG_FAMILY);
+        put_varint(&mut b, u64::from(MAX_FAMILY) + 1);
+        assert!(Edit::decode(&b).is_err());
     }
 
     #[test]

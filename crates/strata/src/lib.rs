@@ -91,9 +91,9 @@ pub(crate) mod version;
 pub mod wal;
 
 pub use backup::{BackupInfo, BackupStore, RestoreStats};
-pub use batch::{BatchEntry, BatchIter, WriteBatch};
+pub use batch::{BatchEntry, BatchIter, KeyspaceRef, WriteBatch};
 pub use compaction_filter::{CompactionFilter, FilterOp};
-pub use db::{CheckpointStats, Db, ReadOptions, Scan, Snapshot};
+pub use db::{CheckpointStats, Db, Keyspace, ReadOptions, Scan, Snapshot, MAX_KEYSPACE_NAME};
 pub use edit::FileDesc;
 pub use error::{Error, Result};
 pub use events::{EventListener, TableCreated, TableReason};

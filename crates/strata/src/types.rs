@@ -177,6 +177,10 @@ pub fn compare_internal(a: &[u8], b: &[u8]) -> Ordering {
     }
 }
 
+/// The largest keyspace id: what a batch entry (WAL) and a manifest edit
+/// may carry.
+pub const MAX_KEYSPACE: u32 = (1 << 20) - 1;
+
 #[cfg(test)]
 mod tests {
     use super::*;

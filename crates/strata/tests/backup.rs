@@ -407,9 +407,27 @@ fn foreign_backups_stray_names_and_lost_copies_are_handled() {
     let crc = crc32c_masked(&m[..body]);
     m[body..].copy_from_slice(&crc.to_le_bytes());
     std::fs::write(&meta, &m).expect("write meta");
-    let lost = store_dir.join("shared").join(&before[0]);
+    // A copy of a table the database holds once it settled (compactions
+    // may have replaced every table copied above): the next backup finds it
+    // missing and copies it again.
+    db.wait_for_compactions().expect("settle");
+    let settled = db.backup(&store).expect("backup");
+    let live: Vec<String> = std::fs::read_dir(tmp.path().join("db"))
+        .expect("list db")
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.strip_suffix(".table").map(str::to_string)
+        })
+        .collect();
+    let kept = shared_names(&store_dir)
+        .into_iter()
+        .find(|n| live.iter().any(|l| n.starts_with(&format!("{l}-"))))
+        .expect("a copy of a live table");
+    let lost = store_dir.join("shared").join(kept);
     std::fs::remove_file(&lost).expect("remove");
     let third = db.backup(&store).expect("backup");
+    assert_eq!(third.id, settled.id + 1);
     assert!(lost.exists(), "the lost copy was made again");
     assert!(third.copied_bytes > 0);
     store.verify(third.id).expect("verify");

@@ -432,8 +432,28 @@ fn generate_fuzz_corpus() {
         }],
         range_dels_removed: vec![640],
         write_times: Some(vec![(990, 1_700_000_000_000), (1000, 1_700_000_005_000)]),
+        ..Edit::default()
     };
     write("edit", "synthetic", &e.encode());
+    // A record with keyspaces: one made with its options, one dropped.
+    let ks = Edit {
+        others: vec![
+            Edit {
+                family: 2,
+                created: Some(("users".into(), "compression=lz4".into())),
+                log_number: Some(9),
+                added: e.added.clone(),
+                ..Edit::default()
+            },
+            Edit {
+                family: 1,
+                dropped: true,
+                ..Edit::default()
+            },
+        ],
+        ..e.clone()
+    };
+    write("edit", "keyspaces", &ks.encode());
     let p = merge_plan();
     write("plan", "merge", &p.encode());
     for (name, frame) in worker_seeds() {

@@ -12,10 +12,14 @@ use crate::error::Result;
 use crate::events::{TableCreated, TableReason};
 use crate::l0::TableKeys;
 use crate::version::Edit;
+use std::sync::Arc;
 
 /// The loop of one background thread (started by `sched::spawn_background`
 /// at the background threads' priority, with the database's yield gate).
 pub(crate) fn run(inner: &Inner) {
+    // Where this thread's next look for a compaction starts, so that every
+    // keyspace gets its turn.
+    let mut turn = 0usize;
     let mut st = inner.state.lock();
     loop {
         if st.shutting_down {
@@ -29,8 +33,20 @@ pub(crate) fn run(inner: &Inner) {
                 st = spare_log::make(inner, st);
                 continue;
             }
-            if !st.flushing && !st.imm.is_empty() {
-                st = flush_one(inner, st);
+            let fams = inner.live_families();
+            // The flush of the oldest immutable memtable of any keyspace.
+            let flush = fams
+                .iter()
+                .filter(|f| !f.is_dropped())
+                .filter_map(|f| {
+                    let t = st.tree(f);
+                    let oldest = t.imm.first().filter(|_| !t.flushing)?;
+                    Some((oldest.log_number(), f))
+                })
+                .min_by_key(|(log, _)| *log)
+                .map(|(_, f)| Arc::clone(f));
+            if let Some(fam) = flush {
+                st = flush_one(inner, &fam, st);
                 continue;
             }
             // A compaction only with a slot of the CPU budget (`cpu.rs`);
@@ -42,10 +58,19 @@ pub(crate) fn run(inner: &Inner) {
             let thread_free = threads <= 1 || st.compacting_threads + 1 < threads;
             if thread_free {
                 if let Some(slot) = inner.admission.cpu.try_compaction() {
-                    let version = st.versions.current();
-                    if let Some(plan) = pick(inner, &st, &st.in_flight) {
+                    let n = fams.len().max(1);
+                    let picked = (0..fams.len())
+                        .filter_map(|i| fams.get((turn + i) % n))
+                        .filter(|f| !f.is_dropped())
+                        .find_map(|f| {
+                            let plan = pick(inner, f, &st, &st.tree(f).in_flight)?;
+                            Some((Arc::clone(f), plan))
+                        });
+                    if let Some((fam, plan)) = picked {
+                        turn = turn.wrapping_add(1);
+                        let version = st.versions.current(fam.id);
                         st.compacting_threads += 1;
-                        st = compact(inner, st, plan, version, Some(slot));
+                        st = compact(inner, &fam, st, plan, version, Some(slot));
                         st.compacting_threads -= 1;
                         continue;
                     }

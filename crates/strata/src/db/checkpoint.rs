@@ -78,7 +78,8 @@ impl Db {
 /// One version of a flushed database and the manifest that opens its
 /// files on their own. Holding it keeps those files from being deleted.
 pub(super) struct Capture {
-    version: Arc<Version>,
+    /// Every live keyspace's version.
+    versions: Vec<Arc<Version>>,
     /// The manifest's number and its snapshot record.
     pub number: u64,
     pub record: Vec<u8>,
@@ -89,38 +90,49 @@ pub(super) struct Capture {
 impl Capture {
     /// The tables and level-0 rows of the version, where they are.
     pub fn files(&self, dir: &Path) -> Vec<SourceFile> {
-        let tables = self.version.levels.iter().flatten().map(|f| SourceFile {
-            kind: Kind::Table,
-            number: f.id(),
-            size: f.size(),
-            path: table_path(dir, f.id()),
-        });
-        let rows = self.version.rows.rows.iter().map(|r| SourceFile {
-            kind: Kind::Row,
-            number: r.meta.id(),
-            size: r.meta.desc.size,
-            path: self.row_dir.join(row_name(r.meta.id())),
-        });
-        tables.chain(rows).collect()
+        let mut files = Vec::new();
+        for v in &self.versions {
+            files.extend(v.levels.iter().flatten().map(|f| SourceFile {
+                kind: Kind::Table,
+                number: f.id(),
+                size: f.size(),
+                path: table_path(dir, f.id()),
+            }));
+            files.extend(v.rows.rows.iter().map(|r| SourceFile {
+                kind: Kind::Row,
+                number: r.meta.id(),
+                size: r.meta.desc.size,
+                path: self.row_dir.join(row_name(r.meta.id())),
+            }));
+        }
+        files
     }
 }
 
 impl Db {
-    /// Flushes the memtable, then takes the current version and the
-    /// counters that go with it (`install` changes both under the state
-    /// mutex).
+    /// Flushes every keyspace's memtable, then takes the current versions
+    /// and the counters that go with them (`install` changes both under
+    /// the state mutex). A write to one keyspace after its flush and
+    /// before another's is in neither copy: each keyspace's part holds a
+    /// prefix of the history, and every write acknowledged before the
+    /// call is there.
     pub(super) fn capture(&self) -> Result<Capture> {
-        self.flush()?;
+        for fam in self.inner.live_families() {
+            match self.inner.flush_family(&fam) {
+                // Dropped meanwhile: not in the copy.
+                Err(_) if fam.is_dropped() => {}
+                r => r?,
+            }
+        }
         let st = self.inner.state.lock();
         st.check_usable()?;
-        let version = st.versions.current();
-        let (number, record) = st.versions.checkpoint_record(&version);
+        let (number, record) = st.versions.checkpoint_record();
         Ok(Capture {
             number,
             record,
             last_sequence: st.versions.last_sequence,
             row_dir: st.versions.l0_dir().to_path_buf(),
-            version,
+            versions: st.versions.all_current(),
         })
     }
 }

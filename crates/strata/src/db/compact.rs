@@ -5,7 +5,7 @@
 //! background threads may each run one plan at a time. Also
 //! `compact_range` and `wait_for_compactions`.
 
-use super::{Db, Inner, State};
+use super::{Db, Family, Inner, State};
 use crate::compaction::executor::{Context, Outcome};
 use crate::compaction::picker::{self, PickEnv};
 use crate::compaction::scheduler::{self, InFlight};
@@ -22,24 +22,24 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Asks the picker for a plan that may run beside `in_flight`.
-pub(super) fn pick(inner: &Inner, st: &State, in_flight: &InFlight) -> Option<Plan> {
-    let pointers = st.compact_pointers(inner.opts.num_levels);
-    let version = st.versions.current();
-    let stale = inner.designs.tracker.scores();
+/// Asks `fam`'s picker for a plan that may run beside `in_flight`.
+pub(super) fn pick(inner: &Inner, fam: &Family, st: &State, in_flight: &InFlight) -> Option<Plan> {
+    let pointers = st.compact_pointers(fam, fam.opts.num_levels);
+    let version = st.versions.current(fam.id);
+    let stale = fam.designs.tracker.scores();
     let env = PickEnv {
         version: &version,
-        opts: &inner.opts,
+        opts: &fam.opts,
         in_flight,
         pointers: &pointers,
         stale: &stale,
         horizon: inner.horizon(),
         expired_to: inner.expired_to(),
     };
-    picker::l0::pick(&env, &*inner.designs.l0, &*inner.designs.picker)
+    picker::l0::pick(&env, &*fam.designs.l0, &*fam.designs.picker)
 }
 
-/// Runs one compaction plan. Called and returns with the state locked.
+/// Runs one compaction plan of `fam`. Called and returns with the state locked.
 /// `slot`: its share of the CPU budget (background threads; a manual
 /// compaction runs in its caller's thread without one), given back as
 /// soon as the plan has run, under the state mutex.
@@ -48,28 +48,33 @@ pub(super) fn pick(inner: &Inner, st: &State, in_flight: &InFlight) -> Option<Pl
 /// an empty `in_flight`.
 pub(super) fn compact<'a>(
     inner: &'a Inner,
+    fam: &Family,
     mut st: MutexGuard<'a, State>,
     plan: Plan,
     version: Arc<Version>,
     slot: Option<Slot<'_>>,
 ) -> MutexGuard<'a, State> {
-    let ticket = st.in_flight.start(&plan, &version);
+    let ticket = st.tree_mut(fam).in_flight.start(&plan, &version);
+    let running: usize = st.live_trees().map(|t| t.in_flight.len()).sum();
     inner
         .stats
         .compactions_running_max
-        .fetch_max(st.in_flight.len() as u64, Ordering::Relaxed);
+        .fetch_max(running as u64, Ordering::Relaxed);
     let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        run_plan(inner, st, plan, version, slot, ticket)
+        run_plan(inner, fam, st, plan, version, slot, ticket)
     }));
     match ran {
         Ok(st) => st,
-        Err(p) => inner.after_panic("a compaction", p, |st| st.in_flight.finish(ticket)),
+        Err(p) => inner.after_panic("a compaction", p, |st| {
+            st.tree_mut(fam).in_flight.finish(ticket)
+        }),
     }
 }
 
 /// [`compact`]'s work for the plan of `ticket`.
 fn run_plan<'a>(
     inner: &'a Inner,
+    fam: &Family,
     mut st: MutexGuard<'a, State>,
     mut plan: Plan,
     version: Arc<Version>,
@@ -84,11 +89,11 @@ fn run_plan<'a>(
     let snapshots_taken = inner.snapshots_taken.load(Ordering::Acquire);
     let snapshots = inner.snapshot_list();
     let horizon = snapshots.iter().copied().fold(published, SeqNo::min);
-    assign(inner, &mut st, &mut plan, &version, snapshots);
-    let offloads = inner
+    assign(fam, &mut st, &mut plan, &version, snapshots);
+    let offloads = fam
         .designs
         .executor
-        .offloads(&plan, inner.designs.tracker.tracks());
+        .offloads(&plan, fam.designs.tracker.tracks());
     // A plan that waits on a worker process (for as long as
     // `offload_timeout_ms`) runs outside the CPU budget: it would hold
     // its slot, and so every flush, with nothing to give way from.
@@ -96,13 +101,13 @@ fn run_plan<'a>(
     if offloads {
         // Every edit records the file-number counter: an empty one makes
         // the reservation durable before a worker writes under it.
-        let (relocked, logged) = inner.log_and_apply(st, &mut Edit::default());
+        let (relocked, logged) = inner.log_and_apply(fam, st, &mut Edit::default());
         st = relocked;
         if let Err(e) = logged {
             inner.set_bg_error(&mut st, e);
             // The picked version may hold replaced tables last (see below).
             MutexGuard::unlocked(&mut st, || drop(version));
-            st.in_flight.finish(ticket);
+            st.tree_mut(fam).in_flight.finish(ticket);
             inner.done_cv.notify_all();
             inner.bg_cv.notify_all();
             return st;
@@ -116,7 +121,7 @@ fn run_plan<'a>(
     };
     let filter = inner.opts.compaction_filter.get().is_some();
     let mut result = MutexGuard::unlocked(&mut st, || {
-        execute(inner, &plan, &version, horizon, &give_way, filter)
+        execute(inner, fam, &plan, &version, horizon, &give_way, filter)
     });
     // A filter's changes install only if no snapshot was taken since the
     // compaction began (one could see a key before and after them); else
@@ -138,7 +143,7 @@ fn run_plan<'a>(
                         let path = crate::filename::table_path(&inner.dir, id);
                         let _ = inner.opts.fs.remove_file(&path);
                     }
-                    execute(inner, &plan, &version, horizon, &give_way, false)
+                    execute(inner, fam, &plan, &version, horizon, &give_way, false)
                 });
             }
         }
@@ -147,25 +152,25 @@ fn run_plan<'a>(
     drop(slot);
     let result = match result {
         Ok((mut edit, mut outcome)) => {
-            let (relocked, applied) = inner.log_and_apply(st, &mut edit);
+            let (relocked, applied) = inner.log_and_apply(fam, st, &mut edit);
             st = relocked;
             if applied.is_ok() {
                 // The edit is durable; the outputs stay in flight until
                 // the tracker has moved its entries to them and the
                 // listeners have heard of them, so no other compaction
                 // moves or merges one first.
-                st.in_flight
+                st.tree_mut(fam)
+                    .in_flight
                     .hold(ticket, edit.added.iter().map(|(_, d)| d.id));
             }
-            if applied.is_ok() && inner.designs.tracker.tracks() {
+            if applied.is_ok() && fam.designs.tracker.tracks() {
                 outcome.change.removed = plan.all_inputs().map(|(_, id)| id).collect();
                 MutexGuard::unlocked(&mut st, || {
-                    inner.designs.tracker.on_compaction(&outcome.change)
+                    fam.designs.tracker.on_compaction(&outcome.change)
                 });
                 // Under the state mutex: no table is installed meanwhile.
-                let current = st.versions.current();
-                inner
-                    .designs
+                let current = st.versions.current(fam.id);
+                fam.designs
                     .tracker
                     .retain_scores(&|id| current.table_by_id(id).is_some());
             }
@@ -175,7 +180,7 @@ fn run_plan<'a>(
     };
     match result {
         Ok((edit, outcome)) => {
-            let old = inner.install_super_version(&mut st);
+            let old = inner.install_super_version(fam, &mut st);
             drop(gate);
             // The replaced super-version and the picked version may hold
             // the last references to the inputs: unmapping, closing and
@@ -190,16 +195,22 @@ fn run_plan<'a>(
             let emitted = MutexGuard::unlocked(&mut st, || {
                 inner.emit_events(TableReason::Compaction, &edit, &outcome.keys)
             });
-            st.in_flight.finish(ticket);
+            st.tree_mut(fam).in_flight.finish(ticket);
             if let Err(e) = emitted {
                 inner.set_bg_error(&mut st, e);
             }
-            account(inner, &st.versions.current(), &plan, &outcome, started);
+            account(
+                inner,
+                &st.versions.current(fam.id),
+                &plan,
+                &outcome,
+                started,
+            );
         }
         Err(e) => {
             inner.set_bg_error(&mut st, e);
             MutexGuard::unlocked(&mut st, || drop(version));
-            st.in_flight.finish(ticket);
+            st.tree_mut(fam).in_flight.finish(ticket);
         }
     }
     inner.done_cv.notify_all();
@@ -257,12 +268,12 @@ fn account(inner: &Inner, v: &Version, plan: &Plan, outcome: &Outcome, started: 
 /// the executor asks for, and a range of output file numbers per sub-task,
 /// so that the plan alone tells an executor (in this process or a worker)
 /// everything but the table files.
-fn assign(inner: &Inner, st: &mut State, plan: &mut Plan, v: &Version, snapshots: Vec<SeqNo>) {
+fn assign(fam: &Family, st: &mut State, plan: &mut Plan, v: &Version, snapshots: Vec<SeqNo>) {
     plan.assigned.snapshots = snapshots;
     if matches!(plan.kind, PlanKind::Move | PlanKind::Drop) {
         return;
     }
-    plan.assigned.splits = split::split(plan, v, inner.designs.executor.subtasks());
+    plan.assigned.splits = split::split(plan, v, fam.designs.executor.subtasks());
     // Enough numbers for every sub-task to cut its outputs at half the
     // target size, twice over, plus one per grandparent boundary; more
     // come from the version set if a sub-task here runs out.
@@ -288,6 +299,7 @@ fn assign(inner: &Inner, st: &mut State, plan: &mut Plan, v: &Version, snapshots
 
 fn execute(
     inner: &Inner,
+    fam: &Family,
     plan: &Plan,
     version: &Version,
     stale_horizon: SeqNo,
@@ -295,14 +307,14 @@ fn execute(
     filter: bool,
 ) -> Result<(Edit, Outcome)> {
     let more = || inner.state.lock().versions.new_file_number();
-    let rules = inner.rules(filter);
+    let rules = inner.rules(fam, filter);
     let ctx = Context {
         dir: &inner.dir,
         fs: inner.opts.fs.clone(),
-        table_opts: inner.table_opts,
+        table_opts: fam.table_opts,
         more_numbers: &more,
         collect_keys: inner.opts.listeners.iter().any(|l| l.wants_keys()),
-        tracker: inner.designs.tracker.as_ref(),
+        tracker: fam.designs.tracker.as_ref(),
         stale_horizon,
         give_way,
         rules: &rules,
@@ -310,7 +322,7 @@ fn execute(
     // A panic must not leave the plan in flight for ever: it becomes the
     // compaction's error (and so the background error).
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        inner.designs.executor.run(plan, version, &ctx)
+        fam.designs.executor.run(plan, version, &ctx)
     }))
     .unwrap_or_else(|_| {
         Err(crate::error::Error::io(
@@ -333,11 +345,9 @@ impl Db {
         let mut st = inner.state.lock();
         loop {
             st.check_usable()?;
-            if st.imm.is_empty()
-                && !st.flushing
-                && st.in_flight.is_empty()
-                && pick(inner, &st, &none).is_none()
-            {
+            let fams = inner.live_families();
+            let idle = |fam: &Family| st.tree(fam).idle() && pick(inner, fam, &st, &none).is_none();
+            if fams.iter().all(|f| idle(f)) {
                 drop(st);
                 // Replaced tables are closed and their files removed.
                 inner.tables.purged();
@@ -350,12 +360,26 @@ impl Db {
 
     /// Compacts every table holding keys in `range` down the levels, dropping
     /// overwritten versions and tombstones no snapshot needs.
+    /// Compacts the `default` keyspace (a keyspace's own:
+    /// `Keyspace::compact_range`).
     pub fn compact_range<K: AsRef<[u8]>, R: std::ops::RangeBounds<K>>(
         &self,
         range: R,
     ) -> Result<()> {
-        self.flush()?;
-        let inner = &self.inner;
+        self.check_open()?;
+        self.inner.compact_range_in(&self.inner.default, range)
+    }
+}
+
+impl Inner {
+    /// [`Db::compact_range`] of keyspace `fam`.
+    pub(crate) fn compact_range_in<K: AsRef<[u8]>, R: std::ops::RangeBounds<K>>(
+        &self,
+        fam: &Family,
+        range: R,
+    ) -> Result<()> {
+        self.flush_family(fam)?;
+        let inner = self;
         let bound = |b: Bound<&K>| match b {
             Bound::Included(k) | Bound::Excluded(k) => Some(k.as_ref().to_vec()),
             Bound::Unbounded => None,
@@ -363,7 +387,7 @@ impl Db {
         // With a filter, the pass below rewrites the last level's tables
         // made before this call (whatever moved them there): a table made
         // since was written by a compaction, which filtered it.
-        let last = inner.opts.num_levels.saturating_sub(1);
+        let last = fam.opts.num_levels.saturating_sub(1);
         let made_before = inner
             .opts
             .compaction_filter
@@ -371,10 +395,12 @@ impl Db {
             .map(|_| inner.state.lock().versions.peek_file_number());
         let lo = bound(range.start_bound());
         let hi = bound(range.end_bound());
-        for level in 0..inner.opts.num_levels.saturating_sub(1) {
+        for level in 0..fam.opts.num_levels.saturating_sub(1) {
             let mut st = inner.state.lock();
             // Wait for background compactions touching these levels.
-            while st.in_flight.touches_level(level) || st.in_flight.touches_level(level + 1) {
+            while st.tree(fam).in_flight.touches_level(level)
+                || st.tree(fam).in_flight.touches_level(level + 1)
+            {
                 st.check_usable()?;
                 inner.done_cv.wait_for(&mut st, Duration::from_millis(50));
             }
@@ -386,27 +412,28 @@ impl Db {
                 // at most three plans (later flushes are not chased).
                 for _ in 0..3 {
                     let mut st = inner.state.lock();
-                    while st.in_flight.l0_busy() || st.in_flight.touches_level(1) {
+                    while st.tree(fam).in_flight.l0_busy()
+                        || st.tree(fam).in_flight.touches_level(1)
+                    {
                         st.check_usable()?;
                         inner.done_cv.wait_for(&mut st, Duration::from_millis(50));
                     }
                     st.check_usable()?;
-                    let version = st.versions.current();
-                    let Some(plan) =
-                        picker::l0::pick_all(&version, &inner.opts, &*inner.designs.l0)
+                    let version = st.versions.current(fam.id);
+                    let Some(plan) = picker::l0::pick_all(&version, &fam.opts, &*fam.designs.l0)
                     else {
                         break;
                     };
-                    compact(inner, st, plan, version, None).check_usable()?;
+                    compact(inner, fam, st, plan, version, None).check_usable()?;
                 }
                 continue;
             }
-            let version = st.versions.current();
+            let version = st.versions.current(fam.id);
             // One plan takes every overlapping table of the level.
             if let Some(plan) =
-                picker::pick_range(&version, &inner.opts, level, lo.as_deref(), hi.as_deref())
+                picker::pick_range(&version, &fam.opts, level, lo.as_deref(), hi.as_deref())
             {
-                compact(inner, st, plan, version, None).check_usable()?;
+                compact(inner, fam, st, plan, version, None).check_usable()?;
             }
         }
         // With a compaction filter, the last level is rewritten too.
@@ -414,24 +441,24 @@ impl Db {
             let plans = {
                 let st = inner.state.lock();
                 picker::pick_last_level(
-                    &st.versions.current(),
-                    &inner.opts,
+                    &st.versions.current(fam.id),
+                    &fam.opts,
                     lo.as_deref(),
                     hi.as_deref(),
                 )
             };
             for plan in plans {
                 let mut st = inner.state.lock();
-                while st.in_flight.touches_level(last) {
+                while st.tree(fam).in_flight.touches_level(last) {
                     st.check_usable()?;
                     inner.done_cv.wait_for(&mut st, Duration::from_millis(50));
                 }
                 st.check_usable()?;
-                let version = st.versions.current();
+                let version = st.versions.current(fam.id);
                 // A compaction (this call's or a background one) may have
                 // replaced the table.
                 if plan.inputs[0] < made_before && version.table_by_id(plan.inputs[0]).is_some() {
-                    compact(inner, st, plan, version, None).check_usable()?;
+                    compact(inner, fam, st, plan, version, None).check_usable()?;
                 }
             }
         }
@@ -442,13 +469,13 @@ impl Db {
         loop {
             let st = inner.state.lock();
             st.check_usable()?;
-            let version = st.versions.current();
-            let pointers = st.compact_pointers(inner.opts.num_levels);
+            let version = st.versions.current(fam.id);
+            let pointers = st.compact_pointers(fam, fam.opts.num_levels);
             let stale = std::collections::HashMap::new();
             let env = PickEnv {
                 version: &version,
-                opts: &inner.opts,
-                in_flight: &st.in_flight,
+                opts: &fam.opts,
+                in_flight: &st.tree(fam).in_flight,
                 pointers: &pointers,
                 stale: &stale,
                 horizon: inner.horizon(),
@@ -457,9 +484,11 @@ impl Db {
             let range = Some((lo.as_deref(), hi.as_deref()));
             match picker::range_dels::pick(&env, range) {
                 Some(plan) => {
-                    compact(inner, st, plan, version, None).check_usable()?;
+                    compact(inner, fam, st, plan, version, None).check_usable()?;
                 }
-                None if !st.in_flight.is_empty() && picker::range_dels::pending(&env, range) => {
+                None if !st.tree(fam).in_flight.is_empty()
+                    && picker::range_dels::pending(&env, range) =>
+                {
                     let mut st = st;
                     inner.done_cv.wait_for(&mut st, Duration::from_millis(50));
                 }

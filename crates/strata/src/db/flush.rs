@@ -4,7 +4,7 @@
 //! readers, so a read that misses the memtables always finds the update
 //! table at least as new as its version. Flushed WALs are deleted last.
 
-use super::{Db, Inner, State};
+use super::{Db, Family, Inner, State};
 use crate::error::Result;
 use crate::events::TableReason;
 use crate::filename::{self, FileKind};
@@ -15,14 +15,18 @@ use crate::version::{Edit, Version};
 use parking_lot::MutexGuard;
 use std::time::{Duration, Instant};
 
-/// Flushes the oldest immutable memtable. Called and returns with the state
+/// Flushes the oldest immutable memtable of `fam`. Called and returns with the state
 /// locked. A panic in the flush (a user's file system, the tracker) becomes
 /// the background error, with `flushing` cleared and the flush's tables no
 /// longer busy, so no writer, `flush` or `close` waits for it for ever.
-pub(super) fn flush_one<'a>(inner: &'a Inner, st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+pub(super) fn flush_one<'a>(
+    inner: &'a Inner,
+    fam: &Family,
+    st: MutexGuard<'a, State>,
+) -> MutexGuard<'a, State> {
     let announced = std::cell::Cell::new(None);
     let flushed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        flush_one_unguarded(inner, st, &announced)
+        flush_one_unguarded(inner, fam, st, &announced)
     }));
     match flushed {
         Ok(st) => st,
@@ -33,9 +37,10 @@ pub(super) fn flush_one<'a>(inner: &'a Inner, st: MutexGuard<'a, State>) -> Mute
                 .lock()
                 .flush_finished(Instant::now(), 0, Duration::ZERO);
             inner.after_panic("a flush", p, |st| {
-                st.flushing = false;
+                let tree = st.tree_mut(fam);
+                tree.flushing = false;
                 if let Some(ticket) = announced.take() {
-                    st.in_flight.finish(ticket);
+                    tree.in_flight.finish(ticket);
                 }
             })
         }
@@ -46,22 +51,33 @@ pub(super) fn flush_one<'a>(inner: &'a Inner, st: MutexGuard<'a, State>) -> Mute
 /// tables while the listeners hear of them.
 fn flush_one_unguarded<'a>(
     inner: &'a Inner,
+    fam: &Family,
     mut st: MutexGuard<'a, State>,
     announced: &std::cell::Cell<Option<u64>>,
 ) -> MutexGuard<'a, State> {
-    let Some(mem) = st.imm.first().cloned() else {
+    let Some(mem) = st.tree(fam).imm.first().cloned() else {
         return st;
     };
-    st.flushing = true;
+    st.tree_mut(fam).flushing = true;
     // A slot of the CPU budget first (`cpu.rs`), outside the mutex: a
     // running compaction gives its own within a few hundred entries. The
     // flush's time (pacing, `flush_micros`) starts once it has one.
     let slot = MutexGuard::unlocked(&mut st, || inner.admission.cpu.flush());
-    let version = st.versions.current();
+    let version = st.versions.current(fam.id);
     let snapshots = inner.snapshot_list();
     let started = Instant::now();
     inner.admission.pacer.lock().flush_started(started);
-    let written = MutexGuard::unlocked(&mut st, || write_l0(inner, &mem, &version, snapshots));
+    let written = MutexGuard::unlocked(&mut st, || {
+        let written = write_l0(inner, fam, &mem, &version, snapshots)?;
+        // With other keyspaces, the logs this memtable was written to hold
+        // their unflushed writes too: durable before the tables that hold
+        // later writes of this one, or a power loss could keep this
+        // keyspace's later writes and lose another's earlier ones.
+        if inner.keyspaces_beside_default() {
+            inner.logs.sync_retired(&inner.stats)?;
+        }
+        Ok(written)
+    });
     // Given back under the state mutex (see `cpu.rs`); what follows is
     // mostly the manifest's I/O.
     drop(slot);
@@ -76,14 +92,15 @@ fn flush_one_unguarded<'a>(
                 .sum();
             inner.add_tally(&written.tally);
             let mut edit = Edit::default();
-            inner.designs.l0.record(&written, &mut edit);
+            fam.designs.l0.record(&written, &mut edit);
             edit.range_dels_added = mem.range_dels();
             edit.write_times = inner.expiry.as_ref().map(|e| e.times());
             let Written { keys, seqs, .. } = written;
             // WALs older than the next memtable's are no longer needed. (Only
             // a flush removes memtables, and one runs at a time: `imm[1]` stays
             // the next one while the edit is written.)
-            let next_log = st.imm.get(1).unwrap_or(&st.mem).log_number();
+            let tree = st.tree(fam);
+            let next_log = tree.imm.get(1).unwrap_or(&tree.mem).log_number();
             edit.log_number = Some(next_log);
             // The newest sequence the tables hold, not the newest handed
             // out: recovery checks that the logs it replays continue the
@@ -93,7 +110,7 @@ fn flush_one_unguarded<'a>(
             // them would hide that hole (a later write recovered, an
             // earlier one lost).
             edit.last_sequence = Some(mem.max_seq());
-            let (relocked, applied) = inner.log_and_apply(st, &mut edit);
+            let (relocked, applied) = inner.log_and_apply(fam, st, &mut edit);
             st = relocked;
             // The new tables are in the version now, and busy until the
             // listeners have heard of them: a compaction that moved one
@@ -101,19 +118,20 @@ fn flush_one_unguarded<'a>(
             // released below, for the tracker and the listeners.)
             if applied.is_ok() && !inner.opts.listeners.is_empty() {
                 announcing = Some(
-                    st.in_flight
+                    st.tree_mut(fam)
+                        .in_flight
                         .announce_flush(edit.added.iter().map(|(_, d)| d.id)),
                 );
                 announced.set(announcing);
             }
-            if applied.is_ok() && inner.designs.tracker.tracks() {
+            if applied.is_ok() && fam.designs.tracker.tracks() {
                 // Durable now; readers still see the memtable until the
                 // super-version below replaces it.
                 MutexGuard::unlocked(&mut st, || {
                     let ids = edit.added.iter().map(|(_, d)| d.id);
                     let ids = ids.chain(edit.rows_added.iter().map(|d| d.id));
                     for (id, (k, s)) in ids.zip(keys.iter().zip(&seqs)) {
-                        inner.designs.tracker.on_flush(id, k, s);
+                        fam.designs.tracker.on_flush(id, k, s);
                     }
                 });
             }
@@ -121,7 +139,7 @@ fn flush_one_unguarded<'a>(
         }
         Err(e) => Err(e),
     };
-    st.flushing = false;
+    st.tree_mut(fam).flushing = false;
     match result {
         Ok((bytes, edit, keys)) => {
             inner.admission.pacer.lock().flush_finished(
@@ -129,8 +147,8 @@ fn flush_one_unguarded<'a>(
                 mem.approximate_size() as u64,
                 started.elapsed(),
             );
-            let flushed = st.imm.remove(0);
-            let old_sv = inner.install_super_version(&mut st);
+            let flushed = st.tree_mut(fam).imm.remove(0);
+            let old_sv = inner.install_super_version(fam, &mut st);
             // Listeners run without the state lock and see the new version.
             // Keys were collected for the tracker too: listeners get them
             // only if one asked.
@@ -140,7 +158,7 @@ fn flush_one_unguarded<'a>(
                 inner.emit_events(TableReason::Flush, &edit, keys)
             });
             if let Some(ticket) = announcing.take() {
-                st.in_flight.finish(ticket);
+                st.tree_mut(fam).in_flight.finish(ticket);
                 announced.set(None);
             }
             if let Err(e) = emitted {
@@ -155,7 +173,7 @@ fn flush_one_unguarded<'a>(
             // Logs below the new log number are flushed: no need to sync
             // them, and their files go. Outside the state mutex: a synced
             // write may hold the retired logs while it syncs them.
-            let keep_from = st.versions.log_number;
+            let keep_from = st.versions.log_number();
             MutexGuard::unlocked(&mut st, || {
                 // Dropped after the locks are released: dropping a mapped
                 // log unmaps it, which a synced write waiting for these
@@ -188,10 +206,12 @@ fn flush_one_unguarded<'a>(
     st
 }
 
-/// Writes a memtable into level 0 through its container (`Options::l0`):
-/// one table or one level-0 row (none if everything was dropped).
+/// Writes a memtable of `fam` into level 0 through its container
+/// (`Options::l0`): one table or one level-0 row (none if everything was
+/// dropped).
 pub(crate) fn write_l0(
     inner: &Inner,
+    fam: &Family,
     mem: &MemTable,
     version: &Version,
     snapshots: Vec<u64>,
@@ -200,15 +220,15 @@ pub(crate) fn write_l0(
     let sink = TableSink {
         dir: &inner.dir,
         fs: inner.opts.fs.clone(),
-        table_opts: inner.table_opts,
-        collect_keys: inner.designs.tracker.tracks()
+        table_opts: fam.table_opts,
+        collect_keys: fam.designs.tracker.tracks()
             || inner.opts.listeners.iter().any(|l| l.wants_keys()),
         drop_tombstones: true,
         // No filter: a flush runs while readers may still take snapshots
         // of the memtable's entries (see `crate::compaction_filter`).
-        rules: inner.rules(false),
+        rules: inner.rules(fam, false),
     };
-    inner.designs.l0.write(
+    fam.designs.l0.write(
         &sink,
         mem,
         version,
@@ -237,23 +257,34 @@ impl Db {
     /// Writes the memtable to a table and waits until it and every
     /// immutable memtable that existed at the call are flushed. Memtables
     /// switched after the call (writers going on) are not waited for.
+    /// Flushes the `default` keyspace (a keyspace's own: `Keyspace::flush`).
     pub fn flush(&self) -> Result<()> {
         self.check_open()?;
-        let inner = &self.inner;
+        self.inner.flush_family(&self.inner.default)
+    }
+}
+
+impl Inner {
+    /// [`Db::flush`] of keyspace `fam`.
+    pub(crate) fn flush_family(&self, fam: &Family) -> Result<()> {
         // Every write acknowledged before this call is in a memtable whose
         // log number is at most the active one's now.
-        let last_log = inner.state.lock().mem.log_number();
-        inner.submit(crate::batch::WriteBatch::new(), false, true)?;
-        let mut st = inner.state.lock();
+        let last_log = self.state.lock().tree(fam).mem.log_number();
+        self.submit(crate::batch::WriteBatch::new(), false, Some(fam.id))?;
+        let mut st = self.state.lock();
         loop {
+            if fam.is_dropped() {
+                return Err(super::keyspace::dropped(fam));
+            }
             // A background error wins; otherwise no memtable of the call
             // left is success, even while closing.
-            if st.bg_error.is_none() && st.imm.iter().all(|m| m.log_number() > last_log) {
+            let imm = &st.tree(fam).imm;
+            if st.bg_error.is_none() && imm.iter().all(|m| m.log_number() > last_log) {
                 return Ok(());
             }
             st.check_usable()?;
-            inner.bg_cv.notify_all();
-            inner.done_cv.wait_for(&mut st, Duration::from_millis(50));
+            self.bg_cv.notify_all();
+            self.done_cv.wait_for(&mut st, Duration::from_millis(50));
         }
     }
 }

@@ -10,10 +10,12 @@ use crate::wal;
 use parking_lot::Mutex;
 use std::sync::Arc;
 
-/// The WAL writer and the memtable it feeds; only the write leader uses it.
+/// The WAL writer and the memtables it feeds; only the write leader uses it.
 pub(crate) struct LogState {
     pub writer: wal::Writer,
-    pub mem: Arc<MemTable>,
+    /// Each keyspace's active memtable, indexed by its id (the same ones
+    /// as `Tree::mem`); `None` for an id no live keyspace has.
+    pub mems: Vec<Option<Arc<MemTable>>>,
     /// The directory entry of `writer`'s file is not durable yet.
     pub dir_unsynced: bool,
 }

@@ -13,10 +13,13 @@ mod backup;
 mod checkpoint;
 mod compact;
 mod designs;
+mod family;
 pub(crate) mod flush;
+mod keyspace;
 mod logs;
 pub(crate) use admission::{Admission, Hold};
 pub(crate) use designs::Designs;
+pub(crate) use family::{Family, Tree};
 pub(crate) use logs::{LogState, Logs};
 mod read;
 mod recovery;
@@ -26,6 +29,7 @@ mod ttl;
 mod write;
 
 pub use checkpoint::CheckpointStats;
+pub use keyspace::{Keyspace, MAX_KEYSPACE_NAME};
 pub use read::{ReadOptions, Scan};
 pub use snapshot::Snapshot;
 
@@ -34,11 +38,10 @@ use crate::io::FileLock;
 use crate::memtable::MemTable;
 use crate::options::Options;
 use crate::stats::{LevelStats, Stats, StatsSnapshot};
-use crate::table::{BlockCache, TableOptions};
+use crate::table::BlockCache;
 use crate::types::SeqNo;
 use crate::version::{Version, VersionSet};
 
-use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -88,20 +91,14 @@ impl SuperVersion {
 /// Metadata guarded by `Inner::state`.
 pub(crate) struct State {
     pub versions: VersionSet,
-    pub mem: Arc<MemTable>,
-    /// Immutable memtables waiting for flush, oldest first.
-    pub imm: Vec<Arc<MemTable>>,
-    pub flushing: bool,
-    /// The running compactions: their input tables and output ranges.
-    pub in_flight: crate::compaction::scheduler::InFlight,
+    /// Each keyspace's changing parts, indexed by its id (`family.rs`);
+    /// `None` for an id no live keyspace has.
+    pub trees: Vec<Option<Tree>>,
+    /// What [`State::tree`] gives for a keyspace that is no longer live
+    /// (a handle kept past its drop): an empty tree nothing writes to.
+    pub gone: Tree,
     pub bg_error: Option<Error>,
     pub shutting_down: bool,
-    /// Bytes by which levels exceed their targets, and what holds writers
-    /// back: both computed once per super-version
-    /// (`install_super_version`), for the writers' fast path (`calm`,
-    /// `paced`) and for `make_room` alike.
-    pub compaction_debt: u64,
-    pub hold: Hold,
     /// The next WAL, made ahead of the switch that needs it.
     pub spare_log: spare_log::Spare,
     /// Background threads running a compaction: with more than one
@@ -110,10 +107,34 @@ pub(crate) struct State {
 }
 
 impl State {
-    /// Every memtable slot is taken (`max_write_buffer_number`): the next
-    /// switch would wait for a flush.
-    pub fn slots_full(&self, opts: &Options) -> bool {
-        self.imm.len() + 1 >= opts.max_write_buffer_number
+    /// The changing parts of `fam` (the empty `gone` once it is dropped).
+    pub fn tree(&self, fam: &Family) -> &Tree {
+        match self.trees.get(fam.index()) {
+            Some(Some(t)) => t,
+            _ => &self.gone,
+        }
+    }
+
+    /// The changing parts of `fam`, to change.
+    pub fn tree_mut(&mut self, fam: &Family) -> &mut Tree {
+        match self.trees.get_mut(fam.index()) {
+            Some(Some(t)) => t,
+            _ => &mut self.gone,
+        }
+    }
+
+    /// Every live keyspace's tree.
+    pub fn live_trees(&self) -> impl Iterator<Item = &Tree> {
+        self.trees.iter().flatten()
+    }
+
+    /// The number of the WAL writers append to: every switch starts a new
+    /// one, whose number the switched keyspace's new memtable takes.
+    pub fn active_log(&self) -> u64 {
+        self.live_trees()
+            .map(|t| t.mem.log_number())
+            .max()
+            .unwrap_or(0)
     }
 
     /// `Err` once a background error poisoned the database (`Poisoned`) or
@@ -129,10 +150,11 @@ impl State {
         Ok(())
     }
 
-    /// The round-robin compaction pointer of every level, as the picker takes them.
-    pub fn compact_pointers(&self, num_levels: usize) -> Vec<Vec<u8>> {
+    /// `fam`'s round-robin compaction pointer of every level, as the
+    /// picker takes them.
+    pub fn compact_pointers(&self, fam: &Family, num_levels: usize) -> Vec<Vec<u8>> {
         (0..num_levels)
-            .map(|l| self.versions.compact_pointer(l).to_vec())
+            .map(|l| self.versions.compact_pointer(fam.id, l).to_vec())
             .collect()
     }
 }
@@ -140,7 +162,6 @@ impl State {
 pub(crate) struct Inner {
     pub dir: PathBuf,
     pub opts: Options,
-    pub table_opts: TableOptions,
     pub cache: Arc<BlockCache>,
     /// Arena chunks of flushed memtables, for the next ones.
     pub chunks: Arc<crate::memtable::ChunkPool>,
@@ -149,7 +170,6 @@ pub(crate) struct Inner {
     pub bg_cv: Condvar,
     /// Signalled when background work finishes (stalled writers, `flush`).
     pub done_cv: Condvar,
-    pub super_version: ArcSwap<SuperVersion>,
     /// Last sequence number visible to readers.
     pub last_seq: AtomicU64,
     /// The active WAL and the logs of immutable memtables (`logs.rs`).
@@ -179,9 +199,14 @@ pub(crate) struct Inner {
     /// The memory budget resolved at open (`opts` holds the sizes it
     /// lowered).
     pub budget: crate::budget::MemoryBudget,
-    /// The designs `opts` selects (`designs.rs`): level 0's container,
-    /// the picker, the tracker and the executor.
-    pub designs: Designs,
+    /// The `default` keyspace's tree (`family.rs`).
+    pub default: Arc<Family>,
+    /// Every live keyspace, indexed by id (`default` at 0); `None` for an
+    /// id no live keyspace has. Lock order: taken last (after `state`);
+    /// no other lock is taken while it is held.
+    pub families: parking_lot::RwLock<Vec<Option<Arc<Family>>>>,
+    /// Held by `create_keyspace` and `drop_keyspace`: one at a time.
+    pub keyspace_ops: Mutex<()>,
     pub stats: Stats,
     pub closed: AtomicBool,
     /// What writers and background threads read without the state mutex:
@@ -191,9 +216,10 @@ pub(crate) struct Inner {
     /// What the open's log replay left out, if anything (see
     /// [`Db::recovery_report`]).
     pub recovery_report: Option<String>,
-    _lock: Box<dyn FileLock>,
-    /// Level 0's own directory (`fast_dir`), when it is another one.
-    _fast_lock: Option<Box<dyn FileLock>>,
+    /// The directory's LOCK and level 0's own directory's (`fast_dir`,
+    /// when it is another one): released by `close`, so a handle kept
+    /// past it (a `Keyspace`) does not keep the directory locked.
+    locks: Mutex<Vec<Box<dyn FileLock>>>,
 }
 
 /// An open database. See the crate docs and `docs/ARCHITECTURE.md`.
@@ -276,7 +302,10 @@ impl Db {
         }
         let flushed =
             if self.inner.opts.flush_on_close && self.inner.state.lock().bg_error.is_none() {
-                self.flush()
+                self.inner
+                    .live_families()
+                    .iter()
+                    .try_for_each(|f| self.inner.flush_family(f))
             } else {
                 Ok(())
             };
@@ -289,7 +318,10 @@ impl Db {
             self.inner.done_cv.notify_all();
             // A compaction may run in a caller's thread (`compact_range`):
             // nothing may change the directory once close returns.
-            while !st.in_flight.is_empty() || st.flushing {
+            while !st
+                .live_trees()
+                .all(|t| t.in_flight.is_empty() && !t.flushing)
+            {
                 self.inner
                     .done_cv
                     .wait_for(&mut st, std::time::Duration::from_millis(50));
@@ -311,7 +343,9 @@ impl Db {
                     ..Default::default()
                 };
                 let st = self.inner.state.lock();
-                self.inner.log_and_apply(st, &mut edit).1
+                self.inner
+                    .log_and_apply(&self.inner.default, st, &mut edit)
+                    .1
             }
             _ => Ok(()),
         };
@@ -327,6 +361,8 @@ impl Db {
                 .sync_before_current_log(&mut log)
                 .and_then(|()| log.writer.sync_final())
         };
+        // Nothing changes the directory from here on.
+        self.inner.locks.lock().clear();
         flushed.and(timed).and(synced)
     }
 
@@ -344,7 +380,7 @@ impl Db {
     pub fn stats(&self) -> StatsSnapshot {
         let inner = &self.inner;
         let mut s = StatsSnapshot::from_counters(&inner.stats);
-        let sv = inner.super_version.load();
+        let sv = inner.default.super_version.load();
         s.memtable_bytes = sv.mem.approximate_size() as u64;
         s.immutable_memtables = sv.imm.len();
         s.last_sequence = inner.last_seq.load(Ordering::Acquire);
@@ -368,7 +404,7 @@ impl Db {
         }
         s.manifest_bytes = inner.state.lock().versions.manifest_bytes_written;
         (s.arena_chunks_made_ahead, s.arena_chunk_misses) = inner.chunks.counts();
-        let usage = inner.designs.tracker.usage();
+        let usage = inner.default.designs.tracker.usage();
         s.update_table_entries = usage.entries;
         s.update_table_bytes = usage.bytes;
         let tables = inner.tables.stats();
@@ -391,12 +427,19 @@ impl Db {
             page_cache_room: inner.budget.page_cache_room,
             write_buffer_size: inner.opts.write_buffer_size as u64,
             block_cache_capacity: inner.opts.block_cache_size as u64,
-            memtables: sv
-                .imm
+            // Every keyspace's memtables.
+            memtables: inner
+                .live_families()
                 .iter()
-                .map(|m| m.approximate_size() as u64)
+                .map(|f| {
+                    let sv = f.super_version.load();
+                    sv.imm
+                        .iter()
+                        .chain(std::iter::once(&sv.mem))
+                        .map(|m| m.approximate_size() as u64)
+                        .sum::<u64>()
+                })
                 .sum::<u64>()
-                + s.memtable_bytes
                 + inner.chunks.held_bytes(),
             block_cache: s.block_cache_usage,
             pins: s.pinned_index_filter_bytes,
@@ -404,7 +447,11 @@ impl Db {
             row_cache: tables.row_cache_bytes,
         };
         s.table_bytes_read = read;
-        inner.designs.l0.fill_stats(&*sv.version, &mut s.l0_rows);
+        inner
+            .default
+            .designs
+            .l0
+            .fill_stats(&*sv.version, &mut s.l0_rows);
         s.range_tombstones = sv.version.range_dels.list().len() as u64;
         s.range_tombstone_bytes = sv.version.range_dels.key_bytes() as u64;
         s
@@ -432,7 +479,12 @@ impl std::fmt::Debug for Db {
 }
 
 impl Inner {
-    /// Publishes a new super version from the state (call with the state locked).
+    /// Every live keyspace, `default` first.
+    pub(crate) fn live_families(&self) -> Vec<Arc<Family>> {
+        self.families.read().iter().flatten().cloned().collect()
+    }
+
+    /// Publishes a new super version of `fam` from the state (call with the state locked).
     ///
     /// Returns the super-version it replaced. Callers drop it with the
     /// state mutex released: it may hold the last reference to a flushed
@@ -440,28 +492,29 @@ impl Inner {
     /// closed and deleted on drop), work that every writer would
     /// otherwise wait for.
     #[must_use = "drop the old super-version outside the state mutex"]
-    pub(crate) fn install_super_version(&self, st: &mut State) -> Arc<SuperVersion> {
-        let mut imm = st.imm.clone();
-        imm.reverse();
-        let version = st.versions.current();
-        st.compaction_debt = crate::compaction::picker::compaction_debt(&version, &self.opts);
-        let l0 = self.designs.l0.pressure(&*version, &self.opts);
-        st.hold = Hold::of(
-            l0,
-            st.compaction_debt,
-            st.slots_full(&self.opts),
-            &self.opts,
-        );
+    pub(crate) fn install_super_version(&self, fam: &Family, st: &mut State) -> Arc<SuperVersion> {
+        let version = st.versions.current(fam.id);
+        let opts = &fam.opts;
         let usable = st.bg_error.is_none() && !st.shutting_down;
-        self.admission.publish(st.hold, usable, st.imm.first());
-        self.super_version.swap(Arc::new(SuperVersion {
-            mem: st.mem.clone(),
+        let tree = st.tree_mut(fam);
+        let mut imm = tree.imm.clone();
+        imm.reverse();
+        tree.compaction_debt = crate::compaction::picker::compaction_debt(&version, opts);
+        let l0 = fam.designs.l0.pressure(&*version, opts);
+        tree.hold = Hold::of(l0, tree.compaction_debt, tree.slots_full(opts), opts);
+        // The writers' fast paths follow `default`; a write to another
+        // keyspace checks its tree's hold under the state mutex.
+        if fam.id == family::DEFAULT_ID {
+            self.admission.publish(tree.hold, usable, tree.imm.first());
+        }
+        fam.super_version.swap(Arc::new(SuperVersion {
+            mem: tree.mem.clone(),
             imm,
             version,
         }))
     }
 
-    /// Logs `edit` to the manifest and installs the new version. Called
+    /// Logs `edit` (of keyspace `fam`) to the manifest and installs the new version. Called
     /// with the state locked; returns with it locked again. The slow parts —
     /// opening the added tables, the manifest append and its sync — run
     /// with the state mutex released (writers and readers go on); the
@@ -469,9 +522,12 @@ impl Inner {
     /// on is still current when it is installed.
     pub(crate) fn log_and_apply<'a>(
         &'a self,
+        fam: &Family,
         st: parking_lot::MutexGuard<'a, State>,
         edit: &mut crate::version::Edit,
     ) -> (parking_lot::MutexGuard<'a, State>, Result<()>) {
+        // The edit's tree fields are `fam`'s.
+        edit.family = fam.id;
         drop(st);
         let one_edit = self.apply.lock();
         let mut opened = Vec::new();
@@ -488,10 +544,10 @@ impl Inner {
         // state mutex: the current version cannot change meanwhile (every
         // edit holds `apply`).
         let current = || {
-            let v = self.state.lock().versions.current();
+            let v = self.state.lock().versions.current(fam.id);
             v.rows.clone()
         };
-        let with_rows = match self.designs.l0.open_added(edit, &current, &self.opts.fs) {
+        let with_rows = match fam.designs.l0.open_added(edit, &current, &self.opts.fs) {
             Ok(m) => m,
             Err(e) => return (self.state.lock(), Err(e)),
         };
@@ -506,17 +562,17 @@ impl Inner {
         (st, installed)
     }
 
-    /// The rules flushes and compactions write by: the merge operator (none
+    /// The rules flushes and compactions of `fam` write by: its merge operator (none
     /// with a ttl, see below), the compaction filter (with `filter`) and the
     /// expiry horizon. With a ttl each version expires on its own, but a
     /// folded entry takes its newest operand's sequence (and so its time):
     /// folding would keep an older version's part alive past its expiry.
     /// Operands are kept as they are instead, until they expire.
-    pub(crate) fn rules(&self, filter: bool) -> crate::runs::rules::Rules {
+    pub(crate) fn rules(&self, fam: &Family, filter: bool) -> crate::runs::rules::Rules {
         crate::runs::rules::Rules {
             merge: match self.expiry {
                 Some(_) => None,
-                None => self.opts.merge_operator.get().cloned(),
+                None => fam.opts.merge_operator.get().cloned(),
             },
             filter: filter
                 .then(|| self.opts.compaction_filter.get().cloned())

@@ -36,6 +36,14 @@ pub struct ReadOptions<'a> {
     pub snapshot: Option<&'a super::Snapshot>,
 }
 
+/// The reads of one keyspace (`fam`) of an open database: what
+/// [`Db`]'s and `Keyspace`'s read methods run once they checked the
+/// database is open.
+pub(crate) struct Reads<'a> {
+    pub inner: &'a Arc<super::Inner>,
+    pub fam: &'a super::Family,
+}
+
 impl Db {
     /// The value of `key`, or `None`.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
@@ -49,9 +57,46 @@ impl Db {
         opts: &ReadOptions<'_>,
     ) -> Result<Option<Vec<u8>>> {
         self.check_open()?;
-        let key = key.as_ref();
+        self.reads().get_opt(key.as_ref(), opts)
+    }
+
+    /// An unpositioned iterator over the database at `opts`' snapshot (or
+    /// now). Position it with `seek_to_first`, `seek_to_last`, `seek` or
+    /// `seek_for_prev`.
+    pub fn iter(&self, opts: &ReadOptions<'_>) -> Result<DbIter> {
+        self.check_open()?;
+        Ok(self.reads().iter(opts))
+    }
+
+    /// The entries with keys in `range`, in order (reverse it with `.rev()`).
+    pub fn scan<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<Scan> {
+        self.scan_opt(range, &ReadOptions::default())
+    }
+
+    /// `scan` under `opts`.
+    pub fn scan_opt<K: AsRef<[u8]>, R: RangeBounds<K>>(
+        &self,
+        range: R,
+        opts: &ReadOptions<'_>,
+    ) -> Result<Scan> {
+        self.check_open()?;
+        Ok(self.reads().scan_opt(range, opts))
+    }
+
+    /// The reads of the `default` keyspace.
+    fn reads(&self) -> Reads<'_> {
+        Reads {
+            inner: &self.inner,
+            fam: &self.inner.default,
+        }
+    }
+}
+
+impl Reads<'_> {
+    /// The value of `key` under `opts`.
+    pub fn get_opt(&self, key: &[u8], opts: &ReadOptions<'_>) -> Result<Option<Vec<u8>>> {
         self.inner.stats.user_reads.add(1);
-        let sv = self.inner.super_version.load();
+        let sv = self.fam.super_version.load();
         let seq = self.read_seq(opts);
         let expired_to = self.inner.expired_to();
         Ok(match self.newest(&sv, key, seq)? {
@@ -95,7 +140,7 @@ impl Db {
             return Ok(Some(h));
         }
         let inner = &self.inner;
-        let mut charge = ReadCharge::new(inner.opts.read_compaction);
+        let mut charge = ReadCharge::new(self.fam.opts.read_compaction);
         let hit = sv.version.get(key, &types::seek_key(key, seq), &mut charge);
         if charge.exhausted {
             // A table reads keep missing: the picker may compact it.
@@ -181,13 +226,13 @@ impl Db {
             }
         }
         let ops: Vec<&[u8]> = operands.iter().rev().map(Vec::as_slice).collect();
-        let op = self.inner.opts.merge_operator.get();
+        let op = self.fam.opts.merge_operator.get();
         crate::merge::fold(op, key, base.as_deref(), &ops).map(Some)
     }
 
-    /// The database's merge operator.
+    /// The keyspace's merge operator.
     fn merge_op(&self) -> Option<Arc<dyn MergeOperator>> {
-        self.inner.opts.merge_operator.get().cloned()
+        self.fam.opts.merge_operator.get().cloned()
     }
 
     /// The read shortcut of active compaction: the table the update table
@@ -203,7 +248,7 @@ impl Db {
         seq: SeqNo,
     ) -> Result<Option<(SeqNo, ValueKind, Vec<u8>)>> {
         let inner = &self.inner;
-        let Some(entry) = inner.designs.tracker.newest(key) else {
+        let Some(entry) = self.fam.designs.tracker.newest(key) else {
             return Ok(None);
         };
         if entry.seq > seq {
@@ -235,13 +280,12 @@ impl Db {
     /// An unpositioned iterator over the database at `opts`' snapshot (or
     /// now). Position it with `seek_to_first`, `seek_to_last`, `seek` or
     /// `seek_for_prev`.
-    pub fn iter(&self, opts: &ReadOptions<'_>) -> Result<DbIter> {
-        self.check_open()?;
-        let sv: Arc<SuperVersion> = self.inner.super_version.load_full();
+    pub fn iter(&self, opts: &ReadOptions<'_>) -> DbIter {
+        let sv: Arc<SuperVersion> = self.fam.super_version.load_full();
         let seq = self.read_seq(opts);
         let version = Arc::clone(&sv.version);
         let view = (seq, self.inner.expired_to());
-        Ok(self.sampled(iter_at(sv, view, self.merge_op()), version))
+        self.sampled(iter_at(sv, view, self.merge_op()), version)
     }
 
     /// `it`, a view of `version`, with its seeks sampled for
@@ -250,10 +294,10 @@ impl Db {
     /// ([`Version::sample_seek`]). The database is reached (weakly) only to
     /// wake its background threads when a table's allowance runs out.
     fn sampled(&self, it: DbIter, version: Arc<Version>) -> DbIter {
-        if !self.inner.opts.read_compaction {
+        if !self.fam.opts.read_compaction {
             return it;
         }
-        let inner = Arc::downgrade(&self.inner);
+        let inner = Arc::downgrade(self.inner);
         it.sample_seeks(Arc::new(move |key: &[u8]| {
             let due = SEEKS
                 .try_with(|n| {
@@ -274,28 +318,22 @@ impl Db {
         }))
     }
 
-    /// The entries with keys in `range`, in order (reverse it with `.rev()`).
-    pub fn scan<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<Scan> {
-        self.scan_opt(range, &ReadOptions::default())
-    }
-
     /// `scan` under `opts`.
     pub fn scan_opt<K: AsRef<[u8]>, R: RangeBounds<K>>(
         &self,
         range: R,
         opts: &ReadOptions<'_>,
-    ) -> Result<Scan> {
+    ) -> Scan {
         let own = |b: Bound<&K>| match b {
             Bound::Included(k) => Bound::Included(k.as_ref().to_vec()),
             Bound::Excluded(k) => Bound::Excluded(k.as_ref().to_vec()),
             Bound::Unbounded => Bound::Unbounded,
         };
-        self.check_open()?;
         // Both ends read the same view.
-        let sv: Arc<SuperVersion> = self.inner.super_version.load_full();
+        let sv: Arc<SuperVersion> = self.fam.super_version.load_full();
         let seq = (self.read_seq(opts), self.inner.expired_to());
         let (lo, hi) = (own(range.start_bound()), own(range.end_bound()));
-        Ok(Scan {
+        Scan {
             front: self.sampled(
                 iter_at(sv.clone(), seq, self.merge_op()).bounded(lo.clone(), hi.clone()),
                 Arc::clone(&sv.version),
@@ -306,7 +344,7 @@ impl Db {
             hi,
             started: false,
             done: false,
-        })
+        }
     }
 }
 

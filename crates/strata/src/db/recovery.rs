@@ -2,7 +2,7 @@
 //! they held to L0 tables, start a fresh WAL and manifest, and remove files
 //! no version needs.
 
-use super::{Admission, Inner, LogState, Logs, State};
+use super::{Admission, Family, Inner, LogState, Logs, State, Tree};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::filename::{self, wal_path, FileKind, CURRENT, LOCK};
@@ -10,16 +10,28 @@ use crate::l0::TableSink;
 use crate::memtable::MemTable;
 use crate::options::{Options, WalRecovery};
 use crate::stats::Stats;
-use crate::table::{BlockCache, TableOptions};
+use crate::table::BlockCache;
 use crate::types::MAX_SEQ;
 use crate::version::{Edit, VersionSet};
 use crate::wal;
-use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
+
+/// What the replay gathers for one keyspace: its record, options and
+/// designs (`None`: `default`'s, resolved first), the version the replay
+/// writes over, the memtable it fills and the edit its level-0 pieces go
+/// into.
+struct Replay {
+    record: crate::version::FamilyRecord,
+    opts: Options,
+    designs: Option<super::Designs>,
+    version: Arc<crate::version::Version>,
+    mem: MemTable,
+    edit: Edit,
+}
 
 pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
     let designs = super::Designs::resolve(&mut opts);
@@ -39,7 +51,6 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
     }
     let lock = fs.lock(&dir.join(LOCK))?;
     let cache = Arc::new(BlockCache::new(opts.block_cache_size));
-    let table_opts = TableOptions::from(&opts);
     let mut versions = VersionSet::new(dir, &opts, cache.clone());
     versions.table_cache().set_room(budget.page_cache_room);
     let names = fs.list_dir(dir)?;
@@ -93,44 +104,78 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
             versions.mark_file_number_used(n);
         }
     }
-    l0.check_open(&*versions.current())?;
+    // Every keyspace the manifest records, `default` first, each with its
+    // options and designs and what its replay gathers.
+    let mut replays: Vec<Option<Replay>> = (0..versions.next_family_id()).map(|_| None).collect();
+    for r in versions.families() {
+        let (fam_opts, fam_designs) = if r.id == 0 {
+            (opts.clone(), None)
+        } else {
+            let mut o = opts.for_keyspace(&r.options).map_err(|e| {
+                Error::corruption(
+                    dir.join(CURRENT),
+                    0,
+                    format!("keyspace {:?} has options this build refuses: {e}", r.name),
+                )
+            })?;
+            let d = super::Designs::resolve(&mut o);
+            (o, Some(d))
+        };
+        let version = versions.current(r.id);
+        fam_designs
+            .as_ref()
+            .map_or(&designs.l0, |d| &d.l0)
+            .check_open(&*version)?;
+        if let Some(slot) = replays.get_mut(r.id as usize) {
+            *slot = Some(Replay {
+                mem: MemTable::with_options(0, &fam_opts),
+                edit: Edit {
+                    family: r.id,
+                    ..Edit::default()
+                },
+                record: r,
+                opts: fam_opts,
+                designs: fam_designs,
+                version,
+            });
+        }
+    }
 
     // Replay every WAL the manifest does not cover, oldest first.
     let mut wals: Vec<u64> = names
         .iter()
         .filter_map(|n| match filename::parse(n) {
-            Some((FileKind::Wal, n)) if n >= versions.log_number => Some(n),
+            Some((FileKind::Wal, n)) if n >= versions.log_number() => Some(n),
             _ => None,
         })
         .collect();
     wals.sort_unstable();
-    let mut edit = Edit::default();
     let mut max_seq = versions.last_sequence;
-    let mut mem = MemTable::with_options(0, &opts);
-    let version = versions.current();
-    let sink = TableSink {
-        dir,
-        fs: fs.clone(),
-        table_opts,
-        collect_keys: false,
-        drop_tombstones: false,
-        // No folding with a ttl (see `Inner::rules`).
-        rules: crate::runs::rules::Rules {
-            merge: match opts.ttl_secs {
-                0 => opts.merge_operator.get().cloned(),
-                _ => None,
-            },
-            ..Default::default()
-        },
-    };
     // Recovered data goes straight to level 0 (tables or rows). A
     // tombstone must stay while a piece written earlier in this replay may
     // hold an older version.
-    let write_out = |mem: &MemTable, versions: &mut VersionSet, edit: &mut Edit| -> Result<()> {
+    let write_out = |r: &mut Replay, versions: &mut VersionSet| -> Result<()> {
+        let l0 = r.designs.as_ref().map_or(&designs.l0, |d| &d.l0);
+        let sink = TableSink {
+            dir,
+            fs: fs.clone(),
+            table_opts: crate::table::TableOptions::from(&r.opts),
+            collect_keys: false,
+            drop_tombstones: false,
+            // No folding with a ttl (see `Inner::rules`).
+            rules: crate::runs::rules::Rules {
+                merge: match r.opts.ttl_secs {
+                    0 => r.opts.merge_operator.get().cloned(),
+                    _ => None,
+                },
+                ..Default::default()
+            },
+        };
         let mut next = || Ok(versions.new_file_number());
-        let written = l0.write(&sink, mem, &*version, edit, Vec::new(), &mut next)?;
-        l0.record(&written, edit);
-        edit.range_dels_added.extend(mem.range_dels());
+        let written = l0.write(&sink, &r.mem, &*r.version, &r.edit, Vec::new(), &mut next)?;
+        l0.record(&written, &mut r.edit);
+        r.edit.range_dels_added.extend(r.mem.range_dels());
+        r.mem = MemTable::with_options(0, &r.opts);
         Ok(())
     };
     // The history has no holes: each record starts at or before the
@@ -209,15 +254,23 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
             let mut i = 0u64;
             for entry in batch.iter() {
                 let e = entry.map_err(|e| e.in_file(&path, start))?;
-                mem.add(seq + i, e.kind, e.key, e.value);
+                // A dropped keyspace's writes, and writes a keyspace's
+                // tables already hold (its log number is past this log),
+                // are left out; they still take their sequence numbers.
+                if let Some(Some(r)) = replays.get_mut(e.keyspace as usize) {
+                    if n >= r.record.log_number {
+                        r.mem.add(seq + i, e.kind, e.key, e.value);
+                    }
+                }
                 i += 1;
             }
             if i > 0 {
                 max_seq = max_seq.max(seq + i - 1);
             }
-            if mem.approximate_size() >= opts.write_buffer_size {
-                write_out(&mem, &mut versions, &mut edit)?;
-                mem = MemTable::with_options(0, &opts);
+            for r in replays.iter_mut().flatten() {
+                if r.mem.approximate_size() >= r.opts.write_buffer_size {
+                    write_out(r, &mut versions)?;
+                }
             }
         }
         // A log that ended early (a torn tail after a power loss, damage in
@@ -260,14 +313,32 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
         ));
     }
     let recovery_report = (!report.is_empty()).then(|| report.join("; "));
-    if !mem.is_empty() {
-        write_out(&mem, &mut versions, &mut edit)?;
+    for r in replays.iter_mut().flatten() {
+        if !r.mem.is_empty() {
+            write_out(r, &mut versions)?;
+        }
     }
 
-    // A fresh WAL, and a fresh manifest naming it.
+    // A fresh WAL, and a fresh manifest naming it: every keyspace's
+    // writes are in its tables now.
     let log_number = versions.new_file_number();
     let writer = wal::Writer::new_wal(opts.create_wal(&wal_path(dir, log_number))?, log_number)?;
-    edit.log_number = Some(log_number);
+    let mut parts: Vec<Edit> = replays
+        .iter_mut()
+        .flatten()
+        .map(|r| {
+            let mut e = std::mem::take(&mut r.edit);
+            e.family = r.record.id;
+            e.log_number = Some(log_number);
+            e
+        })
+        .collect();
+    let mut edit = if parts.first().is_some_and(|p| p.family == 0) {
+        parts.remove(0)
+    } else {
+        Edit::default()
+    };
+    edit.others = parts;
     edit.last_sequence = Some(max_seq);
     // Write times past the recovered history are lowered for good, with
     // or without a ttl (see `ttl::lowered`).
@@ -287,45 +358,69 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
         pool = pool.limited_to(bytes);
     }
     let chunks = Arc::new(pool);
-    let mem = Arc::new(MemTable::with_options_in(
-        log_number,
-        &opts,
-        Some(chunks.clone()),
-    ));
     let num_levels = opts.num_levels;
     let expiry = (opts.ttl_secs > 0)
         .then(|| super::ttl::Expiry::new(opts.ttl_secs, opts.clock.clone(), write_times, max_seq));
+    // Each keyspace's family, its tree and its first memtable.
+    let mut families: Vec<Option<Arc<Family>>> = Vec::new();
+    let mut trees: Vec<Option<Tree>> = Vec::new();
+    let mut mems: Vec<Option<Arc<MemTable>>> = Vec::new();
+    let mut default_designs = Some(designs);
+    for r in replays.into_iter().flatten() {
+        let id = r.record.id as usize;
+        let designs = match r.designs.or_else(|| default_designs.take()) {
+            Some(d) => d,
+            None => continue,
+        };
+        let mem = Arc::new(super::family::new_memtable(
+            log_number, &r.opts, &opts, &chunks,
+        ));
+        let fam = Family::new(
+            r.record.id,
+            &r.record.name,
+            r.opts,
+            designs,
+            super::SuperVersion {
+                mem: mem.clone(),
+                imm: Vec::new(),
+                version: Arc::new(crate::version::Version::new(num_levels)),
+            },
+        );
+        families.resize(id + 1, None);
+        trees.resize_with(id + 1, || None);
+        mems.resize(id + 1, None);
+        families[id] = Some(Arc::new(fam));
+        trees[id] = Some(Tree::new(mem.clone()));
+        mems[id] = Some(mem);
+    }
+    let Some(Some(default)) = families.first().cloned() else {
+        return Err(Error::corruption(
+            dir.join(CURRENT),
+            0,
+            "the manifest has no default keyspace",
+        ));
+    };
     let inner = Inner {
         expiry,
         dir: dir.to_path_buf(),
-        table_opts,
         cache,
         chunks,
         budget,
         state: Mutex::new(State {
             versions,
-            mem: mem.clone(),
-            imm: Vec::new(),
-            flushing: false,
-            in_flight: Default::default(),
+            trees,
+            gone: Tree::new(Arc::new(MemTable::with_options(0, &opts))),
             bg_error: None,
             shutting_down: false,
-            compaction_debt: 0,
-            hold: Default::default(),
             spare_log: Default::default(),
             compacting_threads: 0,
         }),
         bg_cv: Condvar::new(),
         done_cv: Condvar::new(),
-        super_version: ArcSwap::from_pointee(super::SuperVersion {
-            mem: mem.clone(),
-            imm: Vec::new(),
-            version: Arc::new(crate::version::Version::new(num_levels)),
-        }),
         last_seq: AtomicU64::new(max_seq),
         logs: Logs::new(LogState {
             writer,
-            mem,
+            mems,
             dir_unsynced: false,
         }),
         commit: Default::default(),
@@ -334,38 +429,45 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
         snapshots_taken: AtomicU64::new(0),
         apply: Mutex::new(()),
         tables,
-        designs,
+        default,
+        families: parking_lot::RwLock::new(families),
+        keyspace_ops: Mutex::new(()),
         stats: Stats::default(),
         closed: AtomicBool::new(false),
         // Opened by the first super-version, installed before any write.
         admission: Admission::new(opts.background_cpus),
         opts,
         recovery_report,
-        _lock: lock,
-        _fast_lock: fast_lock,
+        locks: Mutex::new(std::iter::once(lock).chain(fast_lock).collect()),
     };
     Stats::add(&inner.stats.recovery_stopped, u64::from(stopped.is_some()));
     Stats::add(&inner.stats.recovery_logs_dropped, logs_dropped);
     Stats::add(&inner.stats.recovery_regions_skipped, skipped_regions);
     {
         let mut st = inner.state.lock();
-        // Nothing else runs yet: the recovered super-version is dropped here.
-        drop(inner.install_super_version(&mut st));
+        // Nothing else runs yet: the recovered super-versions are dropped here.
+        for fam in inner.live_families() {
+            drop(inner.install_super_version(&fam, &mut st));
+        }
         remove_obsolete_files(&inner, &st)?;
     }
     Ok(inner)
 }
 
-/// Deletes tables no version names, old WALs and manifests, and temp files.
+/// Deletes tables no keyspace's version names (a dropped keyspace's
+/// too), old WALs and manifests, and temp files.
 fn remove_obsolete_files(inner: &Inner, st: &State) -> Result<()> {
     let fs = &inner.opts.fs;
-    let version = st.versions.current();
-    let live: std::collections::HashSet<u64> =
-        version.levels.iter().flatten().map(|f| f.id()).collect();
+    let versions = st.versions.all_current();
+    let live: std::collections::HashSet<u64> = versions
+        .iter()
+        .flat_map(|v| v.levels.iter().flatten().map(|f| f.id()))
+        .collect();
+    let oldest_log = st.versions.log_number();
     for name in fs.list_dir(&inner.dir)? {
         let remove = match filename::parse(&name) {
             Some((FileKind::Table, n)) => !live.contains(&n),
-            Some((FileKind::Wal, n)) => n < st.versions.log_number,
+            Some((FileKind::Wal, n)) => n < oldest_log,
             Some((FileKind::Manifest, n)) => n != st.versions.manifest_number(),
             Some((FileKind::Temp, _)) => true,
             _ => false,
@@ -375,10 +477,15 @@ fn remove_obsolete_files(inner: &Inner, st: &State) -> Result<()> {
             fs.remove_file(&path)?;
         }
     }
+    let levels: Vec<&dyn crate::l0::Levels> = versions
+        .iter()
+        .map(|v| &**v as &dyn crate::l0::Levels)
+        .collect();
     inner
+        .default
         .designs
         .l0
-        .remove_unnamed(&**fs, st.versions.l0_dir(), &*version)
+        .remove_unnamed(&**fs, st.versions.l0_dir(), &levels)
 }
 
 /// True when the files of a directory without CURRENT are what a crash

@@ -43,7 +43,15 @@ impl Drop for Snapshot {
         };
         // The horizon moved up: range tombstones it held back may now be
         // cleared (`picker::range_dels`), so the background threads look.
-        if oldest_gone && !inner.super_version.load().version.range_dels.is_empty() {
+        if oldest_gone
+            && !inner
+                .default
+                .super_version
+                .load()
+                .version
+                .range_dels
+                .is_empty()
+        {
             let _st = inner.state.lock();
             inner.bg_cv.notify_all();
         }

@@ -68,7 +68,7 @@ pub(super) fn make<'a>(inner: &'a Inner, mut st: MutexGuard<'a, State>) -> Mutex
     match made {
         // Above the log in use (a switch waits for a spare being made
         // rather than making its own log) and not closing: the next log.
-        Ok(w) if number > st.mem.log_number() && !st.shutting_down => {
+        Ok(w) if number > st.active_log() && !st.shutting_down => {
             st.spare_log = Spare::Ready(w);
         }
         Ok(w) => {

@@ -62,8 +62,9 @@ fn spin_while(cond: impl Fn() -> bool) -> bool {
 struct Pending {
     batch: WriteBatch,
     sync: bool,
-    /// Switch to a new memtable even if the current one is not full (flush).
-    force_switch: bool,
+    /// Switch this keyspace to a new memtable even if its current one is
+    /// not full (flush).
+    force_switch: Option<u32>,
     /// Where the leader leaves this writer's result.
     slot: Arc<Slot>,
 }
@@ -80,6 +81,9 @@ struct Pending {
 struct Slot {
     done: AtomicBool,
     result: Mutex<Result<()>>,
+    /// A batch the leader handed back uncommitted, and the keyspace whose
+    /// stall it waits out before it queues again (see `commit_group`).
+    returned: Mutex<Option<(WriteBatch, u32)>>,
     /// A wake-up not yet taken: a `wake` before the `sleep` makes the
     /// sleep return at once.
     token: Mutex<bool>,
@@ -121,6 +125,7 @@ fn new_slot() -> Arc<Slot> {
     Arc::new(Slot {
         done: AtomicBool::new(false),
         result: Mutex::new(Ok(())),
+        returned: Mutex::new(None),
         token: Mutex::new(false),
         cv: Condvar::new(),
     })
@@ -150,6 +155,17 @@ pub(crate) struct Queue {
     /// The active leader's group syncs: waiting for it takes an
     /// `fdatasync`, too long to spin for.
     leader_syncs: bool,
+}
+
+/// `p` writes to keyspace `family` (or switches its memtable).
+fn writes_to(p: &Pending, family: u32) -> bool {
+    if p.force_switch == Some(family) {
+        return true;
+    }
+    if p.batch.max_keyspace() == 0 {
+        return family == 0 && !p.batch.is_empty();
+    }
+    p.batch.iter().flatten().any(|e| e.keyspace == family)
 }
 
 impl Db {
@@ -189,10 +205,24 @@ impl Db {
     /// Applies `batch` atomically: after a crash either all of it is there
     /// or none. A batch with a merge is refused (`NotSupported`) without a
     /// merge operator.
+    ///
+    /// Entries may go to several keyspaces (`WriteBatch::put_in`, ...):
+    /// the batch is one WAL record, all or nothing in every keyspace it
+    /// touches. `InvalidArgument` for an entry of a keyspace that is not
+    /// live.
     pub fn write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
         self.check_open()?;
+        self.inner.write(batch, opts)
+    }
+}
+
+impl Inner {
+    /// [`Db::write`] once the database is known open.
+    pub(crate) fn write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
         batch.validate()?;
-        if batch.has_merges() && self.inner.opts.merge_operator.get().is_none() {
+        if batch.max_keyspace() > 0 {
+            self.check_keyspaces(&batch)?;
+        } else if batch.has_merges() && self.opts.merge_operator.get().is_none() {
             return Err(crate::Error::NotSupported(
                 "a merge needs a merge_operator (none is set)".into(),
             ));
@@ -200,12 +230,62 @@ impl Db {
         if batch.is_empty() {
             return Ok(());
         }
-        self.inner.submit(batch, opts.sync, false)
+        self.submit(batch, opts.sync, None)
     }
-}
 
-impl Inner {
-    pub(crate) fn submit(&self, batch: WriteBatch, sync: bool, force_switch: bool) -> Result<()> {
+    /// Queues `batch` and waits for a leader (perhaps this writer) to
+    /// commit it; `force_switch`: also switch that keyspace's memtable
+    /// (a flush; it ends its group). A batch the leader hands back because
+    /// a keyspace it writes to is stalled waits out the stall here, outside
+    /// the queue, and queues again.
+    pub(crate) fn submit(
+        &self,
+        mut batch: WriteBatch,
+        sync: bool,
+        force_switch: Option<u32>,
+    ) -> Result<()> {
+        loop {
+            match self.submit_once(batch, sync, force_switch)? {
+                None => return Ok(()),
+                Some((back, family)) => {
+                    self.wait_unstalled(family)?;
+                    batch = back;
+                }
+            }
+        }
+    }
+
+    /// Waits until keyspace `family` can take a memtable switch: a free
+    /// memtable slot and no stop. Counted as a stall.
+    fn wait_unstalled(&self, family: u32) -> Result<()> {
+        let fam = self.live_family(family)?;
+        let t = Instant::now();
+        Stats::add(&self.stats.stall_count, 1);
+        let mut st = self.state.lock();
+        loop {
+            st.check_usable()?;
+            if fam.is_dropped() {
+                return Err(super::keyspace::dropped(&fam));
+            }
+            let tree = st.tree(&fam);
+            if !tree.slots_full(&fam.opts) && !tree.hold.stop {
+                break;
+            }
+            self.bg_cv.notify_all();
+            self.done_cv.wait_for(&mut st, Duration::from_millis(100));
+        }
+        Stats::add(&self.stats.stall_micros, t.elapsed().as_micros() as u64);
+        Ok(())
+    }
+
+    /// One pass of [`submit`](Self::submit): `Some` with the batch handed
+    /// back and the stalled keyspace.
+    fn submit_once(
+        &self,
+        batch: WriteBatch,
+        sync: bool,
+        force_switch: Option<u32>,
+    ) -> Result<Option<(WriteBatch, u32)>> {
         // A write from a thread-local destructor, after `SLOT` is gone,
         // gets a slot of its own.
         let slot = SLOT.try_with(Arc::clone).unwrap_or_else(|_| new_slot());
@@ -220,7 +300,8 @@ impl Inner {
         let mut spun = false;
         loop {
             if slot.is_done() {
-                return slot.take();
+                let returned = slot.returned.lock().take();
+                return slot.take().map(|()| returned);
             }
             if !q.leader_active
                 && q.pending
@@ -267,14 +348,14 @@ impl Inner {
         let mut bytes = 0;
         while let Some(p) = q.pending.front() {
             let size = p.batch.approximate_size();
-            if !group.is_empty() && (bytes + size > MAX_GROUP_BYTES || p.force_switch) {
+            if !group.is_empty() && (bytes + size > MAX_GROUP_BYTES || p.force_switch.is_some()) {
                 break;
             }
             bytes += size;
             let Some(p) = q.pending.pop_front() else {
                 break;
             };
-            let stop = p.force_switch;
+            let stop = p.force_switch.is_some();
             group.push(p);
             if stop {
                 break;
@@ -287,8 +368,9 @@ impl Inner {
         // leave the group's writers asleep and `leader_active` set for ever:
         // it becomes the background error (the log may hold part of the
         // group, so nothing may follow it) and every member's answer.
+        let mut back = Vec::new();
         let result = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.commit_group(&mut group)
+            self.commit_group(&mut group, &mut back)
         })) {
             Ok(r) => r,
             Err(p) => {
@@ -300,7 +382,18 @@ impl Inner {
             }
         };
 
-        for p in group.iter().skip(1) {
+        // Members handed back take their batch back (the leader keeps its
+        // own); the others get the group's result.
+        let mut own_back = None;
+        for (p, family) in back {
+            if Arc::ptr_eq(&p.slot, &slot) {
+                own_back = Some((p.batch, family));
+            } else {
+                *p.slot.returned.lock() = Some((p.batch, family));
+                p.slot.finish(Ok(()));
+            }
+        }
+        for p in group.iter().filter(|p| !Arc::ptr_eq(&p.slot, &slot)) {
             p.slot.finish(result.clone());
         }
         let mut q = self.commit.queue.lock();
@@ -312,20 +405,45 @@ impl Inner {
         let next = q.pending.front().map(|p| Arc::clone(&p.slot));
         self.commit.epoch.fetch_add(1, Ordering::Release);
         drop(q);
-        if let Some(slot) = next {
-            slot.wake();
+        if let Some(wake) = next {
+            wake.wake();
         }
-        result
+        result.map(|()| own_back)
     }
 
-    fn commit_group(&self, group: &mut [Pending]) -> Result<()> {
-        let force_switch = group.iter().any(|p| p.force_switch);
-        let sync = group.iter().any(|p| p.sync);
-        let bytes = group.iter().map(|p| p.batch.approximate_size()).sum();
+    /// Commits `group`: room in every keyspace it writes to, one WAL
+    /// record, the memtables, the new last sequence. Members that write to
+    /// a keyspace that is stalled (while the database has more than one)
+    /// move to `back` with that keyspace's id, uncommitted, so that the
+    /// stall holds back only them.
+    fn commit_group(&self, group: &mut Vec<Pending>, back: &mut Vec<(Pending, u32)>) -> Result<()> {
         let mut log = self.logs.active.lock();
-        self.make_room(&mut log, force_switch, bytes)?;
+        let sync = loop {
+            if group.is_empty() {
+                return Ok(());
+            }
+            let force_switch = group.iter().find_map(|p| p.force_switch);
+            let sync = group.iter().any(|p| p.sync);
+            let bytes = group.iter().map(|p| p.batch.approximate_size()).sum();
+            let stalled = if group.iter().all(|p| p.batch.max_keyspace() == 0)
+                && force_switch.unwrap_or(0) == 0
+            {
+                // `default` alone: the common case.
+                self.make_room(&self.default, &mut log, force_switch.is_some(), bytes)?
+            } else {
+                self.make_room_in(&mut log, group, force_switch, bytes)?
+            };
+            let Some(family) = stalled else {
+                break sync;
+            };
+            let (keep, give): (Vec<Pending>, Vec<Pending>) = std::mem::take(group)
+                .into_iter()
+                .partition(|p| !writes_to(p, family));
+            *group = keep;
+            back.extend(give.into_iter().map(|p| (p, family)));
+        };
 
-        let (first, rest) = match group.split_first_mut() {
+        let (first, rest) = match group.as_mut_slice().split_first_mut() {
             Some(x) => x,
             None => return Ok(()),
         };
@@ -377,6 +495,7 @@ impl Inner {
         if sync {
             Stats::add(&self.stats.wal_syncs, 1);
         }
+        let default = log.mems.first().and_then(Option::as_ref);
         let mut n = 0u64;
         for entry in batch.iter() {
             let e = match entry {
@@ -392,7 +511,24 @@ impl Inner {
                     return Err(e);
                 }
             };
-            log.mem.add(seq + n, e.kind, e.key, e.value);
+            let mem = match e.keyspace {
+                0 => default,
+                k => log.mems.get(k as usize).and_then(Option::as_ref),
+            };
+            let Some(mem) = mem else {
+                // Not reached: a batch names live keyspaces only (checked
+                // in `Db::write`, and a drop waits for the writes queued
+                // before it, `keyspace.rs`). As above, nothing more may be
+                // written.
+                let e = Error::InvalidArgument(format!(
+                    "a write to keyspace {} after its drop",
+                    e.keyspace
+                ));
+                let mut st = self.state.lock();
+                self.set_bg_error(&mut st, e.clone());
+                return Err(e);
+            };
+            mem.add(seq + n, e.kind, e.key, e.value);
             n += 1;
         }
         self.last_seq.store(seq + n - 1, Ordering::Release);
@@ -404,46 +540,54 @@ impl Inner {
         Ok(())
     }
 
-    /// Ensures the memtable has room for a group of `bytes`, switching it
-    /// (and the WAL) when full, pacing writers while a flush must end before
-    /// the next switch (`pacing`), and stalling while background work is
-    /// too far behind.
+    /// Ensures `fam`'s memtable has room for a group of `bytes`, switching
+    /// it (and the WAL) when full, pacing writers while a flush must end
+    /// before the next switch (`pacing`, `default` only), and stalling
+    /// while `fam`'s background work is too far behind. A stall in one
+    /// keyspace holds back only the groups that write to it.
     fn make_room(
         &self,
+        fam: &super::Family,
         log: &mut super::LogState,
         mut force_switch: bool,
         bytes: usize,
-    ) -> Result<()> {
+    ) -> Result<Option<u32>> {
+        let is_default = fam.id == super::family::DEFAULT_ID;
+        let wbs = fam.opts.write_buffer_size;
+        let mem_of = |log: &super::LogState| log.mems.get(fam.index()).cloned().flatten();
+        let mem_size = |log: &super::LogState| mem_of(log).map_or(0, |m| m.approximate_size());
         // The common cases without the state mutex, when the memtable has
         // room: nothing holds writes back (one mutex less per write
-        // group), or only pacing does (see `Admission::paced`).
-        if !force_switch && log.mem.approximate_size() < self.opts.write_buffer_size {
+        // group), or only pacing does (see `Admission::paced`). The fast
+        // paths' flags follow `default`.
+        if is_default && !force_switch && mem_size(log) < wbs {
             if self.admission.calm.load(Ordering::Acquire) {
-                return Ok(());
+                return Ok(None);
             }
             if let Some(oldest) = self.admission.paced.load_full() {
-                if let Some(wait) = self.pace(log, Some(&oldest), bytes) {
+                if let Some(wait) = self.pace(mem_size(log), Some(&oldest), bytes) {
                     self.pace_sleep(wait);
                 }
-                return Ok(());
+                return Ok(None);
             }
         }
         let mut allow_delay = !force_switch;
-        let mut allow_pace = !force_switch;
+        let mut allow_pace = !force_switch && is_default;
         let mut st = self.state.lock();
         loop {
             st.check_usable()?;
             if allow_pace {
                 allow_pace = false;
-                let oldest = st.imm.first().filter(|_| st.slots_full(&self.opts));
-                if let Some(wait) = self.pace(log, oldest, bytes) {
+                let tree = st.tree(fam);
+                let oldest = tree.imm.first().filter(|_| tree.slots_full(&fam.opts));
+                if let Some(wait) = self.pace(mem_size(log), oldest, bytes) {
                     drop(st);
                     self.pace_sleep(wait);
                     st = self.state.lock();
                     continue;
                 }
             }
-            if allow_delay && st.hold.slow {
+            if allow_delay && st.tree(fam).hold.slow {
                 // Delay this write once, giving compaction a moment of CPU.
                 drop(st);
                 let t = Instant::now();
@@ -456,15 +600,25 @@ impl Inner {
             }
             // Never an empty memtable: whatever its filters weigh, it
             // takes at least one group.
-            let full =
-                !log.mem.is_empty() && log.mem.approximate_size() >= self.opts.write_buffer_size;
+            let Some(mem) = mem_of(log) else {
+                return Err(super::keyspace::dropped(fam));
+            };
+            let empty = mem.is_empty();
+            let full = !empty && mem.approximate_size() >= wbs;
             if !force_switch && !full {
-                return Ok(());
+                return Ok(None);
             }
-            if force_switch && log.mem.is_empty() {
-                return Ok(());
+            if force_switch && empty {
+                return Ok(None);
             }
-            let stalled = st.slots_full(&self.opts) || st.hold.stop;
+            let tree = st.tree(fam);
+            let slots_full = tree.slots_full(&fam.opts);
+            let stalled = slots_full || tree.hold.stop;
+            if stalled && (!force_switch || slots_full) && self.keyspaces_beside_default() {
+                // Hand the writers of this keyspace back: the group's
+                // other writers go on (`commit_group`).
+                return Ok(Some(fam.id));
+            }
             if stalled && !force_switch {
                 let t = Instant::now();
                 Stats::add(&self.stats.stall_count, 1);
@@ -473,15 +627,53 @@ impl Inner {
                 Stats::add(&self.stats.stall_micros, t.elapsed().as_micros() as u64);
                 continue;
             }
-            if stalled && st.slots_full(&self.opts) {
+            if stalled && slots_full {
                 // A forced switch still must not pile up memtables.
                 self.bg_cv.notify_all();
                 self.done_cv.wait_for(&mut st, Duration::from_millis(100));
                 continue;
             }
-            self.switch_memtable(&mut st, log)?;
+            self.switch_memtable(fam, &mut st, log)?;
             force_switch = false;
         }
+    }
+
+    /// [`make_room`](Self::make_room) in every keyspace `group` writes
+    /// to (and in `force_switch`'s): the first stalled one, if any.
+    fn make_room_in(
+        &self,
+        log: &mut super::LogState,
+        group: &[Pending],
+        force_switch: Option<u32>,
+        bytes: usize,
+    ) -> Result<Option<u32>> {
+        let mut touched: Vec<u32> = force_switch.into_iter().collect();
+        for p in group {
+            if p.batch.max_keyspace() == 0 {
+                if !p.batch.is_empty() && !touched.contains(&0) {
+                    touched.push(0);
+                }
+                continue;
+            }
+            for e in p.batch.iter().flatten() {
+                if !touched.contains(&e.keyspace) {
+                    touched.push(e.keyspace);
+                }
+            }
+        }
+        for id in touched {
+            let fam = self.live_family(id)?;
+            if let Some(stalled) = self.make_room(&fam, log, force_switch == Some(id), bytes)? {
+                return Ok(Some(stalled));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The database has a live keyspace besides `default` (a stall then
+    /// holds back only its own writers).
+    pub(crate) fn keyspaces_beside_default(&self) -> bool {
+        self.families.read().iter().flatten().nth(1).is_some()
     }
 
     /// Sleeps a pacing delay, counted.
@@ -492,24 +684,17 @@ impl Inner {
         Stats::add(&self.stats.pace_micros, t.elapsed().as_micros() as u64);
     }
 
-    /// The pacing delay of a group of `bytes`: only while every memtable
-    /// slot is taken (`oldest`: the memtable being flushed, then), so that
-    /// the next switch would wait for a flush.
-    fn pace(
-        &self,
-        log: &super::LogState,
-        oldest: Option<&Arc<MemTable>>,
-        bytes: usize,
-    ) -> Option<Duration> {
+    /// The pacing delay of a group of `bytes` into a memtable of `used`
+    /// bytes: only while every memtable slot is taken (`oldest`: the
+    /// memtable being flushed, then), so that the next switch would wait
+    /// for a flush.
+    fn pace(&self, used: usize, oldest: Option<&Arc<MemTable>>, bytes: usize) -> Option<Duration> {
         let now = Instant::now();
         let Some(oldest) = oldest else {
             self.admission.pacer.lock().idle(now);
             return None;
         };
-        let room = self
-            .opts
-            .write_buffer_size
-            .saturating_sub(log.mem.approximate_size());
+        let room = self.opts.write_buffer_size.saturating_sub(used);
         if room == 0 {
             // Full: the switch below stops this writer until the flush ends.
             return None;
@@ -521,9 +706,11 @@ impl Inner {
             .delay(now, bytes, room, flushing, oldest.flush_progress())
     }
 
-    /// Starts a new WAL and memtable; the old memtable becomes immutable.
+    /// Starts a new WAL and a new memtable of `fam`; its old memtable
+    /// becomes immutable.
     fn switch_memtable(
         &self,
+        fam: &super::Family,
         st: &mut parking_lot::MutexGuard<'_, State>,
         log: &mut super::LogState,
     ) -> Result<()> {
@@ -558,22 +745,27 @@ impl Inner {
         // off the write path: before the next `sync` write is acknowledged
         // (see `Logs`, `dir_unsynced`). A 64 MiB fdatasync here
         // would stall every writer.
-        let old = std::mem::replace(
-            &mut log.mem,
-            Arc::new(MemTable::with_options_in(
-                number,
-                &self.opts,
-                Some(self.chunks.clone()),
-            )),
-        );
+        let mem = Arc::new(super::family::new_memtable(
+            number,
+            &fam.opts,
+            &self.opts,
+            &self.chunks,
+        ));
+        let Some(Some(slot)) = log.mems.get_mut(fam.index()) else {
+            // The keyspace was dropped; the log stays as the next spare.
+            st.spare_log = super::spare_log::Spare::Ready(writer);
+            return Err(super::keyspace::dropped(fam));
+        };
+        let old = std::mem::replace(slot, mem.clone());
         let old_writer = std::mem::replace(&mut log.writer, writer);
         log.dir_unsynced = true;
         self.logs.retire(old_writer);
-        st.mem = log.mem.clone();
-        st.imm.push(old);
+        let tree = st.tree_mut(fam);
+        tree.mem = mem;
+        tree.imm.push(old);
         // The replaced super-version holds only what the new one holds too
         // (the switched memtable is in `imm`): dropping it frees nothing.
-        drop(self.install_super_version(st));
+        drop(self.install_super_version(fam, st));
         self.bg_cv.notify_all();
         Ok(())
     }

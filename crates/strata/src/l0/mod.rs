@@ -109,11 +109,13 @@ pub trait L0Container: Send + Sync {
         Ok(None)
     }
 
-    /// At open, removes level-0 files in `own` that `v` does not name (a
-    /// flush or recovery that failed before its edit); any container
-    /// removes rows a version does not name.
-    fn remove_unnamed(&self, fs: &dyn FileSystem, own: &Path, v: &dyn Levels) -> Result<()> {
-        matrix::fast_dir::remove_unnamed_rows(fs, own, v.rows())
+    /// At open, removes level-0 files in `own` that no version of `live`
+    /// (one per keyspace) names (a flush or recovery that failed before its
+    /// edit, a dropped keyspace's); any container removes rows no version
+    /// names.
+    fn remove_unnamed(&self, fs: &dyn FileSystem, own: &Path, live: &[&dyn Levels]) -> Result<()> {
+        let rows: Vec<&Rows> = live.iter().map(|v| v.rows()).collect();
+        matrix::fast_dir::remove_unnamed_rows(fs, own, &rows)
     }
 
     /// Opens (checksummed) the rows `edit` adds and returns the current

@@ -387,6 +387,54 @@ impl Options {
         self
     }
 
+    /// The options a keyspace may set for its own tree
+    /// ([`Options::for_keyspace`]); the rest are the database's.
+    pub const KEYSPACE_OPTIONS: &'static [&'static str] = &[
+        "write_buffer_size",
+        "max_write_buffer_number",
+        "memtable_shard_size",
+        "level0_file_num_compaction_trigger",
+        "level0_slowdown_writes_trigger",
+        "level0_stop_writes_trigger",
+        "max_bytes_for_level_base",
+        "max_bytes_for_level_multiplier",
+        "target_file_size",
+        "block_size",
+        "block_restart_interval",
+        "bloom_bits_per_key",
+        "compression",
+        "compaction_picker",
+        "soft_pending_compaction_bytes_limit",
+        "hard_pending_compaction_bytes_limit",
+        "read_compaction",
+        "stale_threshold",
+        "update_table_size",
+        "merge_operator",
+    ];
+
+    /// These options with a keyspace's `name=value` pairs (`spec`, as
+    /// [`apply`](Self::apply) reads them) over them, checked.
+    /// `InvalidArgument` for a name outside [`KEYSPACE_OPTIONS`](Self::KEYSPACE_OPTIONS)
+    /// or a value `validate` refuses.
+    pub fn for_keyspace(&self, spec: &str) -> Result<Options> {
+        let mut o = self.clone();
+        for pair in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (k, v) = pair.split_once('=').ok_or_else(|| {
+                Error::InvalidArgument(format!("expected name=value, got {pair:?}"))
+            })?;
+            let k = k.trim();
+            if !Self::KEYSPACE_OPTIONS.contains(&k) {
+                return Err(Error::InvalidArgument(format!(
+                    "option {k} is the database's, not a keyspace's (a keyspace sets {})",
+                    Self::KEYSPACE_OPTIONS.join(", ")
+                )));
+            }
+            o.set(k, v.trim())?;
+        }
+        o.validate()?;
+        Ok(o)
+    }
+
     /// Applies a comma-separated list of `name=value` pairs.
     pub fn apply(&mut self, spec: &str) -> Result<()> {
         for pair in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {

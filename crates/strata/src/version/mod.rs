@@ -12,8 +12,8 @@ pub use crate::edit::{Edit, FileDesc};
 pub(crate) use crate::runs::probes;
 pub use crate::runs::{FileMeta, LevelIter, ReadCharge, TableCache, BYTES_PER_MISS};
 pub use level0::Level0;
-pub use set::VersionSet;
 pub(crate) use set::{check_header, current_manifest, write_manifest_and_current};
+pub use set::{FamilyRecord, VersionSet};
 
 use crate::error::Result;
 use crate::rangedel::{RangeDels, RangeTombstone};

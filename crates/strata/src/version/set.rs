@@ -18,35 +18,68 @@ use crate::rangedel::{RangeDels, RangeTombstone};
 use crate::table::BlockCache;
 use crate::types::SeqNo;
 use crate::wal;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 const MANIFEST_MAGIC: u64 = 0x5354_5241_5441_4d46; // "STRATAMF"
-const MANIFEST_VERSION: u32 = 1;
+/// The newest manifest format: 2 may hold keyspaces other than `default`
+/// (edit tags 15-18); 1 holds only `default`. A manifest is written as 1
+/// while the database has no other keyspace, so older builds open it.
+const MANIFEST_VERSION: u32 = 2;
 /// Start a new manifest when the current one grows past this.
 const MANIFEST_ROLL_BYTES: u64 = 64 << 20;
 
 pub struct VersionSet {
+    /// The database's options, which a keyspace's options text changes.
+    base: Options,
     dir: PathBuf,
     fs: Arc<dyn FileSystem>,
     tables: Arc<TableCache>,
     num_levels: usize,
-    current: Arc<Version>,
+    /// Each keyspace's tree, indexed by its id; `None` for an id no live
+    /// keyspace has (never made, or dropped). Id 0, `default`, is always
+    /// there.
+    trees: Vec<Option<TreeSet>>,
+    /// An empty version: what [`current`](Self::current) gives for an id
+    /// without a tree.
+    empty: Arc<Version>,
     manifest: Option<wal::Writer>,
     manifest_number: u64,
+    /// The format of the live manifest (its header): 1 until it holds a
+    /// keyspace other than `default`.
+    manifest_format: u32,
     next_file_number: u64,
     /// Where the flushed history ends: at least every sequence a table
-    /// holds; the logs from `log_number` on continue from the next one
+    /// holds; the logs from `log_number()` on continue from the next one
     /// (see `db/flush.rs`, and recovery's continuity check).
     pub last_sequence: SeqNo,
-    /// WALs numbered below this are fully flushed.
-    pub log_number: u64,
     /// Bytes written to manifests since open (for write amplification).
     pub manifest_bytes_written: u64,
-    compact_pointers: Vec<Vec<u8>>,
     /// The last write-times list an edit recorded (`Edit::write_times`).
     pub write_times: Vec<(SeqNo, u64)>,
+}
+
+/// One keyspace's part of the version set.
+#[derive(Clone)]
+pub struct TreeSet {
+    /// Its name and its options as `name=value` text (`Edit::created`).
+    pub name: String,
+    pub options: String,
+    current: Arc<Version>,
+    /// WALs numbered below this hold none of its unflushed writes.
+    pub log_number: u64,
+    compact_pointers: Vec<Vec<u8>>,
+}
+
+/// A keyspace as the manifest records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FamilyRecord {
+    pub id: u32,
+    pub name: String,
+    pub options: String,
+    /// WALs numbered below this hold none of its unflushed writes.
+    pub log_number: u64,
 }
 
 impl VersionSet {
@@ -55,25 +88,100 @@ impl VersionSet {
     pub fn new(dir: &Path, opts: &Options, cache: Arc<BlockCache>) -> Self {
         let mut v = Version::new(opts.num_levels);
         v.rows = crate::l0::Rows::for_database(dir, opts);
+        let default = TreeSet {
+            name: "default".to_string(),
+            options: String::new(),
+            current: Arc::new(v),
+            log_number: 0,
+            compact_pointers: vec![Vec::new(); opts.num_levels],
+        };
         VersionSet {
+            base: opts.clone(),
             dir: dir.to_path_buf(),
             fs: opts.fs.clone(),
             tables: Arc::new(TableCache::new(dir, opts, cache)),
             num_levels: opts.num_levels,
-            current: Arc::new(v),
+            trees: vec![Some(default)],
+            empty: Arc::new(Version::new(opts.num_levels)),
             manifest: None,
             manifest_number: 0,
+            manifest_format: 1,
             next_file_number: 2,
             last_sequence: 0,
-            log_number: 0,
             manifest_bytes_written: 0,
-            compact_pointers: vec![Vec::new(); opts.num_levels],
             write_times: Vec::new(),
         }
     }
 
-    pub fn current(&self) -> Arc<Version> {
-        self.current.clone()
+    /// A tree with no tables for a keyspace named `name` with `options`
+    /// (`name=value` text over the database's options).
+    fn new_tree(&self, name: &str, options: &str) -> Result<TreeSet> {
+        let opts = self.base.for_keyspace(options)?;
+        let mut v = Version::new(self.num_levels);
+        v.rows = crate::l0::Rows::for_database(&self.dir, &opts);
+        Ok(TreeSet {
+            name: name.to_string(),
+            options: options.to_string(),
+            current: Arc::new(v),
+            log_number: 0,
+            compact_pointers: vec![Vec::new(); self.num_levels],
+        })
+    }
+
+    /// The current version of keyspace `family` (an empty one if it has
+    /// none).
+    pub fn current(&self, family: u32) -> Arc<Version> {
+        self.tree(family)
+            .map_or_else(|| self.empty.clone(), |t| t.current.clone())
+    }
+
+    /// The tree of keyspace `family`, if it is live.
+    pub fn tree(&self, family: u32) -> Option<&TreeSet> {
+        self.trees.get(family as usize)?.as_ref()
+    }
+
+    /// The live keyspaces, `default` first, as the manifest records them.
+    pub fn families(&self) -> Vec<FamilyRecord> {
+        self.trees
+            .iter()
+            .enumerate()
+            .filter_map(|(id, t)| {
+                let t = t.as_ref()?;
+                Some(FamilyRecord {
+                    id: id as u32,
+                    name: t.name.clone(),
+                    options: t.options.clone(),
+                    log_number: t.log_number,
+                })
+            })
+            .collect()
+    }
+
+    /// The id the next new keyspace gets: one past every id the manifest
+    /// has seen in this process or recorded (dropped ids are not reused
+    /// while their files may be on disk).
+    pub fn next_family_id(&self) -> u32 {
+        self.trees.len() as u32
+    }
+
+    /// The oldest WAL any keyspace still needs: logs below it hold no
+    /// unflushed write.
+    pub fn log_number(&self) -> u64 {
+        self.trees
+            .iter()
+            .flatten()
+            .map(|t| t.log_number)
+            .min()
+            .unwrap_or(0)
+    }
+
+    /// Every live version, `default`'s first.
+    pub fn all_current(&self) -> Vec<Arc<Version>> {
+        self.trees
+            .iter()
+            .flatten()
+            .map(|t| t.current.clone())
+            .collect()
     }
 
     /// Makes sure `n` is never handed out: every number found on disk is
@@ -106,11 +214,15 @@ impl VersionSet {
         self.manifest_number
     }
 
-    pub fn compact_pointer(&self, level: usize) -> &[u8] {
-        self.compact_pointers.get(level).map_or(&[], Vec::as_slice)
+    /// Keyspace `family`'s round-robin compaction pointer of `level`.
+    pub fn compact_pointer(&self, family: u32, level: usize) -> &[u8] {
+        self.tree(family)
+            .and_then(|t| t.compact_pointers.get(level))
+            .map_or(&[], Vec::as_slice)
     }
 
-    /// Loads the manifest named by CURRENT and rebuilds the current version.
+    /// Loads the manifest named by CURRENT and rebuilds the current version
+    /// of every keyspace.
     pub fn recover(&mut self) -> Result<()> {
         let manifest_path = current_manifest(&*self.fs, &self.dir)?;
         let file = self.fs.open_sequential(&manifest_path)?;
@@ -123,74 +235,73 @@ impl VersionSet {
             .read_record()?
             .ok_or_else(|| Error::corruption(&manifest_path, 0, "empty manifest"))?;
         check_header(&header).map_err(|e| e.in_file(&manifest_path, 0))?;
-        let mut files: Vec<HashMap<u64, FileDesc>> = vec![HashMap::new(); self.num_levels];
-        let mut rows: HashMap<u64, (FileDesc, Option<u32>)> = HashMap::new();
-        let mut range_dels: HashMap<SeqNo, RangeTombstone> = HashMap::new();
+        let mut trees: BTreeMap<u32, Recovered> = BTreeMap::new();
+        trees.insert(0, Recovered::new("default", "", self.num_levels));
+        // Ids seen, dropped ones too: none is given out again.
+        let mut next_family = 1u32;
         let mut next_file = None;
         let mut last_seq = None;
-        let mut log_number = None;
         loop {
             let at = reader.last_good_offset();
             let Some(rec) = reader.read_record()? else {
                 break;
             };
             let edit = Edit::decode(&rec).map_err(|e| e.in_file(&manifest_path, at))?;
-            for (level, id) in &edit.deleted {
-                if let Some(l) = files.get_mut(*level) {
-                    l.remove(id);
+            for part in edit.parts() {
+                next_family = next_family.max(part.family.saturating_add(1));
+                if let Some((name, options)) = &part.created {
+                    let t = trees
+                        .entry(part.family)
+                        .or_insert_with(|| Recovered::new(name, options, self.num_levels));
+                    t.name.clone_from(name);
+                    t.options.clone_from(options);
                 }
-            }
-            for (level, f) in &edit.added {
-                let l = files.get_mut(*level).ok_or_else(|| {
-                    Error::corruption(
+                if part.dropped {
+                    if part.family == 0 {
+                        return Err(Error::corruption(
+                            &manifest_path,
+                            at,
+                            "the default keyspace is dropped",
+                        ));
+                    }
+                    trees.remove(&part.family);
+                    continue;
+                }
+                let Some(t) = trees.get_mut(&part.family) else {
+                    return Err(Error::corruption(
                         &manifest_path,
                         at,
-                        format!("level {level} beyond num_levels"),
-                    )
-                })?;
-                l.insert(f.id, f.clone());
-            }
-            for (level, k) in &edit.compact_pointers {
-                if let Some(p) = self.compact_pointers.get_mut(*level) {
-                    *p = k.clone();
-                }
-            }
-            for id in &edit.rows_deleted {
-                rows.remove(id);
-            }
-            for d in &edit.rows_added {
-                rows.insert(d.id, (d.clone(), None));
-            }
-            for (id, cursor) in &edit.row_cursors {
-                if let Some(r) = rows.get_mut(id) {
-                    r.1 = Some(*cursor);
-                }
-            }
-            for t in edit.range_dels_added {
-                range_dels.insert(t.seq, t);
-            }
-            for seq in &edit.range_dels_removed {
-                range_dels.remove(seq);
+                        format!("an edit of keyspace {} that does not exist", part.family),
+                    ));
+                };
+                t.apply(part)
+                    .map_err(|what| Error::corruption(&manifest_path, at, what))?;
             }
             if let Some(t) = edit.write_times {
                 self.write_times = t;
             }
             next_file = edit.next_file_number.or(next_file);
             last_seq = edit.last_sequence.or(last_seq);
-            log_number = edit.log_number.or(log_number);
         }
         let missing =
             |what: &str| Error::corruption(&manifest_path, 0, format!("manifest lacks {what}"));
         self.next_file_number = next_file.ok_or_else(|| missing("next file number"))?;
         self.last_sequence = last_seq.ok_or_else(|| missing("last sequence"))?;
-        self.log_number = log_number.ok_or_else(|| missing("log number"))?;
+        if trees.values().any(|t| t.log_number.is_none()) {
+            return Err(missing("log number"));
+        }
+        let oldest_log = trees
+            .values()
+            .filter_map(|t| t.log_number)
+            .min()
+            .unwrap_or(0);
         if let Some((offset, reason)) = reader.dropped() {
             // A torn tail is a crash during an append whose sync never
             // finished, so nothing the dropped edits did has happened. A
             // flush edit is followed by deleting the logs before its log
             // number: if the log to replay from is gone, the dropped edits
             // had taken effect and dropping them would lose data.
-            let wal = wal_path(&self.dir, self.log_number);
+            let wal = wal_path(&self.dir, oldest_log);
             if !self.fs.exists(&wal) {
                 return Err(Error::corruption(
                     &manifest_path,
@@ -202,73 +313,31 @@ impl VersionSet {
                 ));
             }
         }
-        let mut v = Version::new(self.num_levels);
-        for (level, descs) in files.into_iter().enumerate() {
-            for (_, d) in descs {
-                if d.id >= self.next_file_number {
-                    return Err(Error::corruption(
-                        &manifest_path,
-                        0,
-                        "file number beyond counter",
-                    ));
-                }
-                let id = d.id;
-                let meta = self.open_file(d).map_err(|e| {
-                    if e.io_kind() == Some(std::io::ErrorKind::NotFound) {
-                        Error::corruption(
-                            &manifest_path,
-                            0,
-                            format!("table {id:06} named by the manifest is missing"),
-                        )
-                    } else {
-                        e
-                    }
-                })?;
-                if let Some(l) = v.levels.get_mut(level) {
-                    l.push(meta);
-                }
+        self.trees = vec![None; next_family as usize];
+        for (id, t) in trees {
+            let tree = t.open(self, &manifest_path)?;
+            if let Some(slot) = self.trees.get_mut(id as usize) {
+                *slot = Some(tree);
             }
         }
-        let mut ids: Vec<u64> = rows.keys().copied().collect();
-        ids.sort_unstable();
-        let mut opened = Vec::new();
-        let mut cursors = Vec::new();
-        for id in ids {
-            let Some((d, cursor)) = rows.remove(&id) else {
-                continue;
-            };
-            if id >= self.next_file_number {
-                return Err(Error::corruption(
-                    &manifest_path,
-                    0,
-                    "row number beyond counter",
-                ));
-            }
-            let meta = self.current.rows.open_row(d, &self.fs).map_err(|e| {
-                if e.io_kind() == Some(std::io::ErrorKind::NotFound) {
-                    Error::corruption(
-                        &manifest_path,
-                        0,
-                        format!("level-0 row {id:06} named by the manifest is missing"),
-                    )
-                } else {
-                    e
-                }
-            })?;
-            opened.push(meta);
-            if let Some(c) = cursor {
-                cursors.push((id, c));
-            }
+        self.fit_tables();
+        if self.trees.len() > 1 {
+            self.manifest_format = 2;
         }
-        v.rows = self.current.rows.clone();
-        v.rows.apply(opened, &cursors, &[]);
-        v.range_dels = Arc::new(RangeDels::new(range_dels.into_values().collect()));
-        v.seal();
-        self.current = Arc::new(v);
-        self.tables.fit(self.current.total_bytes());
         // A fresh manifest on every open keeps its size bounded and drops a torn tail.
         self.manifest = None;
         Ok(())
+    }
+
+    /// Tells the table cache how many bytes the live tables hold.
+    fn fit_tables(&self) {
+        let bytes = self
+            .trees
+            .iter()
+            .flatten()
+            .map(|t| t.current.total_bytes())
+            .sum();
+        self.tables.fit(bytes);
     }
 
     /// The live table file named by a descriptor, opened once through the
@@ -283,7 +352,7 @@ impl VersionSet {
     }
 
     /// Writes `edit` (completed with the counters) to the manifest, syncs it,
-    /// and installs the resulting version. On error nothing is installed.
+    /// and installs the resulting versions. On error nothing is installed.
     /// In one go, for a caller that holds no lock others wait on (recovery);
     /// the database splits it (`prepare`, `PendingEdit::write`, `install`)
     /// so that the manifest I/O runs without its state mutex.
@@ -293,45 +362,142 @@ impl VersionSet {
         self.install(pending, written)
     }
 
-    /// Builds the version `edit` leads to and what the manifest must get;
-    /// no I/O unless an added table is not in `opened` (it is opened then).
-    /// Until [`install`](Self::install), no other edit may be prepared.
+    /// Builds the versions `edit` (and its `others`) lead to and what the
+    /// manifest must get; no I/O unless an added table is not in `opened`
+    /// (it is opened then). `with_rows`: the main part's level-0 rows with
+    /// its added ones already opened. Until [`install`](Self::install), no
+    /// other edit may be prepared. `InvalidArgument` for an edit that
+    /// names a keyspace that is not live, makes one that is, drops
+    /// `default`, or moves a log number back.
     pub fn prepare(
         &mut self,
         edit: &mut Edit,
         opened: Vec<Arc<FileMeta>>,
         with_rows: Option<crate::l0::Rows>,
     ) -> Result<PendingEdit> {
-        if let Some(n) = edit.log_number {
-            // Recovery replays logs from this number on: moving it back
-            // would replay flushed logs, forward past a live one loses it.
-            if n < self.log_number {
-                return Err(Error::InvalidArgument(format!(
-                    "an edit moves the log number back from {} to {n}",
-                    self.log_number
-                )));
-            }
-        }
-        let log_number = edit.log_number.unwrap_or(self.log_number);
         let last_sequence = edit
             .last_sequence
             .unwrap_or(self.last_sequence)
             .max(self.last_sequence);
-        edit.log_number = Some(log_number);
         edit.last_sequence = Some(last_sequence);
         edit.next_file_number = Some(self.next_file_number);
+        let mut parts = vec![self.prepare_tree(edit, &opened, with_rows)?];
+        for other in &mut edit.others {
+            if parts.iter().any(|p| p.family == other.family) {
+                return Err(Error::InvalidArgument(format!(
+                    "an edit changes keyspace {} twice",
+                    other.family
+                )));
+            }
+            parts.push(self.prepare_tree(other, &opened, None)?);
+        }
+        let needs_format = if self.trees.len() > 1 || parts.iter().any(|p| p.family != 0) {
+            2
+        } else {
+            1
+        };
+        let new_manifest = match &self.manifest {
+            None => true,
+            Some(m) => m.len() > MANIFEST_ROLL_BYTES || needs_format > self.manifest_format,
+        };
+        let write = if new_manifest {
+            // Number taken before the snapshot so that next_file_number covers it.
+            let number = self.new_file_number();
+            edit.next_file_number = Some(self.next_file_number);
+            let snapshot = self.snapshot_record(&parts, edit);
+            ManifestWrite::New {
+                fs: self.fs.clone(),
+                dir: self.dir.clone(),
+                number,
+                format: needs_format.max(format_of(&snapshot)),
+                snapshot,
+            }
+        } else {
+            match self.manifest.take() {
+                Some(writer) => ManifestWrite::Append {
+                    writer,
+                    record: edit.encode(),
+                },
+                None => return Err(Error::InvalidArgument("no manifest to append to".into())),
+            }
+        };
+        Ok(PendingEdit {
+            parts,
+            write_times: edit.write_times.clone(),
+            last_sequence,
+            write,
+        })
+    }
 
-        let mut v = (*self.current).clone();
+    /// The tree one part of an edit leads to (see [`prepare`](Self::prepare)).
+    fn prepare_tree(
+        &self,
+        part: &mut Edit,
+        opened: &[Arc<FileMeta>],
+        with_rows: Option<crate::l0::Rows>,
+    ) -> Result<PendingTree> {
+        let family = part.family;
+        let live = self.tree(family);
+        let mut tree = match (&part.created, live) {
+            (Some(_), Some(_)) => {
+                return Err(Error::InvalidArgument(format!(
+                    "keyspace {family} is made while it exists"
+                )))
+            }
+            (Some((name, options)), None) if family as usize >= self.trees.len() => {
+                self.new_tree(name, options)?
+            }
+            (Some(_), None) => {
+                return Err(Error::InvalidArgument(format!(
+                    "keyspace id {family} is taken by a dropped keyspace"
+                )))
+            }
+            (None, Some(t)) => t.clone(),
+            (None, None) => {
+                return Err(Error::InvalidArgument(format!(
+                    "an edit of keyspace {family}, which is not live"
+                )))
+            }
+        };
+        if part.dropped {
+            if family == 0 {
+                return Err(Error::InvalidArgument(
+                    "the default keyspace cannot be dropped".into(),
+                ));
+            }
+            let v = &tree.current;
+            return Ok(PendingTree {
+                family,
+                tree: None,
+                removed: v.levels.iter().flatten().cloned().collect(),
+                removed_rows: v.rows.rows.iter().map(|r| r.meta.clone()).collect(),
+                added: Vec::new(),
+            });
+        }
+        if let Some(n) = part.log_number {
+            // Recovery replays logs from this number on: moving it back
+            // would replay flushed logs, forward past a live one loses it.
+            if n < tree.log_number {
+                return Err(Error::InvalidArgument(format!(
+                    "an edit moves keyspace {family}'s log number back from {} to {n}",
+                    tree.log_number
+                )));
+            }
+            tree.log_number = n;
+        }
+        part.log_number = Some(tree.log_number);
+
+        let mut v = (*tree.current).clone();
         let mut removed = Vec::new();
-        for (level, id) in &edit.deleted {
+        for (level, id) in &part.deleted {
             if let Some(l) = v.levels.get_mut(*level) {
                 if let Some(pos) = l.iter().position(|f| f.id() == *id) {
                     removed.push(l.remove(pos));
                 }
             }
         }
-        for (level, d) in &edit.added {
-            let meta = match removed.iter().chain(&opened).find(|f| f.id() == d.id) {
+        for (level, d) in &part.added {
+            let meta = match removed.iter().chain(opened).find(|f| f.id() == d.id) {
                 Some(m) => m.clone(), // a trivial move keeps the open table
                 None => self.open_file(d.clone())?,
             };
@@ -348,56 +514,35 @@ impl VersionSet {
                 v.rows = m;
                 Vec::new()
             }
-            None => edit
+            None => part
                 .rows_added
                 .iter()
-                .map(|d| self.current.rows.open_row(d.clone(), &self.fs))
+                .map(|d| tree.current.rows.open_row(d.clone(), &self.fs))
                 .collect::<Result<_>>()?,
         };
-        let removed_rows = v.rows.apply(rows, &edit.row_cursors, &edit.rows_deleted);
+        let removed_rows = v.rows.apply(rows, &part.row_cursors, &part.rows_deleted);
         v.seal();
-        let retired = v.update_range_dels(&edit.range_dels_added, &edit.range_dels_removed);
-        edit.range_dels_removed.extend(retired);
-
-        let new_manifest = match &self.manifest {
-            None => true,
-            Some(m) => m.len() > MANIFEST_ROLL_BYTES,
-        };
-        let write = if new_manifest {
-            // Number taken before the snapshot so that next_file_number covers it.
-            let number = self.new_file_number();
-            edit.next_file_number = Some(self.next_file_number);
-            ManifestWrite::New {
-                fs: self.fs.clone(),
-                dir: self.dir.clone(),
-                number,
-                snapshot: self.snapshot_record(&v, edit),
+        let retired = v.update_range_dels(&part.range_dels_added, &part.range_dels_removed);
+        part.range_dels_removed.extend(retired);
+        for (level, k) in &part.compact_pointers {
+            if let Some(p) = tree.compact_pointers.get_mut(*level) {
+                p.clone_from(k);
             }
-        } else {
-            match self.manifest.take() {
-                Some(writer) => ManifestWrite::Append {
-                    writer,
-                    record: edit.encode(),
-                },
-                None => return Err(Error::InvalidArgument("no manifest to append to".into())),
-            }
-        };
-        Ok(PendingEdit {
-            version: v,
+        }
+        tree.current = Arc::new(v);
+        Ok(PendingTree {
+            family,
+            tree: Some(tree),
             removed,
             removed_rows,
-            added: edit.added.iter().map(|(_, d)| d.id).collect(),
-            compact_pointers: edit.compact_pointers.clone(),
-            write_times: edit.write_times.clone(),
-            log_number,
-            last_sequence,
-            write,
+            added: part.added.iter().map(|(_, d)| d.id).collect(),
         })
     }
 
     /// Installs a prepared edit whose manifest write gave `written`; on
     /// error nothing is installed (an appending writer goes back: it
-    /// refuses later writes once one failed).
+    /// refuses later writes once one failed). Returns the main part's new
+    /// version (an empty one for a dropped keyspace).
     pub fn install(
         &mut self,
         pending: PendingEdit,
@@ -414,67 +559,80 @@ impl VersionSet {
         };
         match written {
             Written::Appended { bytes } => self.manifest_bytes_written += bytes,
-            Written::New { writer, number } => {
+            Written::New {
+                writer,
+                number,
+                format,
+            } => {
                 let old = self.manifest_number;
                 self.manifest_bytes_written += writer.len();
                 self.manifest = Some(writer);
                 self.manifest_number = number;
+                self.manifest_format = format;
                 if old != 0 {
                     let _ = self.fs.remove_file(&self.dir.join(manifest_name(old)));
                 }
             }
         }
-        for (level, k) in &pending.compact_pointers {
-            if let Some(p) = self.compact_pointers.get_mut(*level) {
-                *p = k.clone();
+        let mut main = None;
+        for part in pending.parts {
+            for f in &part.removed {
+                if !part.added.contains(&f.id()) {
+                    f.mark_obsolete();
+                }
             }
-        }
-        for f in &pending.removed {
-            if !pending.added.contains(&f.id()) {
-                f.mark_obsolete();
+            for r in &part.removed_rows {
+                r.mark_obsolete();
             }
-        }
-        for r in &pending.removed_rows {
-            r.mark_obsolete();
+            let at = part.family as usize;
+            if self.trees.len() <= at {
+                self.trees.resize(at + 1, None);
+            }
+            main.get_or_insert_with(|| {
+                part.tree
+                    .as_ref()
+                    .map_or_else(|| self.empty.clone(), |t| t.current.clone())
+            });
+            self.trees[at] = part.tree;
         }
         if let Some(t) = pending.write_times {
             self.write_times = t;
         }
-        self.log_number = pending.log_number;
         self.last_sequence = pending.last_sequence;
-        self.current = Arc::new(pending.version);
-        self.tables.fit(self.current.total_bytes());
-        Ok(self.current.clone())
+        self.fit_tables();
+        Ok(main.unwrap_or_else(|| self.empty.clone()))
     }
 
-    /// The first edit of a new manifest: the whole of `v`, with `edit`'s
-    /// counters and every compaction pointer.
-    fn snapshot_record(&self, v: &Version, edit: &Edit) -> Vec<u8> {
-        let mut snap = Edit {
-            log_number: edit.log_number,
-            next_file_number: edit.next_file_number,
-            last_sequence: edit.last_sequence,
-            ..Edit::default()
+    /// The first record of a new manifest: every live keyspace's tree
+    /// whole (`default`'s in the record itself, each other one as an edit
+    /// of `others` that names it), the trees of `pending` as they will be,
+    /// with `edit`'s counters and every compaction pointer.
+    fn snapshot_record(&self, pending: &[PendingTree], edit: &Edit) -> Vec<u8> {
+        let count = self.trees.len().max(
+            pending
+                .iter()
+                .map(|p| p.family as usize + 1)
+                .max()
+                .unwrap_or(0),
+        );
+        let mut parts = Vec::new();
+        for id in 0..count {
+            let tree = match pending.iter().find(|p| p.family as usize == id) {
+                Some(p) => p.tree.as_ref(),
+                None => self.trees.get(id).and_then(Option::as_ref),
+            };
+            if let Some(t) = tree {
+                parts.push(tree_record(id as u32, t));
+            }
+        }
+        let mut snap = if parts.first().is_some_and(|p| p.family == 0) {
+            parts.remove(0)
+        } else {
+            Edit::default()
         };
-        for (level, files) in v.levels.iter().enumerate() {
-            for f in files {
-                snap.added.push((level, f.desc.clone()));
-            }
-        }
-        for r in v.rows.rows.iter().rev() {
-            snap.rows_added.push(r.meta.desc.clone());
-            if r.compacting {
-                snap.row_cursors.push((r.meta.id(), r.cursor));
-            }
-        }
-        snap.range_dels_added = v.range_dels.list().to_vec();
-        for (level, k) in self.compact_pointers.iter().enumerate() {
-            if !k.is_empty() {
-                snap.compact_pointers.push((level, k.clone()));
-            }
-        }
-        snap.compact_pointers
-            .extend(edit.compact_pointers.iter().cloned());
+        snap.others = parts;
+        snap.next_file_number = edit.next_file_number;
+        snap.last_sequence = edit.last_sequence;
         snap.write_times = edit
             .write_times
             .clone()
@@ -482,23 +640,164 @@ impl VersionSet {
         snap.encode()
     }
 
-    /// The manifest of a checkpoint of `v` (a version of this set): its
-    /// number and its one record, the whole of `v` with this set's log
-    /// number, last sequence and compaction pointers.
-    pub fn checkpoint_record(&self, v: &Version) -> (u64, Vec<u8>) {
+    /// The manifest of a checkpoint of the current versions: its number
+    /// and its one record, every live keyspace whole with its log number,
+    /// and this set's last sequence and compaction pointers.
+    pub fn checkpoint_record(&self) -> (u64, Vec<u8>) {
         let number = self.next_file_number;
         let edit = Edit {
-            log_number: Some(self.log_number),
             next_file_number: Some(number + 1),
             last_sequence: Some(self.last_sequence),
             ..Edit::default()
         };
-        (number, self.snapshot_record(v, &edit))
+        (number, self.snapshot_record(&[], &edit))
     }
 
     /// Where level 0's rows live.
     pub fn l0_dir(&self) -> &Path {
-        self.current.rows.dir()
+        match self.trees.first() {
+            Some(Some(t)) => t.current.rows.dir(),
+            _ => self.empty.rows.dir(),
+        }
+    }
+}
+
+/// One keyspace's tree as recovery rebuilds it from the manifest's edits.
+struct Recovered {
+    name: String,
+    options: String,
+    files: Vec<HashMap<u64, FileDesc>>,
+    rows: HashMap<u64, (FileDesc, Option<u32>)>,
+    range_dels: HashMap<SeqNo, RangeTombstone>,
+    compact_pointers: Vec<Vec<u8>>,
+    log_number: Option<u64>,
+}
+
+impl Recovered {
+    fn new(name: &str, options: &str, num_levels: usize) -> Self {
+        Recovered {
+            name: name.to_string(),
+            options: options.to_string(),
+            files: vec![HashMap::new(); num_levels],
+            rows: HashMap::new(),
+            range_dels: HashMap::new(),
+            compact_pointers: vec![Vec::new(); num_levels],
+            log_number: None,
+        }
+    }
+
+    /// Applies the tree fields of one edit; `Err` names what is wrong.
+    fn apply(&mut self, edit: &Edit) -> std::result::Result<(), String> {
+        for (level, id) in &edit.deleted {
+            if let Some(l) = self.files.get_mut(*level) {
+                l.remove(id);
+            }
+        }
+        for (level, f) in &edit.added {
+            let l = self
+                .files
+                .get_mut(*level)
+                .ok_or_else(|| format!("level {level} beyond num_levels"))?;
+            l.insert(f.id, f.clone());
+        }
+        for (level, k) in &edit.compact_pointers {
+            if let Some(p) = self.compact_pointers.get_mut(*level) {
+                p.clone_from(k);
+            }
+        }
+        for id in &edit.rows_deleted {
+            self.rows.remove(id);
+        }
+        for d in &edit.rows_added {
+            self.rows.insert(d.id, (d.clone(), None));
+        }
+        for (id, cursor) in &edit.row_cursors {
+            if let Some(r) = self.rows.get_mut(id) {
+                r.1 = Some(*cursor);
+            }
+        }
+        for t in &edit.range_dels_added {
+            self.range_dels.insert(t.seq, t.clone());
+        }
+        for seq in &edit.range_dels_removed {
+            self.range_dels.remove(seq);
+        }
+        self.log_number = edit.log_number.or(self.log_number);
+        Ok(())
+    }
+
+    /// Opens the tree's tables and rows (each checked) into a version.
+    fn open(self, set: &VersionSet, manifest_path: &Path) -> Result<TreeSet> {
+        let mut tree = set.new_tree(&self.name, &self.options).map_err(|e| {
+            Error::corruption(manifest_path, 0, format!("keyspace {:?}: {e}", self.name))
+        })?;
+        let mut v = Version::new(set.num_levels);
+        for (level, descs) in self.files.into_iter().enumerate() {
+            for (_, d) in descs {
+                if d.id >= set.next_file_number {
+                    return Err(Error::corruption(
+                        manifest_path,
+                        0,
+                        "file number beyond counter",
+                    ));
+                }
+                let id = d.id;
+                let meta = set.open_file(d).map_err(|e| {
+                    if e.io_kind() == Some(std::io::ErrorKind::NotFound) {
+                        Error::corruption(
+                            manifest_path,
+                            0,
+                            format!("table {id:06} named by the manifest is missing"),
+                        )
+                    } else {
+                        e
+                    }
+                })?;
+                if let Some(l) = v.levels.get_mut(level) {
+                    l.push(meta);
+                }
+            }
+        }
+        let mut rows = self.rows;
+        let mut ids: Vec<u64> = rows.keys().copied().collect();
+        ids.sort_unstable();
+        let mut opened = Vec::new();
+        let mut cursors = Vec::new();
+        for id in ids {
+            let Some((d, cursor)) = rows.remove(&id) else {
+                continue;
+            };
+            if id >= set.next_file_number {
+                return Err(Error::corruption(
+                    manifest_path,
+                    0,
+                    "row number beyond counter",
+                ));
+            }
+            let meta = tree.current.rows.open_row(d, &set.fs).map_err(|e| {
+                if e.io_kind() == Some(std::io::ErrorKind::NotFound) {
+                    Error::corruption(
+                        manifest_path,
+                        0,
+                        format!("level-0 row {id:06} named by the manifest is missing"),
+                    )
+                } else {
+                    e
+                }
+            })?;
+            opened.push(meta);
+            if let Some(c) = cursor {
+                cursors.push((id, c));
+            }
+        }
+        v.rows = tree.current.rows.clone();
+        v.rows.apply(opened, &cursors, &[]);
+        v.range_dels = Arc::new(RangeDels::new(self.range_dels.into_values().collect()));
+        v.seal();
+        tree.current = Arc::new(v);
+        tree.compact_pointers = self.compact_pointers;
+        tree.log_number = self.log_number.unwrap_or(0);
+        Ok(tree)
     }
 }
 
@@ -532,7 +831,7 @@ pub(crate) fn check_header(rec: &[u8]) -> Result<()> {
     }
     let version =
         crate::coding::get_u32(rec, 8).ok_or_else(|| corrupt(8, "short manifest header"))?;
-    if version != MANIFEST_VERSION {
+    if !(1..=MANIFEST_VERSION).contains(&version) {
         return Err(Error::NotSupported(format!(
             "manifest format version {version}"
         )));
@@ -543,15 +842,60 @@ pub(crate) fn check_header(rec: &[u8]) -> Result<()> {
 /// An edit prepared under the state mutex, to be written to the manifest
 /// without it and then installed ([`VersionSet::install`]).
 pub struct PendingEdit {
-    version: Version,
+    parts: Vec<PendingTree>,
+    write_times: Option<Vec<(SeqNo, u64)>>,
+    last_sequence: SeqNo,
+    write: ManifestWrite,
+}
+
+/// One keyspace's part of a [`PendingEdit`].
+struct PendingTree {
+    family: u32,
+    /// The tree after the edit; `None`: dropped.
+    tree: Option<TreeSet>,
     removed: Vec<Arc<FileMeta>>,
     removed_rows: Vec<Arc<crate::l0::RowMeta>>,
     added: Vec<u64>,
-    compact_pointers: Vec<(usize, Vec<u8>)>,
-    write_times: Option<Vec<(SeqNo, u64)>>,
-    log_number: u64,
-    last_sequence: SeqNo,
-    write: ManifestWrite,
+}
+
+/// The whole of tree `t` of keyspace `id` as one edit: its tables, rows,
+/// range tombstones, compaction pointers and log number, and (but for
+/// `default`) its name and options.
+fn tree_record(id: u32, t: &TreeSet) -> Edit {
+    let v = &t.current;
+    let mut e = Edit {
+        family: id,
+        created: (id != 0).then(|| (t.name.clone(), t.options.clone())),
+        log_number: Some(t.log_number),
+        ..Edit::default()
+    };
+    for (level, files) in v.levels.iter().enumerate() {
+        for f in files {
+            e.added.push((level, f.desc.clone()));
+        }
+    }
+    for r in v.rows.rows.iter().rev() {
+        e.rows_added.push(r.meta.desc.clone());
+        if r.compacting {
+            e.row_cursors.push((r.meta.id(), r.cursor));
+        }
+    }
+    e.range_dels_added = v.range_dels.list().to_vec();
+    for (level, k) in t.compact_pointers.iter().enumerate() {
+        if !k.is_empty() {
+            e.compact_pointers.push((level, k.clone()));
+        }
+    }
+    e
+}
+
+/// The manifest format a first record needs: 2 when it names a keyspace
+/// other than `default`.
+fn format_of(snapshot: &[u8]) -> u32 {
+    match Edit::decode(snapshot) {
+        Ok(e) if e.parts().any(|p| p.family != 0) => 2,
+        _ => 1,
+    }
 }
 
 enum ManifestWrite {
@@ -565,6 +909,8 @@ enum ManifestWrite {
         fs: Arc<dyn FileSystem>,
         dir: PathBuf,
         number: u64,
+        /// Its header's format version.
+        format: u32,
         snapshot: Vec<u8>,
     },
 }
@@ -573,8 +919,12 @@ enum ManifestWrite {
 pub enum Written {
     /// Appended to the live manifest (its writer goes back in `install`).
     Appended { bytes: u64 },
-    /// A new manifest, named by CURRENT.
-    New { writer: wal::Writer, number: u64 },
+    /// A new manifest, named by CURRENT, of header format `format`.
+    New {
+        writer: wal::Writer,
+        number: u64,
+        format: u32,
+    },
 }
 
 impl PendingEdit {
@@ -593,10 +943,11 @@ impl PendingEdit {
                 fs,
                 dir,
                 number,
+                format,
                 snapshot,
             } => {
                 let path = dir.join(manifest_name(*number));
-                let w = match write_manifest(&**fs, &path, *number, snapshot) {
+                let w = match write_manifest(&**fs, &path, *number, *format, snapshot) {
                     Ok(w) => w,
                     Err(e) => {
                         let _ = fs.remove_file(&path);
@@ -611,6 +962,7 @@ impl PendingEdit {
                 Ok(Written::New {
                     writer: w,
                     number: *number,
+                    format: *format,
                 })
             }
         }
@@ -625,7 +977,14 @@ pub(crate) fn write_manifest_and_current(
     number: u64,
     snapshot: &[u8],
 ) -> Result<()> {
-    write_manifest(fs, &dir.join(manifest_name(number)), number, snapshot)?;
+    let format = format_of(snapshot);
+    write_manifest(
+        fs,
+        &dir.join(manifest_name(number)),
+        number,
+        format,
+        snapshot,
+    )?;
     set_current(fs, dir, number)
 }
 
@@ -639,17 +998,19 @@ fn set_current(fs: &dyn FileSystem, dir: &Path, number: u64) -> Result<()> {
     )
 }
 
-/// Writes and syncs a new manifest: the header, then `snapshot`.
+/// Writes and syncs a new manifest: the header (of format `format`), then
+/// `snapshot`.
 fn write_manifest(
     fs: &dyn FileSystem,
     path: &Path,
     number: u64,
+    format: u32,
     snapshot: &[u8],
 ) -> Result<wal::Writer> {
     let mut w = wal::Writer::new(fs.create(path)?, number)?;
     let mut header = Vec::with_capacity(12);
     header.extend_from_slice(&MANIFEST_MAGIC.to_le_bytes());
-    header.extend_from_slice(&MANIFEST_VERSION.to_le_bytes());
+    header.extend_from_slice(&format.to_le_bytes());
     w.add_record(&header)?;
     w.add_record(snapshot)?;
     w.sync()?;

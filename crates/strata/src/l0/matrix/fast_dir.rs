@@ -50,15 +50,18 @@ pub(crate) fn claim(fs: &dyn FileSystem, dir: &Path, fast: &Path) -> Result<Box<
     Ok(lock)
 }
 
-/// Removes the rows in `fast_dir` that `live` does not name (a flush or
+/// Removes the rows in `fast_dir` that no container of `live` names (a flush or
 /// recovery that failed before its edit, or a row deleted while a reader
 /// held it).
 pub(crate) fn remove_unnamed_rows(
     fs: &dyn FileSystem,
     fast_dir: &Path,
-    live: &Matrix,
+    live: &[&Matrix],
 ) -> Result<()> {
-    let rows: std::collections::HashSet<u64> = live.rows.iter().map(|r| r.meta.id()).collect();
+    let rows: std::collections::HashSet<u64> = live
+        .iter()
+        .flat_map(|m| m.rows.iter().map(|r| r.meta.id()))
+        .collect();
     if fs.exists(fast_dir) {
         for name in fs.list_dir(fast_dir)? {
             if let Some(n) = super::row::parse_row_name(&name) {
