@@ -411,7 +411,10 @@ size_t strata_writebatch_count(const strata_writebatch_t *b);
  * Applies the batch: on the LSM engine atomically, all of its entries or
  * none, also across a crash; the KVell engine applies each key on its own,
  * so a crash or an error can leave part of it (`strata_has(db,
- * "atomic_batches")` says which holds). `wo` may be NULL (sync off). The batch is not consumed; clear or destroy it after.
+ * "atomic_batches")` says which holds). On a keyspace handle
+ * (strata_keyspace_open()) the entries added without a keyspace go to that
+ * keyspace, those added with strata_writebatch_put_in() and the like where
+ * they name. `wo` may be NULL (sync off). The batch is not consumed; clear or destroy it after.
  * Thread-safe with respect to the database.
  */
 int strata_write(const strata_t *db,
@@ -431,6 +434,68 @@ strata_snapshot_t *strata_snapshot_create(const strata_t *db, char **errptr);
  * not be used afterwards.
  */
 void strata_snapshot_release(strata_snapshot_t *snap);
+
+/**
+ * Opens keyspace `name` of the database `db` (a database handle or another
+ * keyspace's), making it with `options` (NULL or "": the database's
+ * options; else `name=value` pairs, comma separated, of the options a
+ * keyspace may set, e.g. "compression=zstd,bloom_bits_per_key=14") if the
+ * database has none of that name; the manifest records it before this
+ * returns. "default" is the database's own keyspace. Returns a handle that
+ * every call taking a `strata_t *` accepts: its reads, writes, iterators,
+ * flush and compaction are the keyspace's; snapshots (one point in time in
+ * every keyspace), statistics and strata_checkpoint()/strata_backup() (the
+ * whole database; STRATA_ENOTSUP on a keyspace handle) stay the
+ * database's. Release it with strata_destroy(), which closes nothing; once
+ * the database is closed its calls fail with STRATA_ECLOSED. NULL with
+ * *errptr set: STRATA_EINVAL for a bad name (empty, over 255 bytes) or
+ * options, STRATA_ENOTSUP for the KVell engine. Thread-safe.
+ */
+strata_t *strata_keyspace_open(const strata_t *db,
+                               const char *name,
+                               const char *options,
+                               char **errptr);
+
+/**
+ * Drops keyspace `name` of the database `db`: its data is gone for every
+ * reader (its handles' calls fail with STRATA_EINVAL; destroy them), the
+ * manifest records the drop before this returns, and its files are
+ * deleted once no iterator holds them. STRATA_EINVAL for "default" or a
+ * name the database has no keyspace of; STRATA_ENOTSUP for KVell.
+ */
+int strata_keyspace_drop(const strata_t *db, const char *name, char **errptr);
+
+/**
+ * The names of the database's keyspaces, "default" first, each ended by
+ * a NUL byte, in one malloc'd buffer of `*len` bytes that the caller
+ * releases with strata_free(). NULL with *errptr set on an error
+ * (STRATA_ENOTSUP for KVell).
+ */
+char *strata_keyspace_names(const strata_t *db, size_t *len, char **errptr);
+
+/**
+ * Adds to the batch a put of `value` under `key` in the keyspace of `ks`
+ * (a handle from strata_keyspace_open(), or the database's own): written
+ * by strata_write() on any handle of the same database, all of the batch
+ * or none, whatever keyspaces it spans.
+ */
+int strata_writebatch_put_in(strata_writebatch_t *b,
+                             const strata_t *ks,
+                             const uint8_t *key,
+                             size_t keylen,
+                             const uint8_t *value,
+                             size_t valuelen,
+                             char **errptr);
+
+/**
+ * Adds to the batch a delete of `key` in the keyspace of `ks` (see
+ * strata_writebatch_put_in()).
+ */
+int strata_writebatch_delete_in(strata_writebatch_t *b,
+                                const strata_t *ks,
+                                const uint8_t *key,
+                                size_t keylen,
+                                char **errptr);
 
 /**
  * Creates an unpositioned iterator reading at `ro`'s snapshot (`ro` NULL,

@@ -321,6 +321,44 @@ int main(int argc, char **argv) {
         EXPECT_ERR(strata_restore(NULL, 0, restored, &err), STRATA_EINVAL);
     }
 
+    /* Keyspaces (LSM): a handle per keyspace, its own data, and one batch
+     * across keyspaces; KVell has none. */
+    if (snaps) {
+        strata_t *users = strata_keyspace_open(db, "users", "compression=zstd", &err);
+        CHECK(users != NULL && err == NULL);
+        if (users) {
+            CHECK(strata_put(users, NULL, (const uint8_t *)"key099", 6, (const uint8_t *)"u", 1, &err) == STRATA_OK);
+            CHECK(get_eq(users, NULL, "key099", 6, "u", 1));
+            CHECK(get_eq(db, NULL, "key099", 6, "val99", 5));
+            strata_writebatch_t *kb = strata_writebatch_create();
+            CHECK(strata_writebatch_put_in(kb, users, (const uint8_t *)"ka", 2, (const uint8_t *)"1", 1, &err) == STRATA_OK);
+            CHECK(strata_writebatch_put_in(kb, db, (const uint8_t *)"ka", 2, (const uint8_t *)"0", 1, &err) == STRATA_OK);
+            CHECK(strata_writebatch_delete_in(kb, users, (const uint8_t *)"key099", 6, &err) == STRATA_OK);
+            CHECK(strata_write(db, NULL, kb, &err) == STRATA_OK && err == NULL);
+            strata_writebatch_destroy(kb);
+            CHECK(get_eq(users, NULL, "ka", 2, "1", 1));
+            CHECK(get_eq(db, NULL, "ka", 2, "0", 1));
+            CHECK(absent(users, NULL, "key099", 6));
+            size_t nlen = 0;
+            char *names = strata_keyspace_names(db, &nlen, &err);
+            CHECK(names != NULL && nlen == sizeof "default" + sizeof "users" &&
+                  strcmp(names, "default") == 0 && strcmp(names + 8, "users") == 0);
+            strata_free(names);
+            EXPECT_ERR(strata_checkpoint(users, argv[1], &err), STRATA_ENOTSUP);
+            CHECK(strata_keyspace_drop(db, "users", &err) == STRATA_OK && err == NULL);
+            EXPECT_ERR(strata_put(users, NULL, (const uint8_t *)"k", 1, (const uint8_t *)"v", 1, &err), STRATA_EINVAL);
+            strata_destroy(users);
+        }
+        EXPECT_ERR(strata_keyspace_drop(db, "default", &err), STRATA_EINVAL);
+        CHECK(strata_keyspace_open(db, "", NULL, &err) == NULL && err != NULL);
+        strata_free_error(err);
+        err = NULL;
+    } else {
+        CHECK(strata_keyspace_open(db, "users", NULL, &err) == NULL && err != NULL);
+        strata_free_error(err);
+        err = NULL;
+    }
+
     /* The compaction filter (LSM): a compaction removes the 'x' value and
      * rewrites the 'y' one; KVell keeps both. */
     CHECK(strata_put(db, NULL, (const uint8_t *)"fx", 2, (const uint8_t *)"xgone", 5, &err) == STRATA_OK);

@@ -252,6 +252,18 @@ pub fn run(cli: &Cli) -> Result<ExitCode, CliError> {
                 ExitCode::SUCCESS
             })
         }
+        Command::Keyspaces { drop } => {
+            let db = open_with(cli, "keyspaces", false, |o| o)?;
+            if let Some(name) = drop {
+                db.drop_keyspace(name)?;
+            }
+            let names = db.keyspace_names()?;
+            db.close()?;
+            for n in names {
+                println!("{n}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Verify => {
             let dir = cli.dir("verify")?;
             let opts = cli.options(Options::default())?;
@@ -311,10 +323,52 @@ fn serve(cli: &Cli, args: &crate::ServeArgs) -> Result<ExitCode, CliError> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Opens the database of `--dir` with the `--opt` options; only `create`
-/// commands may create it. The open's recovery report, if any, goes to stderr.
-fn open(cli: &Cli, command: &str, create: bool) -> Result<Box<dyn KvStore>, CliError> {
-    open_with(cli, command, create, |o| o)
+/// Opens the database of `--dir` with the `--opt` options, and its
+/// `--keyspace` if one is named (made if missing by a `create` command);
+/// only `create` commands may create the database. The open's recovery
+/// report, if any, goes to stderr.
+fn open(cli: &Cli, command: &str, create: bool) -> Result<Store, CliError> {
+    let db = open_with(cli, command, create, |o| o)?;
+    let ks = match cli.keyspace.as_deref() {
+        None | Some("default") => None,
+        Some(name) => {
+            let known = db.keyspace_names()?.iter().any(|n| n == name);
+            if !known && !create {
+                let _ = db.close();
+                return Err(CliError::Usage(format!(
+                    "the database has no keyspace {name:?} (`strata keyspaces` lists them)"
+                )));
+            }
+            Some(db.keyspace(name, &cli.keyspace_opt)?)
+        }
+    };
+    Ok(Store { db, ks })
+}
+
+/// An open database and, with `--keyspace`, the store of that keyspace:
+/// the commands' store is the keyspace's, `close` closes the database.
+struct Store {
+    db: Box<dyn KvStore>,
+    ks: Option<Box<dyn KvStore>>,
+}
+
+impl Store {
+    /// The store the command reads and writes.
+    fn as_ref(&self) -> &(dyn KvStore + 'static) {
+        self.ks.as_deref().unwrap_or(&*self.db)
+    }
+
+    /// Closes the database.
+    fn close(&self) -> strata::Result<()> {
+        self.db.close()
+    }
+}
+
+impl std::ops::Deref for Store {
+    type Target = dyn KvStore;
+    fn deref(&self) -> &(dyn KvStore + 'static) {
+        self.as_ref()
+    }
 }
 
 /// [`open`] with the options passed through `adjust` first.

@@ -36,6 +36,16 @@ pub struct Cli {
     #[arg(long = "opt", global = true, value_name = "NAME=VALUE,...")]
     pub opts: Vec<String>,
 
+    /// The keyspace a data command reads and writes (`default` when
+    /// absent); a command that may create the database makes it if missing.
+    #[arg(long, global = true, value_name = "NAME")]
+    pub keyspace: Option<String>,
+
+    /// Options of a keyspace `--keyspace` makes (name=value pairs of the
+    /// options a keyspace may set, e.g. `compression=zstd`).
+    #[arg(long, global = true, value_name = "NAME=VALUE,...", default_value = "")]
+    pub keyspace_opt: String,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -115,6 +125,13 @@ pub enum Command {
     Compact,
     /// Check every file of the database without opening it; exit code 1 on damage.
     Verify,
+    /// List the database's keyspaces, one name a line (`default` first);
+    /// with --drop, drop one first (its data is gone for good).
+    Keyspaces {
+        /// Drop this keyspace.
+        #[arg(long, value_name = "NAME")]
+        drop: Option<String>,
+    },
     /// Write a consistent copy of the database to TARGET (a new directory)
     /// that opens on its own: every write made before the command, tables
     /// hard-linked where the file system allows, copied otherwise.

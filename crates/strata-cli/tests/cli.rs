@@ -250,3 +250,44 @@ fn demo_passes_on_a_small_count() {
     assert_eq!(code(&o), 2);
     assert!(tmp.path().join("notes.txt").exists());
 }
+
+/// `--keyspace` reads and writes one keyspace (made by a command that may
+/// create, with `--keyspace-opt`); `keyspaces` lists and drops them.
+#[test]
+fn keyspaces_by_flag_list_and_drop() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let db = tmp.path().join("db");
+    let o = strata(&db, &["put", "k", "default-value"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let o = strata(
+        &db,
+        &[
+            "--keyspace",
+            "users",
+            "--keyspace-opt",
+            "compression=zstd",
+            "put",
+            "k",
+            "user-value",
+        ],
+    );
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let o = strata(&db, &["--keyspace", "users", "get", "k"]);
+    assert_eq!((code(&o), stdout(&o).as_str()), (0, "user-value\n"));
+    let o = strata(&db, &["get", "k"]);
+    assert_eq!((code(&o), stdout(&o).as_str()), (0, "default-value\n"));
+    let o = strata(&db, &["--keyspace", "users", "scan"]);
+    assert_eq!(stdout(&o), "k\tuser-value\n");
+    // A read of a keyspace the database lacks makes none.
+    let o = strata(&db, &["--keyspace", "nope", "get", "k"]);
+    assert_eq!(code(&o), 2, "{}", stdout(&o));
+    assert!(stderr(&o).contains("no keyspace"), "{}", stderr(&o));
+    let o = strata(&db, &["keyspaces"]);
+    assert_eq!((code(&o), stdout(&o).as_str()), (0, "default\nusers\n"));
+    let o = strata(&db, &["keyspaces", "--drop", "users"]);
+    assert_eq!((code(&o), stdout(&o).as_str()), (0, "default\n"));
+    let o = strata(&db, &["keyspaces", "--drop", "default"]);
+    assert_eq!(code(&o), 2);
+    let o = strata(&db, &["get", "k"]);
+    assert_eq!(stdout(&o), "default-value\n");
+}

@@ -24,11 +24,14 @@ mod open;
 
 mod ops;
 
+mod keyspace;
+
 mod iter;
 
 mod misc;
 
 pub use iter::*;
+pub use keyspace::*;
 pub use misc::*;
 pub use open::*;
 pub use ops::*;

@@ -280,7 +280,10 @@ pub extern "C" fn strata_writebatch_count(b: *const strata_writebatch_t) -> usiz
 /// Applies the batch: on the LSM engine atomically, all of its entries or
 /// none, also across a crash; the KVell engine applies each key on its own,
 /// so a crash or an error can leave part of it (`strata_has(db,
-/// "atomic_batches")` says which holds). `wo` may be NULL (sync off). The batch is not consumed; clear or destroy it after.
+/// "atomic_batches")` says which holds). On a keyspace handle
+/// (strata_keyspace_open()) the entries added without a keyspace go to that
+/// keyspace, those added with strata_writebatch_put_in() and the like where
+/// they name. `wo` may be NULL (sync off). The batch is not consumed; clear or destroy it after.
 /// Thread-safe with respect to the database.
 #[no_mangle]
 pub extern "C" fn strata_write(

@@ -44,6 +44,14 @@ pub trait KeyspaceRef {
     fn keyspace_id(&self) -> u32;
 }
 
+/// A keyspace by its id (`Keyspace::id`), for callers that keep ids (the
+/// C ABI); a write checks that the id names a live keyspace.
+impl KeyspaceRef for u32 {
+    fn keyspace_id(&self) -> u32 {
+        *self
+    }
+}
+
 /// The entry encoding of this version (WAL format 2 and later); format 1
 /// had a keyspace varint after every tag.
 pub const ENTRY_FORMAT: u32 = 2;
@@ -195,6 +203,22 @@ impl WriteBatch {
             put_bytes(&mut self.rep, value);
         }
         self.bump(kind, key.len() + value.len());
+    }
+
+    /// This batch with its entries of `default` moved to keyspace `id`
+    /// (the others stay where they are), at the same sequence.
+    pub(crate) fn moved_to(&self, id: u32) -> Result<WriteBatch> {
+        if id == 0 {
+            return Ok(self.clone());
+        }
+        let mut out = WriteBatch::new();
+        for e in self.iter() {
+            let e = e?;
+            let to = if e.keyspace == 0 { id } else { e.keyspace };
+            out.push(to, e.kind, e.key, e.value);
+        }
+        out.set_sequence(self.sequence());
+        Ok(out)
     }
 
     /// The highest keyspace id the batch writes to (0: only `default`).
@@ -457,12 +481,14 @@ fn parse_entry<'a>(r: &mut Reader<'a>) -> Result<BatchEntry<'a>> {
     let keyspace = if tag & KEYSPACE_FLAG != 0 {
         match r.varint() {
             Some(k @ 1..) if k <= u64::from(MAX_KEYSPACE) => k as u32,
-            Some(k) => return Err(corrupt(
-                start,
-                format!(
+            Some(k) => {
+                return Err(corrupt(
+                    start,
+                    format!(
                     "write batch entry has keyspace id {k} (1..={MAX_KEYSPACE} follow the flag)"
                 ),
-            )),
+                ))
+            }
             None => return Err(corrupt(start, "write batch entry keyspace id truncated")),
         }
     } else {

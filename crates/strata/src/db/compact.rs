@@ -340,7 +340,14 @@ impl Db {
     /// enough for compaction to catch up.
     pub fn wait_for_compactions(&self) -> Result<()> {
         self.check_open()?;
-        let inner = &self.inner;
+        self.inner.wait_for_compactions()
+    }
+}
+
+impl Inner {
+    /// [`Db::wait_for_compactions`]: every keyspace's background work.
+    pub(crate) fn wait_for_compactions(&self) -> Result<()> {
+        let inner = self;
         let none = InFlight::default();
         let mut st = inner.state.lock();
         loop {
@@ -357,7 +364,9 @@ impl Db {
             inner.done_cv.wait_for(&mut st, Duration::from_millis(50));
         }
     }
+}
 
+impl Db {
     /// Compacts every table holding keys in `range` down the levels, dropping
     /// overwritten versions and tombstones no snapshot needs.
     /// Compacts the `default` keyspace (a keyspace's own:

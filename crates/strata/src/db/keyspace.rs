@@ -168,6 +168,55 @@ impl Keyspace {
         self.inner.compact_range_in(&self.fam, range)
     }
 
+    /// A snapshot of the database: one point in time in every keyspace
+    /// ([`Db::snapshot`]).
+    pub fn snapshot(&self) -> Result<super::Snapshot> {
+        self.check()?;
+        Ok(super::snapshot::take(&self.inner))
+    }
+
+    /// The database's statistics ([`Db::stats`]).
+    pub fn db_stats(&self) -> crate::stats::StatsSnapshot {
+        self.inner.stats_snapshot()
+    }
+
+    /// Waits for the database's background work ([`Db::wait_for_compactions`]).
+    pub fn wait_for_compactions(&self) -> Result<()> {
+        self.check()?;
+        self.inner.wait_for_compactions()
+    }
+
+    /// Writes `batch` ([`Db::write`]): its entries of `default` go to this
+    /// keyspace, those of other keyspaces where they name.
+    pub fn write_batch(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
+        self.check()?;
+        let batch = batch.moved_to(self.fam.id)?;
+        self.inner.write(batch, opts)
+    }
+
+    /// A sibling keyspace's handle, made with `options` if missing
+    /// ([`Db::keyspace`], [`Db::create_keyspace`]).
+    pub fn sibling(&self, name: &str, options: &str) -> Result<Keyspace> {
+        self.check()?;
+        match self.inner.keyspace(name) {
+            Some(k) => Ok(k),
+            None => self.inner.create_keyspace(name, options),
+        }
+    }
+
+    /// Drops a keyspace of the database ([`Db::drop_keyspace`]).
+    pub fn drop_sibling(&self, name: &str) -> Result<()> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        self.inner.drop_keyspace(name)
+    }
+
+    /// The names of the database's live keyspaces.
+    pub fn sibling_names(&self) -> Vec<String> {
+        self.inner.keyspace_names()
+    }
+
     /// The tables of each of its levels and their bytes, level 0 first.
     pub fn level_shape(&self) -> Vec<(usize, u64)> {
         let sv = self.fam.super_version.load();
@@ -184,21 +233,52 @@ impl Db {
     /// `None` when the database has none of that name.
     pub fn keyspace(&self, name: &str) -> Result<Option<Keyspace>> {
         self.check_open()?;
-        let fam = self
-            .inner
-            .live_families()
-            .into_iter()
-            .find(|f| f.name == name);
-        Ok(fam.map(|fam| Keyspace {
-            inner: self.inner.clone(),
-            fam,
-        }))
+        Ok(self.inner.keyspace(name))
     }
 
     /// The names of the live keyspaces, `default` first.
     pub fn keyspace_names(&self) -> Vec<String> {
-        self.inner
-            .live_families()
+        self.inner.keyspace_names()
+    }
+
+    /// Makes keyspace `name` with `options` (`name=value` pairs, comma
+    /// separated, of [`Options::KEYSPACE_OPTIONS`] over the database's) and
+    /// returns its handle. The manifest records it (name, options) before
+    /// this returns: it is there at every later open, with those options.
+    /// `InvalidArgument` for a name that is empty, longer than
+    /// [`MAX_KEYSPACE_NAME`] or taken, or for options a keyspace may not
+    /// set.
+    pub fn create_keyspace(&self, name: &str, options: &str) -> Result<Keyspace> {
+        self.check_open()?;
+        self.inner.create_keyspace(name, options)
+    }
+
+    /// Drops keyspace `name`: its data is gone for every reader (its
+    /// handles return `InvalidArgument`), the manifest records the drop
+    /// durably before this returns, and its tables and rows are deleted
+    /// once no reader holds them (an open after a crash deletes what is
+    /// left). Writes to it queued before the call are committed first.
+    /// `InvalidArgument` for `default` or a name no live keyspace has.
+    pub fn drop_keyspace(&self, name: &str) -> Result<()> {
+        self.check_open()?;
+        self.inner.drop_keyspace(name)
+    }
+}
+
+impl Inner {
+    /// The handle of keyspace `name` (`default` is always there), or
+    /// `None` when the database has none of that name.
+    pub(crate) fn keyspace(self: &Arc<Self>, name: &str) -> Option<Keyspace> {
+        let fam = self.live_families().into_iter().find(|f| f.name == name);
+        fam.map(|fam| Keyspace {
+            inner: self.clone(),
+            fam,
+        })
+    }
+
+    /// The names of the live keyspaces, `default` first.
+    pub(crate) fn keyspace_names(&self) -> Vec<String> {
+        self.live_families()
             .iter()
             .map(|f| f.name.clone())
             .collect()
@@ -211,9 +291,8 @@ impl Db {
     /// `InvalidArgument` for a name that is empty, longer than
     /// [`MAX_KEYSPACE_NAME`] or taken, or for options a keyspace may not
     /// set.
-    pub fn create_keyspace(&self, name: &str, options: &str) -> Result<Keyspace> {
-        self.check_open()?;
-        let inner = &self.inner;
+    pub(crate) fn create_keyspace(self: &Arc<Self>, name: &str, options: &str) -> Result<Keyspace> {
+        let inner = self;
         if name.is_empty() || name.len() > MAX_KEYSPACE_NAME {
             return Err(Error::InvalidArgument(format!(
                 "a keyspace name has 1 to {MAX_KEYSPACE_NAME} bytes, not {}",
@@ -297,9 +376,8 @@ impl Db {
     /// once no reader holds them (an open after a crash deletes what is
     /// left). Writes to it queued before the call are committed first.
     /// `InvalidArgument` for `default` or a name no live keyspace has.
-    pub fn drop_keyspace(&self, name: &str) -> Result<()> {
-        self.check_open()?;
-        let inner = &self.inner;
+    pub(crate) fn drop_keyspace(&self, name: &str) -> Result<()> {
+        let inner = self;
         if name == "default" {
             return Err(Error::InvalidArgument(
                 "the default keyspace cannot be dropped".into(),
@@ -357,9 +435,7 @@ impl Db {
         inner.bg_cv.notify_all();
         Ok(())
     }
-}
 
-impl Inner {
     /// The live keyspace `id`; `InvalidArgument` if it has none (dropped).
     pub(crate) fn live_family(&self, id: u32) -> Result<Arc<Family>> {
         match self.families.read().get(id as usize) {

@@ -378,7 +378,22 @@ impl Db {
 
     /// A copy of the statistics and the current shape of the tree.
     pub fn stats(&self) -> StatsSnapshot {
-        let inner = &self.inner;
+        self.inner.stats_snapshot()
+    }
+
+    pub(crate) fn check_open(&self) -> Result<()> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            Err(Error::Closed)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl Inner {
+    /// [`Db::stats`].
+    pub(crate) fn stats_snapshot(&self) -> StatsSnapshot {
+        let inner = self;
         let mut s = StatsSnapshot::from_counters(&inner.stats);
         let sv = inner.default.super_version.load();
         s.memtable_bytes = sv.mem.approximate_size() as u64;
@@ -455,14 +470,6 @@ impl Db {
         s.range_tombstones = sv.version.range_dels.list().len() as u64;
         s.range_tombstone_bytes = sv.version.range_dels.key_bytes() as u64;
         s
-    }
-
-    pub(crate) fn check_open(&self) -> Result<()> {
-        if self.inner.closed.load(Ordering::Acquire) {
-            Err(Error::Closed)
-        } else {
-            Ok(())
-        }
     }
 }
 

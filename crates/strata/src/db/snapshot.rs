@@ -65,20 +65,26 @@ impl std::fmt::Debug for Snapshot {
 }
 
 impl Db {
-    /// Takes a snapshot of the current state.
+    /// Takes a snapshot of the current state: one point in time in every
+    /// keyspace.
     pub fn snapshot(&self) -> Snapshot {
-        let _gate = self.inner.snapshot_gate.lock();
-        let mut s = self.inner.snapshots.lock();
-        // Read the sequence under the lock so a compaction that lists
-        // snapshots either sees this one or ran before it existed.
-        let seq = self.inner.last_seq.load(Ordering::Acquire);
-        *s.entry(seq).or_insert(0) += 1;
-        // Counted once listed: a compaction that read the count before
-        // this reads a list with this snapshot in it, or a changed count.
-        self.inner.snapshots_taken.fetch_add(1, Ordering::AcqRel);
-        Snapshot {
-            seq,
-            inner: Arc::downgrade(&self.inner),
-        }
+        take(&self.inner)
+    }
+}
+
+/// A snapshot of the database of `inner` ([`Db::snapshot`]).
+pub(crate) fn take(inner: &Arc<Inner>) -> Snapshot {
+    let _gate = inner.snapshot_gate.lock();
+    let mut s = inner.snapshots.lock();
+    // Read the sequence under the lock so a compaction that lists
+    // snapshots either sees this one or ran before it existed.
+    let seq = inner.last_seq.load(Ordering::Acquire);
+    *s.entry(seq).or_insert(0) += 1;
+    // Counted once listed: a compaction that read the count before
+    // this reads a list with this snapshot in it, or a changed count.
+    inner.snapshots_taken.fetch_add(1, Ordering::AcqRel);
+    Snapshot {
+        seq,
+        inner: Arc::downgrade(inner),
     }
 }

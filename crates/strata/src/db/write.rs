@@ -82,8 +82,10 @@ struct Slot {
     done: AtomicBool,
     result: Mutex<Result<()>>,
     /// A batch the leader handed back uncommitted, and the keyspace whose
-    /// stall it waits out before it queues again (see `commit_group`).
+    /// stall it waits out before it queues again (see `commit_group`);
+    /// `handed_back` says it is there (set before `done`).
     returned: Mutex<Option<(WriteBatch, u32)>>,
+    handed_back: AtomicBool,
     /// A wake-up not yet taken: a `wake` before the `sleep` makes the
     /// sleep return at once.
     token: Mutex<bool>,
@@ -126,6 +128,7 @@ fn new_slot() -> Arc<Slot> {
         done: AtomicBool::new(false),
         result: Mutex::new(Ok(())),
         returned: Mutex::new(None),
+        handed_back: AtomicBool::new(false),
         token: Mutex::new(false),
         cv: Condvar::new(),
     })
@@ -300,7 +303,11 @@ impl Inner {
         let mut spun = false;
         loop {
             if slot.is_done() {
-                let returned = slot.returned.lock().take();
+                let returned = if slot.handed_back.swap(false, Ordering::Acquire) {
+                    slot.returned.lock().take()
+                } else {
+                    None
+                };
                 return slot.take().map(|()| returned);
             }
             if !q.leader_active
@@ -390,6 +397,7 @@ impl Inner {
                 own_back = Some((p.batch, family));
             } else {
                 *p.slot.returned.lock() = Some((p.batch, family));
+                p.slot.handed_back.store(true, Ordering::Release);
                 p.slot.finish(Ok(()));
             }
         }
@@ -555,7 +563,12 @@ impl Inner {
         let is_default = fam.id == super::family::DEFAULT_ID;
         let wbs = fam.opts.write_buffer_size;
         let mem_of = |log: &super::LogState| log.mems.get(fam.index()).cloned().flatten();
-        let mem_size = |log: &super::LogState| mem_of(log).map_or(0, |m| m.approximate_size());
+        let mem_size = |log: &super::LogState| {
+            log.mems
+                .get(fam.index())
+                .and_then(Option::as_ref)
+                .map_or(0, |m| m.approximate_size())
+        };
         // The common cases without the state mutex, when the memtable has
         // room: nothing holds writes back (one mutex less per write
         // group), or only pacing does (see `Admission::paced`). The fast

@@ -580,6 +580,9 @@ impl KvStore for Kvell {
         if batch.has_merges() {
             return Err(Error::NotSupported("kvell has no merge operator".into()));
         }
+        if batch.max_keyspace() > 0 {
+            return Err(Error::NotSupported("kvell has no keyspaces".into()));
+        }
         let n = self.inner.workers.len();
         let mut per: Vec<Vec<Op>> = (0..n).map(|_| Vec::new()).collect();
         let mut count = 0u64;

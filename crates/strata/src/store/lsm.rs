@@ -9,7 +9,7 @@ use crate::options::WriteOptions;
 use crate::stats::StoreStats;
 
 /// Entries a [`KvStore::scan`] reserves room for before reading.
-const SCAN_RESERVE: usize = 256;
+pub(super) const SCAN_RESERVE: usize = 256;
 
 /// What the LSM engine promises (`merges`: with a merge operator, see
 /// `semantics`).
@@ -24,7 +24,7 @@ pub const LSM_SEMANTICS: Semantics = Semantics {
     synced: "a power loss: the WAL is fdatasynced before the write is acknowledged",
 };
 
-fn snapshot_of(snap: Option<&StoreSnapshot>) -> Result<Option<&Snapshot>> {
+pub(super) fn snapshot_of(snap: Option<&StoreSnapshot>) -> Result<Option<&Snapshot>> {
     snap.map(|s| {
         s.downcast::<Snapshot>()
             .ok_or_else(|| Error::InvalidArgument("a snapshot of another engine's store".into()))
@@ -113,6 +113,23 @@ impl KvStore for Db {
     }
     fn wait_for_compactions(&self) -> Result<()> {
         Db::wait_for_compactions(self)
+    }
+    fn keyspace(&self, name: &str, options: &str) -> Result<Box<dyn KvStore>> {
+        let ks = match Db::keyspace(self, name)? {
+            Some(ks) => ks,
+            None => Db::create_keyspace(self, name, options)?,
+        };
+        Ok(Box::new(ks))
+    }
+    fn drop_keyspace(&self, name: &str) -> Result<()> {
+        Db::drop_keyspace(self, name)
+    }
+    fn keyspace_names(&self) -> Result<Vec<String>> {
+        self.check_open()?;
+        Ok(Db::keyspace_names(self))
+    }
+    fn keyspace_id(&self) -> Result<u32> {
+        Ok(0)
     }
     fn stats(&self) -> StoreStats {
         StoreStats::from_lsm(Db::stats(self))

@@ -7,6 +7,7 @@
 //! not hidden: whether a batch is atomic, what `sync` means, whether a scan
 //! or a cursor reads one point in time, whether snapshots exist.
 
+mod keyspace;
 mod lsm;
 mod paged;
 mod range;
@@ -184,6 +185,30 @@ pub trait KvStore: Send + Sync {
             self.semantics().engine
         )))
     }
+    /// The store of keyspace `name` of the same database (`default`: the
+    /// database's own), made with `options` (`name=value` pairs of
+    /// `Options::KEYSPACE_OPTIONS`) if it has none: its reads and writes
+    /// go to that keyspace; snapshots, `flush` of the whole, checkpoints
+    /// and statistics stay the database's. `NotSupported` where the engine
+    /// has no keyspaces (KVell).
+    fn keyspace(&self, name: &str, options: &str) -> Result<Box<dyn KvStore>> {
+        let _ = (name, options);
+        Err(no_keyspaces(self.semantics().engine))
+    }
+    /// Drops keyspace `name` of the database ([`Db::drop_keyspace`](crate::Db::drop_keyspace)).
+    fn drop_keyspace(&self, name: &str) -> Result<()> {
+        let _ = name;
+        Err(no_keyspaces(self.semantics().engine))
+    }
+    /// The names of the database's keyspaces, `default` first.
+    fn keyspace_names(&self) -> Result<Vec<String>> {
+        Err(no_keyspaces(self.semantics().engine))
+    }
+    /// The id batch entries of this store's keyspace carry (0: `default`),
+    /// for `WriteBatch::put_in` and the like across keyspaces.
+    fn keyspace_id(&self) -> Result<u32> {
+        Err(no_keyspaces(self.semantics().engine))
+    }
     /// Waits until the engine's background work (flushes of full memtables,
     /// compactions) is done; the active memtable stays as it is.
     fn wait_for_compactions(&self) -> Result<()>;
@@ -197,6 +222,10 @@ pub trait KvStore: Send + Sync {
     /// Stops background work and makes acknowledged writes durable; later
     /// calls fail with `Closed`.
     fn close(&self) -> Result<()>;
+}
+
+fn no_keyspaces(engine: &str) -> Error {
+    Error::NotSupported(format!("the {engine} engine has no keyspaces"))
 }
 
 fn no_snapshots(engine: &str) -> Error {
