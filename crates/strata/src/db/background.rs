@@ -41,7 +41,9 @@ pub(crate) fn run(inner: &Inner) {
                 .filter_map(|f| {
                     let t = st.tree(f);
                     let oldest = t.imm.first().filter(|_| !t.flushing)?;
-                    Some((oldest.log_number(), f))
+                    let log = oldest.log_number();
+                    // A capture's cut holds back newer memtables.
+                    (log <= st.flush_cut.unwrap_or(u64::MAX)).then_some((log, f))
                 })
                 .min_by_key(|(log, _)| *log)
                 .map(|(_, f)| Arc::clone(f));

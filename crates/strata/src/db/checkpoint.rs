@@ -110,29 +110,64 @@ impl Capture {
 }
 
 impl Db {
-    /// Flushes every keyspace's memtable, then takes the current versions
-    /// and the counters that go with them (`install` changes both under
-    /// the state mutex). A write to one keyspace after its flush and
-    /// before another's is in neither copy: each keyspace's part holds a
-    /// prefix of the history, and every write acknowledged before the
-    /// call is there.
+    /// Flushes the memtables, then takes the current versions and the
+    /// counters that go with them (`install` changes both under the state
+    /// mutex). With several keyspaces the flush is one cut of all of them
+    /// (`Inner::switch_all`): every keyspace's memtables up to one instant
+    /// are flushed and none after it, so a batch across keyspaces is in
+    /// the copy whole or not at all.
     pub(super) fn capture(&self) -> Result<Capture> {
-        for fam in self.inner.live_families() {
-            match self.inner.flush_family(&fam) {
-                // Dropped meanwhile: not in the copy.
-                Err(_) if fam.is_dropped() => {}
-                r => r?,
+        let inner = &self.inner;
+        if !inner.keyspaces_beside_default() {
+            self.flush()?;
+            let st = inner.state.lock();
+            st.check_usable()?;
+            return Ok(Capture::of(&st));
+        }
+        // One capture at a time, and no keyspace made or dropped meanwhile.
+        let _one = inner.keyspace_ops.lock();
+        /// Lifts the cut however the capture ends.
+        struct Lift<'a>(&'a super::Inner);
+        impl Drop for Lift<'_> {
+            fn drop(&mut self) {
+                self.0.state.lock().flush_cut = None;
+                self.0.bg_cv.notify_all();
             }
         }
-        let st = self.inner.state.lock();
-        st.check_usable()?;
+        let _lift = Lift(inner);
+        inner.submit(
+            crate::batch::WriteBatch::new(),
+            false,
+            Some(super::write::SWITCH_ALL),
+        )?;
+        let mut st = inner.state.lock();
+        loop {
+            st.check_usable()?;
+            let cut = st.flush_cut.unwrap_or(0);
+            let flushed = st
+                .live_trees()
+                .all(|t| t.imm.first().is_none_or(|m| m.log_number() > cut));
+            if flushed {
+                return Ok(Capture::of(&st));
+            }
+            inner.bg_cv.notify_all();
+            inner
+                .done_cv
+                .wait_for(&mut st, std::time::Duration::from_millis(50));
+        }
+    }
+}
+
+impl Capture {
+    /// The current versions of `st` and the manifest record that opens them.
+    fn of(st: &super::State) -> Capture {
         let (number, record) = st.versions.checkpoint_record();
-        Ok(Capture {
+        Capture {
             number,
             record,
             last_sequence: st.versions.last_sequence,
             row_dir: st.versions.l0_dir().to_path_buf(),
             versions: st.versions.all_current(),
-        })
+        }
     }
 }

@@ -208,7 +208,10 @@ fn run_plan<'a>(
             );
         }
         Err(e) => {
-            inner.set_bg_error(&mut st, e);
+            // A keyspace dropped meanwhile leaves; its edit is refused.
+            if !fam.is_dropped() {
+                inner.set_bg_error(&mut st, e);
+            }
             MutexGuard::unlocked(&mut st, || drop(version));
             st.tree_mut(fam).in_flight.finish(ticket);
         }
@@ -411,9 +414,15 @@ impl Inner {
                 || st.tree(fam).in_flight.touches_level(level + 1)
             {
                 st.check_usable()?;
+                if fam.is_dropped() {
+                    return Err(super::keyspace::dropped(fam));
+                }
                 inner.done_cv.wait_for(&mut st, Duration::from_millis(50));
             }
             st.check_usable()?;
+            if fam.is_dropped() {
+                return Err(super::keyspace::dropped(fam));
+            }
             if level == 0 {
                 // All of level 0 (its pieces overlap), until it is empty.
                 drop(st);
@@ -425,9 +434,15 @@ impl Inner {
                         || st.tree(fam).in_flight.touches_level(1)
                     {
                         st.check_usable()?;
+                        if fam.is_dropped() {
+                            return Err(super::keyspace::dropped(fam));
+                        }
                         inner.done_cv.wait_for(&mut st, Duration::from_millis(50));
                     }
                     st.check_usable()?;
+                    if fam.is_dropped() {
+                        return Err(super::keyspace::dropped(fam));
+                    }
                     let version = st.versions.current(fam.id);
                     let Some(plan) = picker::l0::pick_all(&version, &fam.opts, &*fam.designs.l0)
                     else {
@@ -460,9 +475,15 @@ impl Inner {
                 let mut st = inner.state.lock();
                 while st.tree(fam).in_flight.touches_level(last) {
                     st.check_usable()?;
+                    if fam.is_dropped() {
+                        return Err(super::keyspace::dropped(fam));
+                    }
                     inner.done_cv.wait_for(&mut st, Duration::from_millis(50));
                 }
                 st.check_usable()?;
+                if fam.is_dropped() {
+                    return Err(super::keyspace::dropped(fam));
+                }
                 let version = st.versions.current(fam.id);
                 // A compaction (this call's or a background one) may have
                 // replaced the table.
@@ -478,6 +499,9 @@ impl Inner {
         loop {
             let st = inner.state.lock();
             st.check_usable()?;
+            if fam.is_dropped() {
+                return Err(super::keyspace::dropped(fam));
+            }
             let version = st.versions.current(fam.id);
             let pointers = st.compact_pointers(fam, fam.opts.num_levels);
             let stale = std::collections::HashMap::new();

@@ -66,7 +66,11 @@ fn flush_one_unguarded<'a>(
     let version = st.versions.current(fam.id);
     let snapshots = inner.snapshot_list();
     let started = Instant::now();
-    inner.admission.pacer.lock().flush_started(started);
+    // The pacer follows `default`'s flushes (its writers are the paced ones).
+    let paced = fam.id == super::family::DEFAULT_ID;
+    if paced {
+        inner.admission.pacer.lock().flush_started(started);
+    }
     let written = MutexGuard::unlocked(&mut st, || {
         let written = write_l0(inner, fam, &mem, &version, snapshots)?;
         // With other keyspaces, the logs this memtable was written to hold
@@ -75,6 +79,7 @@ fn flush_one_unguarded<'a>(
         // keyspace's later writes and lose another's earlier ones.
         if inner.keyspaces_beside_default() {
             inner.logs.sync_retired(&inner.stats)?;
+            inner.opts.fs.sync_dir(&inner.dir)?;
         }
         Ok(written)
     });
@@ -102,6 +107,28 @@ fn flush_one_unguarded<'a>(
             let tree = st.tree(fam);
             let next_log = tree.imm.get(1).unwrap_or(&tree.mem).log_number();
             edit.log_number = Some(next_log);
+            // Keyspaces with nothing unflushed move their log numbers up to
+            // the active log (their next write goes there or later): a
+            // keyspace nobody writes keeps no log.
+            let active = st.active_log();
+            for other in inner.live_families() {
+                let t = st.tree(&other);
+                let idle = other.id != fam.id
+                    && t.imm.is_empty()
+                    && !t.flushing
+                    && t.mem.is_empty()
+                    && st
+                        .versions
+                        .tree(other.id)
+                        .is_some_and(|v| v.log_number < active);
+                if idle {
+                    edit.others.push(Edit {
+                        family: other.id,
+                        log_number: Some(active),
+                        ..Edit::default()
+                    });
+                }
+            }
             // The newest sequence the tables hold, not the newest handed
             // out: recovery checks that the logs it replays continue the
             // history from here without a hole. Writes after this memtable
@@ -109,7 +136,29 @@ fn flush_one_unguarded<'a>(
             // while a still newer log survives; a last sequence covering
             // them would hide that hole (a later write recovered, an
             // earlier one lost).
-            edit.last_sequence = Some(mem.max_seq());
+            //
+            // The logs below the smallest log number after this edit go;
+            // records of them no table holds (a dropped keyspace's) would
+            // leave a hole before the first log a replay reads: the last
+            // sequence covers them too (their newest, `Logs::sealed_below`),
+            // never a record of a log that stays.
+            let after = |id: u32, log: u64| {
+                if id == fam.id {
+                    next_log
+                } else if edit.others.iter().any(|o| o.family == id) {
+                    active
+                } else {
+                    log
+                }
+            };
+            let oldest = st
+                .versions
+                .families()
+                .iter()
+                .map(|r| after(r.id, r.log_number))
+                .min()
+                .unwrap_or(next_log);
+            edit.last_sequence = Some(mem.max_seq().max(inner.logs.sealed_below(oldest)));
             let (relocked, applied) = inner.log_and_apply(fam, st, &mut edit);
             st = relocked;
             // The new tables are in the version now, and busy until the
@@ -142,11 +191,13 @@ fn flush_one_unguarded<'a>(
     st.tree_mut(fam).flushing = false;
     match result {
         Ok((bytes, edit, keys)) => {
-            inner.admission.pacer.lock().flush_finished(
-                Instant::now(),
-                mem.approximate_size() as u64,
-                started.elapsed(),
-            );
+            if paced {
+                inner.admission.pacer.lock().flush_finished(
+                    Instant::now(),
+                    mem.approximate_size() as u64,
+                    started.elapsed(),
+                );
+            }
             let flushed = st.tree_mut(fam).imm.remove(0);
             let old_sv = inner.install_super_version(fam, &mut st);
             // Listeners run without the state lock and see the new version.
@@ -191,12 +242,17 @@ fn flush_one_unguarded<'a>(
             });
         }
         Err(e) => {
-            inner
-                .admission
-                .pacer
-                .lock()
-                .flush_finished(Instant::now(), 0, Duration::ZERO);
-            inner.set_bg_error(&mut st, e);
+            if paced {
+                inner
+                    .admission
+                    .pacer
+                    .lock()
+                    .flush_finished(Instant::now(), 0, Duration::ZERO);
+            }
+            // A keyspace dropped meanwhile leaves; its edit is refused.
+            if !fam.is_dropped() {
+                inner.set_bg_error(&mut st, e);
+            }
             // As above: the starting version may hold replaced tables last.
             MutexGuard::unlocked(&mut st, || drop((mem, version)));
         }

@@ -340,9 +340,14 @@ impl Inner {
             log_number: Some(first_log),
             ..Edit::default()
         };
-        let (st, applied) = inner.log_and_apply(&fam, st, &mut edit);
+        let (mut st, applied) = inner.log_and_apply(&fam, st, &mut edit);
+        if let Err(e) = applied {
+            // The manifest may be one `CURRENT` no longer names (a new one
+            // is started here): nothing more may be written to it.
+            inner.set_bg_error(&mut st, e.clone());
+            return Err(e);
+        }
         drop(st);
-        applied?;
         let mut log = inner.logs.active.lock();
         let at = fam.index();
         if log.mems.len() <= at {
@@ -391,29 +396,47 @@ impl Inner {
         // and the writes queued before this pass (the commit queue is in
         // order).
         fam.dropped.store(true, Ordering::Release);
-        inner.submit(WriteBatch::new(), false, None)?;
+        let undo = |e: Error| {
+            fam.dropped.store(false, Ordering::Release);
+            e
+        };
+        inner.submit(WriteBatch::new(), false, None).map_err(undo)?;
         let mut st = inner.state.lock();
         loop {
-            st.check_usable()?;
+            st.check_usable().map_err(undo)?;
             let t = st.tree(&fam);
             if !t.flushing && t.in_flight.is_empty() {
                 break;
             }
             inner.done_cv.wait_for(&mut st, Duration::from_millis(50));
         }
-        drop(st);
-        let mut log = inner.logs.active.lock();
-        let st = inner.state.lock();
+        // Its records in the logs below the others' smallest log number
+        // are in no table: the last sequence covers them (see `flush.rs`).
+        let oldest = st
+            .versions
+            .families()
+            .iter()
+            .filter(|r| r.id != fam.id)
+            .map(|r| r.log_number)
+            .min()
+            .unwrap_or(0);
         let mut edit = Edit {
-            family: fam.id,
             dropped: true,
+            last_sequence: Some(inner.logs.sealed_below(oldest)),
             ..Edit::default()
         };
         let (mut st, applied) = inner.log_and_apply(&fam, st, &mut edit);
         if let Err(e) = applied {
-            fam.dropped.store(false, Ordering::Release);
+            // As in `create_keyspace`: the manifest may be unnamed now.
+            inner.set_bg_error(&mut st, e.clone());
             return Err(e);
         }
+        drop(st);
+        // Its memtable leaves the leader's list (a write validated before
+        // the drop and queued after it may have reached it meanwhile: the
+        // replay of its log leaves out a dropped keyspace's entries).
+        let mut log = inner.logs.active.lock();
+        let mut st = inner.state.lock();
         if let Some(slot) = log.mems.get_mut(fam.index()) {
             *slot = None;
         }

@@ -6,6 +6,7 @@
 use crate::error::Result;
 use crate::memtable::MemTable;
 use crate::stats::Stats;
+use crate::types::SeqNo;
 use crate::wal;
 use parking_lot::Mutex;
 use std::sync::Arc;
@@ -31,6 +32,9 @@ pub(crate) struct Logs {
     /// flush drops them on its background thread (dropping a mapped log
     /// unmaps up to 64 MiB, which a synced write should not wait for).
     synced: Mutex<Vec<wal::Writer>>,
+    /// Each retired log's last sequence (the last one published when it
+    /// was retired: no record of it is newer), until its file goes.
+    sealed: Mutex<std::collections::BTreeMap<u64, SeqNo>>,
 }
 
 impl Logs {
@@ -40,13 +44,28 @@ impl Logs {
             active: Mutex::new(active),
             unsynced: Mutex::new(Vec::new()),
             synced: Mutex::new(Vec::new()),
+            sealed: Mutex::new(std::collections::BTreeMap::new()),
         }
     }
 
     /// Keeps `writer`, the log of a memtable just made immutable, until a
-    /// `sync` write syncs it or its flush drops it.
-    pub fn retire(&self, writer: wal::Writer) {
+    /// `sync` write syncs it or its flush drops it; `sealed`: the newest
+    /// sequence of its records.
+    pub fn retire(&self, writer: wal::Writer, sealed: SeqNo) {
+        self.sealed.lock().insert(writer.log_number(), sealed);
         self.unsynced.lock().push(writer);
+    }
+
+    /// The newest sequence of the retired logs numbered below `n` (0:
+    /// none): what the history holds before log `n`, the first a replay
+    /// reads once the older ones are deleted.
+    pub fn sealed_below(&self, n: u64) -> SeqNo {
+        self.sealed
+            .lock()
+            .range(..n)
+            .map(|(_, s)| *s)
+            .max()
+            .unwrap_or(0)
     }
 
     /// Syncs the logs of immutable memtables, oldest first (each sync
@@ -61,10 +80,16 @@ impl Logs {
         Ok(())
     }
 
+    /// How many logs are retired and not yet dropped by a flush.
+    pub fn retired_count(&self) -> usize {
+        self.unsynced.lock().len() + self.synced.lock().len()
+    }
+
     /// Takes the retired logs numbered below `keep_from` (their memtables
     /// are flushed), synced or not, for the caller to drop outside every
     /// lock.
     pub fn take_flushed(&self, keep_from: u64) -> Vec<wal::Writer> {
+        self.sealed.lock().retain(|&n, _| n >= keep_from);
         let mut gone = take_below(&self.unsynced, keep_from);
         gone.extend(take_below(&self.synced, keep_from));
         gone

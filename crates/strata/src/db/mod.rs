@@ -104,6 +104,10 @@ pub(crate) struct State {
     /// Background threads running a compaction: with more than one
     /// thread, one is always left free for flushes (`background.rs`).
     pub compacting_threads: usize,
+    /// While a capture (checkpoint, backup) gathers a consistent cut of
+    /// several keyspaces: only memtables at or below this log are flushed
+    /// (`Inner::switch_all`, `checkpoint.rs`).
+    pub flush_cut: Option<u64>,
 }
 
 impl State {
@@ -302,10 +306,13 @@ impl Db {
         }
         let flushed =
             if self.inner.opts.flush_on_close && self.inner.state.lock().bg_error.is_none() {
-                self.inner
-                    .live_families()
-                    .iter()
-                    .try_for_each(|f| self.inner.flush_family(f))
+                self.inner.live_families().iter().try_for_each(|f| {
+                    match self.inner.flush_family(f) {
+                        // Dropped meanwhile: nothing of it to keep.
+                        Err(_) if f.is_dropped() => Ok(()),
+                        r => r,
+                    }
+                })
             } else {
                 Ok(())
             };

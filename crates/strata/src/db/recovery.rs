@@ -106,17 +106,19 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
     }
     // Every keyspace the manifest records, `default` first, each with its
     // options and designs and what its replay gathers.
-    let mut replays: Vec<Option<Replay>> = (0..versions.next_family_id()).map(|_| None).collect();
-    for r in versions.families() {
+    let records = versions.families();
+    let slots = records.last().map_or(1, |r| r.id as usize + 1);
+    let mut replays: Vec<Option<Replay>> = (0..slots).map(|_| None).collect();
+    for r in records {
         let (fam_opts, fam_designs) = if r.id == 0 {
             (opts.clone(), None)
         } else {
             let mut o = opts.for_keyspace(&r.options).map_err(|e| {
-                Error::corruption(
-                    dir.join(CURRENT),
-                    0,
-                    format!("keyspace {:?} has options this build refuses: {e}", r.name),
-                )
+                Error::InvalidArgument(format!(
+                    "keyspace {:?}'s options ({:?}) do not fit the options the database is \
+                     opened with: {e}",
+                    r.name, r.options
+                ))
             })?;
             let d = super::Designs::resolve(&mut o);
             (o, Some(d))
@@ -414,6 +416,7 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
             shutting_down: false,
             spare_log: Default::default(),
             compacting_threads: 0,
+            flush_cut: None,
         }),
         bg_cv: Condvar::new(),
         done_cv: Condvar::new(),

@@ -22,6 +22,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Logs kept for flushes, per keyspace, past which the oldest memtable of
+/// another keyspace is switched (`Inner::switch_memtable`).
+const RETAINED_LOGS: usize = 4;
+
 /// Largest group a leader assembles.
 const MAX_GROUP_BYTES: usize = 1 << 20;
 /// How long a leader of a synced group waits for the writers of the last
@@ -158,6 +162,27 @@ pub(crate) struct Queue {
     /// The active leader's group syncs: waiting for it takes an
     /// `fdatasync`, too long to spin for.
     leader_syncs: bool,
+}
+
+/// The `force_switch` that switches every keyspace's memtable at one
+/// instant (a capture's cut, `Inner::switch_all`).
+pub(crate) const SWITCH_ALL: u32 = u32::MAX;
+
+/// The first keyspace `p` writes to (or switches) that has no memtable in
+/// `mems` (dropped), if any.
+fn missing_keyspace(p: &Pending, mems: &[Option<Arc<MemTable>>]) -> Option<u32> {
+    let gone = |id: u32| !matches!(mems.get(id as usize), Some(Some(_)));
+    if let Some(f) = p.force_switch.filter(|&f| gone(f)) {
+        return Some(f);
+    }
+    if p.batch.max_keyspace() == 0 {
+        return None;
+    }
+    p.batch
+        .iter()
+        .flatten()
+        .map(|e| e.keyspace)
+        .find(|&k| gone(k))
 }
 
 /// `p` writes to keyspace `family` (or switches its memtable).
@@ -375,7 +400,7 @@ impl Inner {
         // leave the group's writers asleep and `leader_active` set for ever:
         // it becomes the background error (the log may hold part of the
         // group, so nothing may follow it) and every member's answer.
-        let mut back = Vec::new();
+        let mut back: Vec<(Pending, Result<u32>)> = Vec::new();
         let result = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             self.commit_group(&mut group, &mut back)
         })) {
@@ -390,15 +415,19 @@ impl Inner {
         };
 
         // Members handed back take their batch back (the leader keeps its
-        // own); the others get the group's result.
-        let mut own_back = None;
+        // own), or their own error; the others get the group's result.
+        let mut own_back = Ok(None);
         for (p, family) in back {
-            if Arc::ptr_eq(&p.slot, &slot) {
-                own_back = Some((p.batch, family));
-            } else {
-                *p.slot.returned.lock() = Some((p.batch, family));
-                p.slot.handed_back.store(true, Ordering::Release);
-                p.slot.finish(Ok(()));
+            let mine = Arc::ptr_eq(&p.slot, &slot);
+            match family {
+                Ok(family) if mine => own_back = Ok(Some((p.batch, family))),
+                Err(e) if mine => own_back = Err(e),
+                Ok(family) => {
+                    *p.slot.returned.lock() = Some((p.batch, family));
+                    p.slot.handed_back.store(true, Ordering::Release);
+                    p.slot.finish(Ok(()));
+                }
+                Err(e) => p.slot.finish(Err(e)),
             }
         }
         for p in group.iter().filter(|p| !Arc::ptr_eq(&p.slot, &slot)) {
@@ -416,21 +445,52 @@ impl Inner {
         if let Some(wake) = next {
             wake.wake();
         }
-        result.map(|()| own_back)
+        result.and(own_back)
     }
 
     /// Commits `group`: room in every keyspace it writes to, one WAL
     /// record, the memtables, the new last sequence. Members that write to
     /// a keyspace that is stalled (while the database has more than one)
     /// move to `back` with that keyspace's id, uncommitted, so that the
-    /// stall holds back only them.
-    fn commit_group(&self, group: &mut Vec<Pending>, back: &mut Vec<(Pending, u32)>) -> Result<()> {
+    /// stall holds back only them; members that write to a keyspace no
+    /// longer there move to `back` with their error.
+    fn commit_group(
+        &self,
+        group: &mut Vec<Pending>,
+        back: &mut Vec<(Pending, Result<u32>)>,
+    ) -> Result<()> {
         let mut log = self.logs.active.lock();
+        if group.iter().any(|p| p.force_switch == Some(SWITCH_ALL)) {
+            // A capture's cut (`checkpoint.rs`): the members before it in
+            // the group commit after it.
+            self.switch_all(&mut log)?;
+            for p in group.iter_mut() {
+                p.force_switch = None;
+            }
+        }
+        if group
+            .iter()
+            .any(|p| p.batch.max_keyspace() > 0 || p.force_switch.unwrap_or(0) > 0)
+        {
+            let (keep, gone): (Vec<Pending>, Vec<Pending>) = std::mem::take(group)
+                .into_iter()
+                .partition(|p| missing_keyspace(p, &log.mems).is_none());
+            *group = keep;
+            for p in gone {
+                let id = missing_keyspace(&p, &log.mems).unwrap_or(0);
+                let e = Error::InvalidArgument(format!("keyspace id {id} was dropped"));
+                back.push((p, Err(e)));
+            }
+        }
         let sync = loop {
             if group.is_empty() {
                 return Ok(());
             }
             let force_switch = group.iter().find_map(|p| p.force_switch);
+            if force_switch.is_none() && group.iter().all(|p| p.batch.is_empty()) {
+                // Nothing to write (a barrier): no room to make.
+                break false;
+            }
             let sync = group.iter().any(|p| p.sync);
             let bytes = group.iter().map(|p| p.batch.approximate_size()).sum();
             let stalled = if group.iter().all(|p| p.batch.max_keyspace() == 0)
@@ -448,7 +508,12 @@ impl Inner {
                 .into_iter()
                 .partition(|p| !writes_to(p, family));
             *group = keep;
-            back.extend(give.into_iter().map(|p| (p, family)));
+            if give.is_empty() {
+                // Not reached (the stalled keyspace is one the group writes
+                // to); never loop on it.
+                break group.iter().any(|p| p.sync);
+            }
+            back.extend(give.into_iter().map(|p| (p, Ok(family))));
         };
 
         let (first, rest) = match group.as_mut_slice().split_first_mut() {
@@ -675,12 +740,43 @@ impl Inner {
             }
         }
         for id in touched {
-            let fam = self.live_family(id)?;
+            // Present while its memtable is (`commit_group` took out the
+            // members of keyspaces that are gone), dropping or not.
+            let Some(fam) = self.families.read().get(id as usize).cloned().flatten() else {
+                continue;
+            };
             if let Some(stalled) = self.make_room(&fam, log, force_switch == Some(id), bytes)? {
                 return Ok(Some(stalled));
             }
         }
         Ok(None)
+    }
+
+    /// Switches the memtable of every live keyspace, empty ones too, in
+    /// this leader's turn, and sets the state's flush cut at the log
+    /// before the switches: every write before this instant is in a
+    /// memtable at or below the cut, every later one above it. A keyspace
+    /// whose memtable slots are full is waited for (its flush is not held
+    /// back: the cut is set after the switches).
+    fn switch_all(&self, log: &mut super::LogState) -> Result<()> {
+        let cut = log.writer.log_number();
+        for fam in self.live_families() {
+            if fam.is_dropped() {
+                continue;
+            }
+            let mut st = self.state.lock();
+            loop {
+                st.check_usable()?;
+                if !st.tree(&fam).slots_full(&fam.opts) {
+                    break;
+                }
+                self.bg_cv.notify_all();
+                self.done_cv.wait_for(&mut st, Duration::from_millis(100));
+            }
+            self.switch_one(&fam, &mut st, log)?;
+        }
+        self.state.lock().flush_cut = Some(cut);
+        Ok(())
     }
 
     /// The database has a live keyspace besides `default` (a stall then
@@ -721,7 +817,7 @@ impl Inner {
 
     /// Starts a new WAL and a new memtable of `fam`; its old memtable
     /// becomes immutable.
-    fn switch_memtable(
+    fn switch_one(
         &self,
         fam: &super::Family,
         st: &mut parking_lot::MutexGuard<'_, State>,
@@ -772,7 +868,10 @@ impl Inner {
         let old = std::mem::replace(slot, mem.clone());
         let old_writer = std::mem::replace(&mut log.writer, writer);
         log.dir_unsynced = true;
-        self.logs.retire(old_writer);
+        // Every record of the old log is published (a switch runs before
+        // the leader's append).
+        self.logs
+            .retire(old_writer, self.last_seq.load(Ordering::Acquire));
         let tree = st.tree_mut(fam);
         tree.mem = mem;
         tree.imm.push(old);
@@ -781,6 +880,40 @@ impl Inner {
         drop(self.install_super_version(fam, st));
         self.bg_cv.notify_all();
         Ok(())
+    }
+
+    /// [`switch_one`](Self::switch_one), then, while the logs kept for
+    /// flushes pass [`RETAINED_LOGS`] per keyspace, the switch of the
+    /// keyspace whose memtable is the oldest (a keyspace written rarely
+    /// would otherwise keep every later log: RocksDB's
+    /// `max_total_wal_size`). One with an empty memtable needs no switch:
+    /// the next flush moves its log number (`flush.rs`).
+    fn switch_memtable(
+        &self,
+        fam: &super::Family,
+        st: &mut parking_lot::MutexGuard<'_, State>,
+        log: &mut super::LogState,
+    ) -> Result<()> {
+        self.switch_one(fam, st, log)?;
+        let fams = self.live_families();
+        if fams.len() < 2 || self.logs.retired_count() <= RETAINED_LOGS * fams.len() {
+            return Ok(());
+        }
+        let oldest = fams
+            .iter()
+            .filter(|f| f.id != fam.id && !f.is_dropped())
+            .filter(|f| {
+                let t = st.tree(f);
+                !t.mem.is_empty() && !t.slots_full(&f.opts)
+            })
+            .min_by_key(|f| st.tree(f).mem.log_number());
+        match oldest {
+            Some(f) if st.tree(f).mem.log_number() < log.writer.log_number() => {
+                Stats::add(&self.stats.wal_forced_switches, 1);
+                self.switch_one(f, st, log)
+            }
+            _ => Ok(()),
+        }
     }
 }
 

@@ -87,6 +87,9 @@ counters! {
         /// Logs a background thread failed to make ahead (the switch then
         /// made its own, reporting any failure).
         wal_spare_failures,
+        /// Memtables of a keyspace switched because the logs kept for
+        /// flushes passed their bound (a keyspace written rarely).
+        wal_forced_switches,
         /// What the open's log replay left out: 1 when it stopped early (a
         /// torn tail, damage, or a gap in the history; `Db::recovery_report`
         /// says where and why), the logs after that one it did not replay, and

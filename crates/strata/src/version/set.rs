@@ -41,6 +41,9 @@ pub struct VersionSet {
     /// keyspace has (never made, or dropped). Id 0, `default`, is always
     /// there.
     trees: Vec<Option<TreeSet>>,
+    /// One past every keyspace id the manifest recorded or this process
+    /// made: the next keyspace's id.
+    next_family: u32,
     /// An empty version: what [`current`](Self::current) gives for an id
     /// without a tree.
     empty: Arc<Version>,
@@ -102,6 +105,7 @@ impl VersionSet {
             tables: Arc::new(TableCache::new(dir, opts, cache)),
             num_levels: opts.num_levels,
             trees: vec![Some(default)],
+            next_family: 1,
             empty: Arc::new(Version::new(opts.num_levels)),
             manifest: None,
             manifest_number: 0,
@@ -161,7 +165,7 @@ impl VersionSet {
     /// has seen in this process or recorded (dropped ids are not reused
     /// while their files may be on disk).
     pub fn next_family_id(&self) -> u32 {
-        self.trees.len() as u32
+        self.next_family
     }
 
     /// The oldest WAL any keyspace still needs: logs below it hold no
@@ -313,7 +317,11 @@ impl VersionSet {
                 ));
             }
         }
-        self.trees = vec![None; next_family as usize];
+        self.next_family = next_family;
+        // Sized by the live ids, not by every id seen (a damaged manifest
+        // naming id 2^20 costs nothing).
+        let slots = trees.keys().next_back().map_or(1, |&id| id as usize + 1);
+        self.trees = vec![None; slots];
         for (id, t) in trees {
             let tree = t.open(self, &manifest_path)?;
             if let Some(slot) = self.trees.get_mut(id as usize) {
@@ -321,7 +329,7 @@ impl VersionSet {
             }
         }
         self.fit_tables();
-        if self.trees.len() > 1 {
+        if self.trees.iter().flatten().count() > 1 {
             self.manifest_format = 2;
         }
         // A fresh manifest on every open keeps its size bounded and drops a torn tail.
@@ -381,6 +389,16 @@ impl VersionSet {
             .max(self.last_sequence);
         edit.last_sequence = Some(last_sequence);
         edit.next_file_number = Some(self.next_file_number);
+        // A log number of a keyspace dropped since the edit was built means
+        // nothing: left out, not refused.
+        edit.others.retain(|o| {
+            let log_only = Edit {
+                family: o.family,
+                log_number: o.log_number,
+                ..Edit::default()
+            } == *o;
+            !log_only || self.tree(o.family).is_some()
+        });
         let mut parts = vec![self.prepare_tree(edit, &opened, with_rows)?];
         for other in &mut edit.others {
             if parts.iter().any(|p| p.family == other.family) {
@@ -391,7 +409,8 @@ impl VersionSet {
             }
             parts.push(self.prepare_tree(other, &opened, None)?);
         }
-        let needs_format = if self.trees.len() > 1 || parts.iter().any(|p| p.family != 0) {
+        let live = self.trees.iter().flatten().count();
+        let needs_format = if live > 1 || parts.iter().any(|p| p.family != 0) {
             2
         } else {
             1
@@ -444,7 +463,7 @@ impl VersionSet {
                     "keyspace {family} is made while it exists"
                 )))
             }
-            (Some((name, options)), None) if family as usize >= self.trees.len() => {
+            (Some((name, options)), None) if family >= self.next_family => {
                 self.new_tree(name, options)?
             }
             (Some(_), None) => {
@@ -588,6 +607,7 @@ impl VersionSet {
             if self.trees.len() <= at {
                 self.trees.resize(at + 1, None);
             }
+            self.next_family = self.next_family.max(part.family.saturating_add(1));
             main.get_or_insert_with(|| {
                 part.tree
                     .as_ref()
@@ -729,7 +749,11 @@ impl Recovered {
     /// Opens the tree's tables and rows (each checked) into a version.
     fn open(self, set: &VersionSet, manifest_path: &Path) -> Result<TreeSet> {
         let mut tree = set.new_tree(&self.name, &self.options).map_err(|e| {
-            Error::corruption(manifest_path, 0, format!("keyspace {:?}: {e}", self.name))
+            Error::InvalidArgument(format!(
+                "keyspace {:?}'s options ({:?}) do not fit the options the database is \
+                 opened with: {e}",
+                self.name, self.options
+            ))
         })?;
         let mut v = Version::new(set.num_levels);
         for (level, descs) in self.files.into_iter().enumerate() {
