@@ -620,6 +620,12 @@ fn an_old_database_takes_keyspaces() {
     assert_eq!(ks.get("k").expect("get"), Some(b"v".to_vec()));
     let after: Vec<_> = db.scan::<&[u8], _>(..).expect("scan").collect();
     assert_eq!(before.len(), after.len());
+    // The offline check reads a manifest with keyspaces.
+    ks.flush().expect("flush");
+    drop(ks);
+    db.close().expect("close");
+    let report = strata::verify::verify_dir(dir.path(), &Options::default()).expect("verify");
+    assert!(report.is_ok(), "{report:?}");
 }
 
 fn wal_count(dir: &Path) -> usize {

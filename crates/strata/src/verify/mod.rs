@@ -235,8 +235,9 @@ fn verify_manifest(
     live: Option<(&mut Sizes, &mut Sizes)>,
 ) -> Checked {
     let mut n = 0u64;
-    let mut tables: BTreeMap<u64, (usize, u64)> = BTreeMap::new();
-    let mut rows: BTreeMap<u64, u64> = BTreeMap::new();
+    // id → (keyspace, level, size), and id → (keyspace, size).
+    let mut tables: BTreeMap<u64, (u32, usize, u64)> = BTreeMap::new();
+    let mut rows: BTreeMap<u64, (u32, u64)> = BTreeMap::new();
     let mut run = || -> Result<()> {
         let file = fs.open_sequential(path)?;
         let mut reader =
@@ -248,26 +249,35 @@ fn verify_manifest(
         while let Some(rec) = reader.read_record()? {
             let at = reader.last_good_offset();
             let edit = Edit::decode(&rec).map_err(|e| e.in_file(path, at))?;
-            for (level, id) in &edit.deleted {
-                if tables.get(id).is_some_and(|(l, _)| l == level) {
-                    tables.remove(id);
+            // Each keyspace's part of the record (FORMAT §6, tag 18).
+            for part in edit.parts() {
+                let ks = part.family;
+                if part.dropped {
+                    tables.retain(|_, (k, _, _)| *k != ks);
+                    rows.retain(|_, (k, _)| *k != ks);
+                    continue;
                 }
-            }
-            for (level, d) in &edit.added {
-                if *level >= num_levels {
-                    return Err(Error::corruption(
-                        path,
-                        at,
-                        format!("level {level} beyond num_levels {num_levels}"),
-                    ));
+                for (level, id) in &part.deleted {
+                    if tables.get(id).is_some_and(|(_, l, _)| l == level) {
+                        tables.remove(id);
+                    }
                 }
-                tables.insert(d.id, (*level, d.size));
-            }
-            for d in &edit.rows_added {
-                rows.insert(d.id, d.size);
-            }
-            for id in &edit.rows_deleted {
-                rows.remove(id);
+                for (level, d) in &part.added {
+                    if *level >= num_levels {
+                        return Err(Error::corruption(
+                            path,
+                            at,
+                            format!("level {level} beyond num_levels {num_levels}"),
+                        ));
+                    }
+                    tables.insert(d.id, (ks, *level, d.size));
+                }
+                for d in &part.rows_added {
+                    rows.insert(d.id, (ks, d.size));
+                }
+                for id in &part.rows_deleted {
+                    rows.remove(id);
+                }
             }
             n += 1;
         }
@@ -275,8 +285,8 @@ fn verify_manifest(
     };
     let result = run();
     if let Some((live, live_rows)) = live {
-        live.extend(tables.iter().map(|(id, (_, size))| (*id, *size)));
-        live_rows.extend(rows);
+        live.extend(tables.iter().map(|(id, (_, _, size))| (*id, *size)));
+        live_rows.extend(rows.iter().map(|(id, (_, size))| (*id, *size)));
     }
     result.map(|()| n).map_err(|e| (n, e))
 }
