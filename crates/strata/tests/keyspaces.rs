@@ -801,3 +801,51 @@ fn a_drop_leaves_no_hole_in_the_history() {
         db.close().expect("close");
     }
 }
+
+/// A keyspace's own time to live: its versions expire, the database's
+/// (no ttl) stay, across flushes, compactions and a reopen; its write
+/// times are recorded in its own part of the manifest.
+#[test]
+fn a_keyspace_has_its_own_time_to_live() {
+    let clock = Arc::new(strata::clock::ManualClock::new(1_700_000_000_000));
+    let fs = Arc::new(MemFs::new());
+    let opts = || {
+        let mut o = tiny_with("").fs(fs.clone());
+        o.clock = clock.clone();
+        o
+    };
+    let db = Db::open(DIR, opts()).expect("open");
+    let session = db
+        .create_keyspace("session", "ttl_secs=60")
+        .expect("create");
+    for i in 0..300u32 {
+        session.put(key(i), b"s").expect("put");
+        db.put(key(i), b"d").expect("put");
+    }
+    session.flush().expect("flush");
+    clock.advance(30_000);
+    session.put("late", "s").expect("put");
+    clock.advance(31_000);
+    // The first writes are 61 s old, the late one 31 s.
+    assert_eq!(session.get(key(7)).expect("get"), None);
+    assert_eq!(session.get("late").expect("get"), Some(b"s".to_vec()));
+    assert_eq!(db.get(key(7)).expect("get"), Some(b"d".to_vec()));
+    session.compact_range::<&[u8], _>(..).expect("compact");
+    assert_eq!(contents(&session, None).len(), 1);
+    drop(session);
+    db.close().expect("close");
+    let db = Db::open(DIR, opts()).expect("reopen");
+    let session = db.keyspace("session").expect("lookup").expect("there");
+    assert_eq!(session.options().ttl_secs, 60);
+    assert_eq!(session.get(key(7)).expect("get"), None);
+    assert_eq!(session.get("late").expect("get"), Some(b"s".to_vec()));
+    clock.advance(30_000);
+    assert_eq!(
+        session.get("late").expect("get"),
+        None,
+        "expired after the reopen"
+    );
+    assert_eq!(db.get(key(299)).expect("get"), Some(b"d".to_vec()));
+    drop(session);
+    db.close().expect("close");
+}

@@ -34,7 +34,7 @@ pub(super) fn pick(inner: &Inner, fam: &Family, st: &State, in_flight: &InFlight
         pointers: &pointers,
         stale: &stale,
         horizon: inner.horizon(),
-        expired_to: inner.expired_to(),
+        expired_to: fam.expired_to(),
     };
     picker::l0::pick(&env, &*fam.designs.l0, &*fam.designs.picker)
 }

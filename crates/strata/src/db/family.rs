@@ -37,13 +37,23 @@ pub(crate) struct Family {
     /// Set by `Db::drop_keyspace` before anything else: writes to it fail,
     /// and no flush or compaction of it starts.
     pub dropped: AtomicBool,
+    /// Which of its versions have expired (its `ttl_secs` > 0).
+    pub expiry: Option<super::ttl::Expiry>,
 }
 
 impl Family {
     /// The family `id` named `name`, with tree options `opts`, the
     /// designs they select and `sv` as its first super-version.
-    pub fn new(id: u32, name: &str, opts: Options, designs: Designs, sv: SuperVersion) -> Self {
+    pub fn new(
+        id: u32,
+        name: &str,
+        opts: Options,
+        designs: Designs,
+        expiry: Option<super::ttl::Expiry>,
+        sv: SuperVersion,
+    ) -> Self {
         Family {
+            expiry,
             id,
             name: name.to_string(),
             table_opts: TableOptions::from(&opts),
@@ -52,6 +62,11 @@ impl Family {
             super_version: ArcSwap::from_pointee(sv),
             dropped: AtomicBool::new(false),
         }
+    }
+
+    /// The newest sequence that has expired in it (`ttl_secs`); 0: none.
+    pub fn expired_to(&self) -> crate::types::SeqNo {
+        self.expiry.as_ref().map_or(0, super::ttl::Expiry::horizon)
     }
 
     /// `Db::drop_keyspace` began to drop it.

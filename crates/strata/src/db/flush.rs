@@ -99,7 +99,7 @@ fn flush_one_unguarded<'a>(
             let mut edit = Edit::default();
             fam.designs.l0.record(&written, &mut edit);
             edit.range_dels_added = mem.range_dels();
-            edit.write_times = inner.expiry.as_ref().map(|e| e.times());
+            edit.write_times = fam.expiry.as_ref().map(|e| e.times());
             let Written { keys, seqs, .. } = written;
             // WALs older than the next memtable's are no longer needed. (Only
             // a flush removes memtables, and one runs at a time: `imm[1]` stays

@@ -324,11 +324,21 @@ impl Inner {
             &inner.opts,
             &inner.chunks,
         ));
+        // Its time to live: it holds no version yet.
+        let expiry = (opts.ttl_secs > 0).then(|| {
+            super::ttl::Expiry::new(
+                opts.ttl_secs,
+                opts.clock.clone(),
+                Vec::new(),
+                inner.last_seq.load(Ordering::Acquire),
+            )
+        });
         let fam = Arc::new(Family::new(
             id,
             name,
             opts,
             designs,
+            expiry,
             SuperVersion {
                 mem: mem.clone(),
                 imm: Vec::new(),

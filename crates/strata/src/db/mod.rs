@@ -191,8 +191,6 @@ pub(crate) struct Inner {
     /// Snapshots taken so far (raised under `snapshot_gate`; read without
     /// it when a compaction begins).
     pub snapshots_taken: AtomicU64,
-    /// Which versions have expired (`ttl_secs` > 0).
-    pub expiry: Option<ttl::Expiry>,
     /// Held for a whole version edit (`Inner::log_and_apply`): one edit at a
     /// time goes to the manifest, while the state mutex is free for writers.
     /// Lock order: `apply` before `state`.
@@ -342,19 +340,32 @@ impl Db {
         // removed (`TableCache::release` hands both to a purger thread)
         // before close returns: nothing changes the directory after it.
         self.inner.tables.purged();
-        // The write times of what stays in the logs (`ttl_secs`).
-        let timed = match &self.inner.expiry {
-            Some(e) if self.inner.state.lock().bg_error.is_none() => {
-                let mut edit = crate::version::Edit {
-                    write_times: Some(e.times()),
+        // The write times of what stays in the logs (`ttl_secs`), each
+        // keyspace's with a ttl in one record.
+        let mut timed_parts: Vec<crate::version::Edit> = self
+            .inner
+            .live_families()
+            .iter()
+            .filter_map(|f| {
+                Some(crate::version::Edit {
+                    family: f.id,
+                    write_times: Some(f.expiry.as_ref()?.times()),
                     ..Default::default()
-                };
-                let st = self.inner.state.lock();
-                self.inner
-                    .log_and_apply(&self.inner.default, st, &mut edit)
-                    .1
-            }
-            _ => Ok(()),
+                })
+            })
+            .collect();
+        let timed = if timed_parts.is_empty() || self.inner.state.lock().bg_error.is_some() {
+            Ok(())
+        } else {
+            let mut edit = match timed_parts.first() {
+                Some(p) if p.family == 0 => timed_parts.remove(0),
+                _ => crate::version::Edit::default(),
+            };
+            edit.others = timed_parts;
+            let st = self.inner.state.lock();
+            self.inner
+                .log_and_apply(&self.inner.default, st, &mut edit)
+                .1
         };
         let spare = std::mem::take(&mut self.inner.state.lock().spare_log);
         if let spare_log::Spare::Ready(w) = spare {
@@ -584,20 +595,15 @@ impl Inner {
     /// Operands are kept as they are instead, until they expire.
     pub(crate) fn rules(&self, fam: &Family, filter: bool) -> crate::runs::rules::Rules {
         crate::runs::rules::Rules {
-            merge: match self.expiry {
+            merge: match fam.expiry {
                 Some(_) => None,
                 None => fam.opts.merge_operator.get().cloned(),
             },
             filter: filter
                 .then(|| self.opts.compaction_filter.get().cloned())
                 .flatten(),
-            expired_to: self.expired_to(),
+            expired_to: fam.expired_to(),
         }
-    }
-
-    /// The newest sequence that has expired (`ttl_secs`); 0: none.
-    pub(crate) fn expired_to(&self) -> SeqNo {
-        self.expiry.as_ref().map_or(0, ttl::Expiry::horizon)
     }
 
     /// Counts what the rules of a flush or compaction did.

@@ -98,7 +98,7 @@ impl Reads<'_> {
         self.inner.stats.user_reads.add(1);
         let sv = self.fam.super_version.load();
         let seq = self.read_seq(opts);
-        let expired_to = self.inner.expired_to();
+        let expired_to = self.fam.expired_to();
         Ok(match self.newest(&sv, key, seq)? {
             Some((s, ValueKind::Value, v)) if s > expired_to && !sv.hides(key, s, seq) => Some(v),
             Some((s, ValueKind::Merge, v)) if s > expired_to && !sv.hides(key, s, seq) => {
@@ -284,7 +284,7 @@ impl Reads<'_> {
         let sv: Arc<SuperVersion> = self.fam.super_version.load_full();
         let seq = self.read_seq(opts);
         let version = Arc::clone(&sv.version);
-        let view = (seq, self.inner.expired_to());
+        let view = (seq, self.fam.expired_to());
         self.sampled(iter_at(sv, view, self.merge_op()), version)
     }
 
@@ -331,7 +331,7 @@ impl Reads<'_> {
         };
         // Both ends read the same view.
         let sv: Arc<SuperVersion> = self.fam.super_version.load_full();
-        let seq = (self.read_seq(opts), self.inner.expired_to());
+        let seq = (self.read_seq(opts), self.fam.expired_to());
         let (lo, hi) = (own(range.start_bound()), own(range.end_bound()));
         Scan {
             front: self.sampled(

@@ -332,6 +332,14 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
             let mut e = std::mem::take(&mut r.edit);
             e.family = r.record.id;
             e.log_number = Some(log_number);
+            // Write times past the recovered history are lowered for good,
+            // with or without a ttl (see `ttl::lowered`).
+            let times = versions
+                .tree(r.record.id)
+                .map_or(&[][..], |t| t.write_times.as_slice());
+            if !times.is_empty() {
+                e.write_times = Some(super::ttl::lowered(times, max_seq));
+            }
             e
         })
         .collect();
@@ -342,12 +350,6 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
     };
     edit.others = parts;
     edit.last_sequence = Some(max_seq);
-    // Write times past the recovered history are lowered for good, with
-    // or without a ttl (see `ttl::lowered`).
-    let write_times = super::ttl::lowered(&versions.write_times, max_seq);
-    if !versions.write_times.is_empty() {
-        edit.write_times = Some(write_times.clone());
-    }
     versions.log_and_apply(&mut edit)?;
     fs.sync_dir(dir)?;
 
@@ -361,8 +363,6 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
     }
     let chunks = Arc::new(pool);
     let num_levels = opts.num_levels;
-    let expiry = (opts.ttl_secs > 0)
-        .then(|| super::ttl::Expiry::new(opts.ttl_secs, opts.clock.clone(), write_times, max_seq));
     // Each keyspace's family, its tree and its first memtable.
     let mut families: Vec<Option<Arc<Family>>> = Vec::new();
     let mut trees: Vec<Option<Tree>> = Vec::new();
@@ -377,11 +377,20 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
         let mem = Arc::new(super::family::new_memtable(
             log_number, &r.opts, &opts, &chunks,
         ));
+        // Its time to live, from the write times its tables and logs hold.
+        let expiry = (r.opts.ttl_secs > 0).then(|| {
+            let times = versions
+                .tree(r.record.id)
+                .map(|t| t.write_times.clone())
+                .unwrap_or_default();
+            super::ttl::Expiry::new(r.opts.ttl_secs, opts.clock.clone(), times, max_seq)
+        });
         let fam = Family::new(
             r.record.id,
             &r.record.name,
             r.opts,
             designs,
+            expiry,
             super::SuperVersion {
                 mem: mem.clone(),
                 imm: Vec::new(),
@@ -403,7 +412,6 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
         ));
     };
     let inner = Inner {
-        expiry,
         dir: dir.to_path_buf(),
         cache,
         chunks,

@@ -605,8 +605,21 @@ impl Inner {
             n += 1;
         }
         self.last_seq.store(seq + n - 1, Ordering::Release);
-        if let Some(e) = &self.expiry {
-            e.note(seq + n - 1);
+        // Each keyspace with a ttl written to notes the time of this
+        // group's versions.
+        if batch.max_keyspace() == 0 {
+            if let Some(e) = &self.default.expiry {
+                e.note(seq + n - 1);
+            }
+        } else {
+            let families = self.families.read();
+            for f in families.iter().flatten() {
+                if let Some(e) = &f.expiry {
+                    if batch.iter().flatten().any(|x| x.keyspace == f.id) {
+                        e.note(seq + n - 1);
+                    }
+                }
+            }
         }
         Stats::add(&self.stats.user_writes, n);
         Stats::add(&self.stats.user_bytes_written, batch.user_bytes());

@@ -410,6 +410,7 @@ impl Options {
         "stale_threshold",
         "update_table_size",
         "merge_operator",
+        "ttl_secs",
     ];
 
     /// These options with a keyspace's `name=value` pairs (`spec`, as

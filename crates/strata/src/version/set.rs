@@ -59,8 +59,6 @@ pub struct VersionSet {
     pub last_sequence: SeqNo,
     /// Bytes written to manifests since open (for write amplification).
     pub manifest_bytes_written: u64,
-    /// The last write-times list an edit recorded (`Edit::write_times`).
-    pub write_times: Vec<(SeqNo, u64)>,
 }
 
 /// One keyspace's part of the version set.
@@ -73,6 +71,9 @@ pub struct TreeSet {
     /// WALs numbered below this hold none of its unflushed writes.
     pub log_number: u64,
     compact_pointers: Vec<Vec<u8>>,
+    /// The last write-times list an edit of it recorded
+    /// (`Edit::write_times`, time to live).
+    pub write_times: Vec<(SeqNo, u64)>,
 }
 
 /// A keyspace as the manifest records it.
@@ -97,6 +98,7 @@ impl VersionSet {
             current: Arc::new(v),
             log_number: 0,
             compact_pointers: vec![Vec::new(); opts.num_levels],
+            write_times: Vec::new(),
         };
         VersionSet {
             base: opts.clone(),
@@ -113,7 +115,6 @@ impl VersionSet {
             next_file_number: 2,
             last_sequence: 0,
             manifest_bytes_written: 0,
-            write_times: Vec::new(),
         }
     }
 
@@ -129,6 +130,7 @@ impl VersionSet {
             current: Arc::new(v),
             log_number: 0,
             compact_pointers: vec![Vec::new(); self.num_levels],
+            write_times: Vec::new(),
         })
     }
 
@@ -280,9 +282,6 @@ impl VersionSet {
                 };
                 t.apply(part)
                     .map_err(|what| Error::corruption(&manifest_path, at, what))?;
-            }
-            if let Some(t) = edit.write_times {
-                self.write_times = t;
             }
             next_file = edit.next_file_number.or(next_file);
             last_seq = edit.last_sequence.or(last_seq);
@@ -442,7 +441,6 @@ impl VersionSet {
         };
         Ok(PendingEdit {
             parts,
-            write_times: edit.write_times.clone(),
             last_sequence,
             write,
         })
@@ -548,6 +546,9 @@ impl VersionSet {
                 p.clone_from(k);
             }
         }
+        if let Some(t) = &part.write_times {
+            tree.write_times.clone_from(t);
+        }
         tree.current = Arc::new(v);
         Ok(PendingTree {
             family,
@@ -615,9 +616,6 @@ impl VersionSet {
             });
             self.trees[at] = part.tree;
         }
-        if let Some(t) = pending.write_times {
-            self.write_times = t;
-        }
         self.last_sequence = pending.last_sequence;
         self.fit_tables();
         Ok(main.unwrap_or_else(|| self.empty.clone()))
@@ -653,10 +651,6 @@ impl VersionSet {
         snap.others = parts;
         snap.next_file_number = edit.next_file_number;
         snap.last_sequence = edit.last_sequence;
-        snap.write_times = edit
-            .write_times
-            .clone()
-            .or_else(|| (!self.write_times.is_empty()).then(|| self.write_times.clone()));
         snap.encode()
     }
 
@@ -691,6 +685,7 @@ struct Recovered {
     range_dels: HashMap<SeqNo, RangeTombstone>,
     compact_pointers: Vec<Vec<u8>>,
     log_number: Option<u64>,
+    write_times: Vec<(SeqNo, u64)>,
 }
 
 impl Recovered {
@@ -703,6 +698,7 @@ impl Recovered {
             range_dels: HashMap::new(),
             compact_pointers: vec![Vec::new(); num_levels],
             log_number: None,
+            write_times: Vec::new(),
         }
     }
 
@@ -743,6 +739,9 @@ impl Recovered {
             self.range_dels.remove(seq);
         }
         self.log_number = edit.log_number.or(self.log_number);
+        if let Some(t) = &edit.write_times {
+            self.write_times.clone_from(t);
+        }
         Ok(())
     }
 
@@ -821,6 +820,7 @@ impl Recovered {
         tree.current = Arc::new(v);
         tree.compact_pointers = self.compact_pointers;
         tree.log_number = self.log_number.unwrap_or(0);
+        tree.write_times = self.write_times;
         Ok(tree)
     }
 }
@@ -867,7 +867,6 @@ pub(crate) fn check_header(rec: &[u8]) -> Result<()> {
 /// without it and then installed ([`VersionSet::install`]).
 pub struct PendingEdit {
     parts: Vec<PendingTree>,
-    write_times: Option<Vec<(SeqNo, u64)>>,
     last_sequence: SeqNo,
     write: ManifestWrite,
 }
@@ -905,6 +904,7 @@ fn tree_record(id: u32, t: &TreeSet) -> Edit {
         }
     }
     e.range_dels_added = v.range_dels.list().to_vec();
+    e.write_times = (!t.write_times.is_empty()).then(|| t.write_times.clone());
     for (level, k) in t.compact_pointers.iter().enumerate() {
         if !k.is_empty() {
             e.compact_pointers.push((level, k.clone()));
