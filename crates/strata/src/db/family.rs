@@ -124,6 +124,15 @@ impl Tree {
     }
 }
 
+/// Puts `x` in slot `at` of a vector indexed by keyspace id, growing it
+/// with empty slots as needed.
+pub(crate) fn set_slot<T>(v: &mut Vec<Option<T>>, at: usize, x: T) {
+    if v.len() <= at {
+        v.resize_with(at + 1, || None);
+    }
+    v[at] = Some(x);
+}
+
 /// A new memtable for log `log_number` of a keyspace with tree options
 /// `opts`: its arena chunks come from the database's `pool` when its
 /// memtables have the database's shape (`db`), else from the allocator.

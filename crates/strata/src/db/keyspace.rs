@@ -360,23 +360,11 @@ impl Inner {
         drop(st);
         let mut log = inner.logs.active.lock();
         let at = fam.index();
-        if log.mems.len() <= at {
-            log.mems.resize(at + 1, None);
-        }
-        log.mems[at] = Some(mem.clone());
+        super::family::set_slot(&mut log.mems, at, mem.clone());
         let mut st = inner.state.lock();
-        if st.trees.len() <= at {
-            st.trees.resize_with(at + 1, || None);
-        }
-        st.trees[at] = Some(Tree::new(mem));
+        super::family::set_slot(&mut st.trees, at, Tree::new(mem));
         drop(inner.install_super_version(&fam, &mut st));
-        {
-            let mut families = inner.families.write();
-            if families.len() <= at {
-                families.resize(at + 1, None);
-            }
-            families[at] = Some(fam.clone());
-        }
+        super::family::set_slot(&mut inner.families.write(), at, fam.clone());
         drop(st);
         drop(log);
         Ok(Keyspace {

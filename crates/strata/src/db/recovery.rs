@@ -397,12 +397,9 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
                 version: Arc::new(crate::version::Version::new(num_levels)),
             },
         );
-        families.resize(id + 1, None);
-        trees.resize_with(id + 1, || None);
-        mems.resize(id + 1, None);
-        families[id] = Some(Arc::new(fam));
-        trees[id] = Some(Tree::new(mem.clone()));
-        mems[id] = Some(mem);
+        super::family::set_slot(&mut families, id, Arc::new(fam));
+        super::family::set_slot(&mut trees, id, Tree::new(mem.clone()));
+        super::family::set_slot(&mut mems, id, mem);
     }
     let Some(Some(default)) = families.first().cloned() else {
         return Err(Error::corruption(

@@ -2,7 +2,7 @@
 //! `KvStore::keyspace` hands out (the C ABI's keyspace handles, the CLI's
 //! `--keyspace`).
 
-use super::lsm::{snapshot_of, LSM_SEMANTICS, SCAN_RESERVE};
+use super::lsm::{collect, snapshot_of, LSM_SEMANTICS};
 use super::{Cursor, KvStore, ScanRange, Semantics, StoreSnapshot};
 use crate::batch::WriteBatch;
 use crate::db::{Keyspace, ReadOptions};
@@ -54,18 +54,11 @@ impl KvStore for Keyspace {
             limit,
             reverse,
         } = range;
-        let s = Keyspace::scan::<&[u8], _>(self, (start, end))?;
-        let mut out = Vec::with_capacity(limit.min(SCAN_RESERVE));
-        if reverse {
-            for e in s.rev().take(limit) {
-                out.push(e?);
-            }
-        } else {
-            for e in s.take(limit) {
-                out.push(e?);
-            }
-        }
-        Ok(out)
+        collect(
+            Keyspace::scan::<&[u8], _>(self, (start, end))?,
+            limit,
+            reverse,
+        )
     }
     fn scan_visit(&self, range: ScanRange<'_>, f: &mut dyn FnMut(&[u8], &[u8])) -> Result<usize> {
         Keyspace::scan::<&[u8], _>(self, (range.start, range.end))?.visit(

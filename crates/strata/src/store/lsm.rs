@@ -9,7 +9,7 @@ use crate::options::WriteOptions;
 use crate::stats::StoreStats;
 
 /// Entries a [`KvStore::scan`] reserves room for before reading.
-pub(super) const SCAN_RESERVE: usize = 256;
+const SCAN_RESERVE: usize = 256;
 
 /// What the LSM engine promises (`merges`: with a merge operator, see
 /// `semantics`).
@@ -23,6 +23,27 @@ pub const LSM_SEMANTICS: Semantics = Semantics {
     unsynced: "a process crash: the write is in the WAL's file (not yet fsynced); a power loss may lose the newest writes, never a part of a batch",
     synced: "a power loss: the WAL is fdatasynced before the write is acknowledged",
 };
+
+/// Up to `limit` entries of `s`, from the back when `reverse`.
+pub(super) fn collect(
+    s: crate::db::Scan,
+    limit: usize,
+    reverse: bool,
+) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    // Room for a page of results up front (a scan's size is unknown to
+    // `collect`, which would grow the vector several times).
+    let mut out = Vec::with_capacity(limit.min(SCAN_RESERVE));
+    if reverse {
+        for e in s.rev().take(limit) {
+            out.push(e?);
+        }
+    } else {
+        for e in s.take(limit) {
+            out.push(e?);
+        }
+    }
+    Ok(out)
+}
 
 pub(super) fn snapshot_of(snap: Option<&StoreSnapshot>) -> Result<Option<&Snapshot>> {
     snap.map(|s| {
@@ -71,20 +92,7 @@ impl KvStore for Db {
             limit,
             reverse,
         } = range;
-        let s = Db::scan::<&[u8], _>(self, (start, end))?;
-        // Room for a page of results up front (a scan's size is unknown to
-        // `collect`, which would grow the vector several times).
-        let mut out = Vec::with_capacity(limit.min(SCAN_RESERVE));
-        if reverse {
-            for e in s.rev().take(limit) {
-                out.push(e?);
-            }
-        } else {
-            for e in s.take(limit) {
-                out.push(e?);
-            }
-        }
-        Ok(out)
+        collect(Db::scan::<&[u8], _>(self, (start, end))?, limit, reverse)
     }
     fn scan_visit(&self, range: ScanRange<'_>, f: &mut dyn FnMut(&[u8], &[u8])) -> Result<usize> {
         // The same scan as `scan`, its entries read in place.
