@@ -328,44 +328,61 @@ fn round(
     }
 
     eprintln!("round {round}: {n_ops} ops acknowledged, {in_flight} in flight at the kill");
+    let in_flight = in_flight == 1;
     let db = open_store(dir, spec);
+    let atomic = db.semantics().atomic_batches;
     let got: Model = db
         .scan(ScanRange::all())
         .unwrap_or_else(|e| panic!("round {round}: scan after the crash: {e}"))
         .into_iter()
         .collect();
-    for (k, v) in &acked {
-        // Point reads take another path (memtable/L0 vs levels, bloom).
-        let g = db.get(k).expect("get");
-        let wn = with_next.get(k);
-        assert!(
-            g.as_ref() == Some(v) || g.as_ref() == wn,
-            "round {round}: get({}) wrong after crash",
-            String::from_utf8_lossy(k)
-        );
-    }
-    let atomic = db.semantics().atomic_batches;
-    drop(db);
-    let in_flight = in_flight == 1;
-    if !atomic {
-        // Key by key: exact, or (a key of the in-flight operation) its
-        // acknowledged value or that after some prefix of its entries.
-        let op = next.as_ref().filter(|_| in_flight);
-        let mut bad = Vec::new();
-        for k in acked.keys().chain(got.keys()) {
-            let mut may = vec![acked.get(k).cloned()];
+    // What key `k` may hold: its acknowledged value, or its value with the
+    // in-flight operation; without atomic batches, its value after any
+    // prefix of that operation's entries (a batch may write a key twice).
+    let op = next.as_ref().filter(|_| in_flight);
+    let may = |k: &[u8]| -> Vec<Option<Vec<u8>>> {
+        let mut may = vec![acked.get(k).cloned()];
+        if op.is_some() {
+            may.push(with_next.get(k).cloned());
+        }
+        if !atomic {
             for e in op.iter().flat_map(|o| &o.entries) {
-                if e.key.as_bytes() == k.as_slice() {
+                if e.key.as_bytes() == k {
                     may.push(e.value.clone());
                 }
             }
+        }
+        may
+    };
+    let show = |x: Option<&Vec<u8>>| {
+        x.map(|v| String::from_utf8_lossy(&v[..v.len().min(30)]).into_owned())
+    };
+    for k in acked.keys().chain(with_next.keys()) {
+        // Point reads take another path (memtable/L0 vs levels, bloom).
+        let g = db.get(k).expect("get");
+        assert!(
+            may(k).contains(&g),
+            "round {round} (seed {seed}, in flight {in_flight}): get({}) wrong after crash: \
+             got {:?}, acked {:?}, with next {:?}\nchild stderr:\n{err}",
+            String::from_utf8_lossy(k),
+            show(g.as_ref()),
+            show(acked.get(k)),
+            show(with_next.get(k)),
+        );
+    }
+    drop(db);
+    if !atomic {
+        // Key by key: exact, or (a key of the in-flight operation) its
+        // acknowledged value or that after some prefix of its entries.
+        let mut bad = Vec::new();
+        for k in acked.keys().chain(got.keys()) {
             let g = got.get(k).cloned();
-            if !may.contains(&g) {
+            if !may(k).contains(&g) {
                 bad.push(format!(
-                    "{}: got {:?}, may hold {} values",
+                    "{}: got {:?}, acked {:?}",
                     String::from_utf8_lossy(k),
-                    g.map(|v| String::from_utf8_lossy(&v[..v.len().min(30)]).into_owned()),
-                    may.len()
+                    show(g.as_ref()),
+                    show(acked.get(k)),
                 ));
             }
         }
