@@ -17,7 +17,9 @@
 //!   it, otherwise an eighth of one: larger memtables are worth more than
 //!   chunks kept ahead); a larger `write_buffer_size` is lowered at open.
 //!   Writers wait on a full set of memtables, as they always do, so the
-//!   share is not passed.
+//!   share is not passed. Each keyspace's write buffer is lowered alike;
+//!   together, the keyspaces' memtables are kept within the share by the
+//!   write path (`Inner::fit_memtables`).
 //! - the block cache, a quarter: a larger `block_cache_size` is lowered.
 //! - pinned index and filter blocks and the table cache, a quarter: reported
 //!   in `stats` (`pinned_index_filter_bytes`) against this share.

@@ -10,6 +10,7 @@
 //!   history, with every synced write (a batch is all or nothing);
 //! - a drop whose files survive a crash: the next open deletes them;
 //! - a stall in one keyspace leaves the others writable;
+//! - the memtables of every keyspace keep within one memory budget;
 //! - the API's errors.
 
 mod common;
@@ -848,4 +849,54 @@ fn a_keyspace_has_its_own_time_to_live() {
     assert_eq!(db.get(key(299)).expect("get"), Some(b"d".to_vec()));
     drop(session);
     db.close().expect("close");
+}
+
+/// The memtables of every keyspace stay within the memtables' share of
+/// the memory budget: twenty keyspaces whose memtables each fit the share
+/// but together would pass it, written in turn, never hold more than the
+/// share (the largest memtable is switched, and writers wait for its
+/// flush), and every write is read back.
+#[test]
+fn keyspaces_share_one_memory_budget() {
+    const MIB: u64 = 1 << 20;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let opts = tiny_with(
+        "write_buffer_size=1M,memtable_shard_size=1M,max_write_buffer_number=2,memory_budget=32M",
+    );
+    let db = Db::open(dir.path(), opts).expect("open");
+    let share = db.stats().memory.memtables_share;
+    assert_eq!(share, 16 * MIB);
+    let mut spaces = vec![db.keyspace("default").expect("lookup").expect("default")];
+    for i in 0..20 {
+        let ks = db
+            .create_keyspace(&format!("ks{i}"), "write_buffer_size=1M")
+            .expect("create");
+        spaces.push(ks);
+    }
+    let value = vec![b'v'; 1000];
+    let mut peak = 0u64;
+    let n = 3 * 21 * 1024u32;
+    for i in 0..n {
+        let ks = &spaces[i as usize % spaces.len()];
+        ks.put(key(i), &value).expect("put");
+        if i % 64 == 0 {
+            peak = peak.max(db.stats().memory.memtables);
+        }
+    }
+    let s = db.stats();
+    eprintln!(
+        "peak {peak}, budget switches {}, stalls {}",
+        s.memtable_budget_switches, s.memtable_budget_stalls
+    );
+    assert!(s.memtable_budget_switches > 0, "no switch for the budget");
+    // A put's bytes past the share at most: the leader checks before it
+    // inserts.
+    assert!(
+        peak <= share + 64 * 1024,
+        "memtables held {peak} bytes, share {share}"
+    );
+    for i in (0..n).step_by(97) {
+        let ks = &spaces[i as usize % spaces.len()];
+        assert_eq!(ks.get(key(i)).expect("get").as_deref(), Some(&value[..]));
+    }
 }

@@ -300,6 +300,8 @@ impl Inner {
             )));
         }
         let mut opts = inner.opts.for_keyspace(options)?;
+        // Its own write buffer fits the memtables' share, as `default`'s.
+        inner.budget.apply(&mut opts);
         let designs = Designs::resolve(&mut opts);
         let _one = inner.keyspace_ops.lock();
         if inner.live_families().iter().any(|f| f.name == name) {

@@ -23,6 +23,7 @@ pub(crate) use family::{Family, Tree};
 pub(crate) use logs::{LogState, Logs};
 mod read;
 mod recovery;
+mod room;
 mod snapshot;
 mod spare_log;
 mod ttl;

@@ -120,6 +120,7 @@ pub(crate) fn open(dir: &Path, mut opts: Options) -> Result<Inner> {
                     r.name, r.options
                 ))
             })?;
+            budget.apply(&mut o);
             let d = super::Designs::resolve(&mut o);
             (o, Some(d))
         };

@@ -196,6 +196,11 @@ impl ChunkPool {
         self.free.lock().len()
     }
 
+    /// Bytes of chunks the pool may hold at most.
+    pub fn cap_bytes(&self) -> u64 {
+        (self.cap * CHUNK_WORDS * 8) as u64
+    }
+
     /// Bytes of the chunks held for the next memtables.
     pub fn held_bytes(&self) -> u64 {
         (self.free.lock().len() * CHUNK_WORDS * 8) as u64

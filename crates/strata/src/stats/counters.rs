@@ -90,6 +90,12 @@ counters! {
         /// Memtables of a keyspace switched because the logs kept for
         /// flushes passed their bound (a keyspace written rarely).
         wal_forced_switches,
+        /// Memtables switched to keep every keyspace's memtables within the
+        /// memtables' share of the memory budget, and write groups that
+        /// waited for a flush because they were at it (also counted in
+        /// `stall_count`).
+        memtable_budget_switches,
+        memtable_budget_stalls,
         /// What the open's log replay left out: 1 when it stopped early (a
         /// torn tail, damage, or a gap in the history; `Db::recovery_report`
         /// says where and why), the logs after that one it did not replay, and
