@@ -19,7 +19,10 @@
 //!   Writers wait on a full set of memtables, as they always do, so the
 //!   share is not passed. Each keyspace's write buffer is lowered alike;
 //!   together, the keyspaces' memtables are kept within the share by the
-//!   write path (`Inner::fit_memtables`).
+//!   write path (`Inner::fit_memtables`). Both it and `stats` count a
+//!   memtable's arena chunks whole (`MemTable::memory_held`): a shard's
+//!   last chunk is partly used, so a memtable of many small shards holds
+//!   more than its entries' bytes.
 //! - the block cache, a quarter: a larger `block_cache_size` is lowered.
 //! - pinned index and filter blocks and the table cache, a quarter: reported
 //!   in `stats` (`pinned_index_filter_bytes`) against this share.
@@ -123,11 +126,13 @@ impl MemoryBudget {
         }
         let share = |b: u64| usize::try_from(b).unwrap_or(usize::MAX);
         if self.chunk_pool_bytes(opts).is_some() {
-            // The memtables and an eighth of a write buffer of chunks.
+            // The memtables and the pool's chunks: an eighth of a write
+            // buffer, or one chunk where that is less.
             let n = opts.max_write_buffer_number.max(1);
-            let wb = (share(self.memtables).saturating_mul(8) / (8 * n + 1))
-                .saturating_sub(CHUNK_SLACK)
-                .max(MIN_WRITE_BUFFER);
+            let m = share(self.memtables);
+            let eighth = (m.saturating_mul(8) / (8 * n + 1)).saturating_sub(CHUNK_SLACK);
+            let chunk = (m.saturating_sub(CHUNK_SLACK) / n).saturating_sub(CHUNK_SLACK);
+            let wb = eighth.min(chunk).max(MIN_WRITE_BUFFER);
             opts.write_buffer_size = opts.write_buffer_size.min(wb);
         }
         let cache = share(self.block_cache).max(MIN_BLOCK_CACHE);
@@ -176,6 +181,16 @@ mod tests {
         // Room for a whole write buffer of chunks beside the memtables.
         let b = MemoryBudget::resolve(&small, Some(128 * MIB));
         assert_eq!(b.chunk_pool_bytes(&small), None);
+    }
+
+    #[test]
+    fn a_small_share_keeps_room_for_the_pools_one_chunk() {
+        let mut o = Options::default();
+        let b = MemoryBudget::resolve(&o, Some(48 * MIB));
+        b.apply(&mut o);
+        let pool = b.chunk_pool_bytes(&o).unwrap_or(0) as u64;
+        assert_eq!(pool, MIB);
+        assert!(2 * (o.write_buffer_size as u64 + MIB) + pool <= b.memtables);
     }
 
     #[test]

@@ -852,33 +852,41 @@ fn a_keyspace_has_its_own_time_to_live() {
 }
 
 /// The memtables of every keyspace stay within the memtables' share of
-/// the memory budget: twenty keyspaces whose memtables each fit the share
+/// the memory budget: twelve keyspaces whose memtables each fit the share
 /// but together would pass it, written in turn, never hold more than the
 /// share (the largest memtable is switched, and writers wait for its
-/// flush), and every write is read back.
+/// flush), a drop on the way holds nothing back, and every write is read
+/// back.
 #[test]
 fn keyspaces_share_one_memory_budget() {
     const MIB: u64 = 1 << 20;
     let dir = tempfile::tempdir().expect("tempdir");
     let opts = tiny_with(
-        "write_buffer_size=1M,memtable_shard_size=1M,max_write_buffer_number=2,memory_budget=32M",
+        "write_buffer_size=2M,memtable_shard_size=2M,max_write_buffer_number=2,memory_budget=64M",
     );
     let db = Db::open(dir.path(), opts).expect("open");
     let share = db.stats().memory.memtables_share;
-    assert_eq!(share, 16 * MIB);
+    assert_eq!(share, 32 * MIB);
     let mut spaces = vec![db.keyspace("default").expect("lookup").expect("default")];
-    for i in 0..20 {
-        let ks = db
-            .create_keyspace(&format!("ks{i}"), "write_buffer_size=1M")
-            .expect("create");
+    for i in 0..11 {
+        let ks = db.create_keyspace(&format!("ks{i}"), "").expect("create");
         spaces.push(ks);
     }
     let value = vec![b'v'; 1000];
     let mut peak = 0u64;
-    let n = 3 * 21 * 1024u32;
+    let n = 3 * 12 * 2048u32;
+    let mut dropped = None;
     for i in 0..n {
-        let ks = &spaces[i as usize % spaces.len()];
-        ks.put(key(i), &value).expect("put");
+        if i == n / 2 {
+            // A drop while the memtables press on the share.
+            db.drop_keyspace("ks3").expect("drop");
+            dropped = Some(4usize);
+        }
+        let at = i as usize % spaces.len();
+        if dropped == Some(at) {
+            continue;
+        }
+        spaces[at].put(key(i), &value).expect("put");
         if i % 64 == 0 {
             peak = peak.max(db.stats().memory.memtables);
         }
@@ -896,7 +904,12 @@ fn keyspaces_share_one_memory_budget() {
         "memtables held {peak} bytes, share {share}"
     );
     for i in (0..n).step_by(97) {
-        let ks = &spaces[i as usize % spaces.len()];
-        assert_eq!(ks.get(key(i)).expect("get").as_deref(), Some(&value[..]));
+        let at = i as usize % spaces.len();
+        if dropped != Some(at) {
+            assert_eq!(
+                spaces[at].get(key(i)).expect("get").as_deref(),
+                Some(&value[..])
+            );
+        }
     }
 }

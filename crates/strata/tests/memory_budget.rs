@@ -143,9 +143,11 @@ fn budget_child() {
     let m = s.memory;
     // Half the cap, split in shares; the sizes lowered to fit.
     assert_eq!(m.budget, CAP / 2, "{m:?}");
-    // Two memtables with a chunk of slack each, and the chunks kept.
+    // Two memtables with a chunk of slack each, and the chunks kept (an
+    // eighth of a write buffer, at least one chunk).
     assert!(
-        2 * (m.write_buffer_size + (1 << 20)) + m.write_buffer_size / 8 <= m.memtables_share,
+        2 * (m.write_buffer_size + (1 << 20)) + (m.write_buffer_size / 8).max(1 << 20)
+            <= m.memtables_share,
         "{m:?}"
     );
     assert!(m.block_cache_capacity <= m.block_cache_share, "{m:?}");

@@ -470,7 +470,7 @@ impl Inner {
                     sv.imm
                         .iter()
                         .chain(std::iter::once(&sv.mem))
-                        .map(|m| m.approximate_size() as u64)
+                        .map(|m| m.memory_held() as u64)
                         .sum::<u64>()
                 })
                 .sum::<u64>()

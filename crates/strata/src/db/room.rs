@@ -17,6 +17,26 @@ use std::time::{Duration, Instant};
 /// another keyspace is switched (`Inner::switch_memtable`).
 const RETAINED_LOGS: usize = 4;
 
+/// What the memtables hold, in bytes (`Inner::memtable_usage`).
+#[derive(Default)]
+struct MemtableUsage {
+    /// What stays held however many memtables are switched and flushed:
+    /// each keyspace's empty memtable and the chunk pool's most.
+    fixed: u64,
+    /// The active memtables, past what they held when empty.
+    active: u64,
+    /// The immutable memtables.
+    immutable: u64,
+}
+
+impl MemtableUsage {
+    /// The bytes of `share` left to the active and immutable memtables:
+    /// the share less the fixed part, and at least a quarter of it.
+    fn room(&self, share: u64) -> u64 {
+        share.saturating_sub(self.fixed).max(share / 4)
+    }
+}
+
 impl Inner {
     /// Ensures `fam`'s memtable has room for a group of `bytes`, switching
     /// it (and the WAL) when full, pacing writers while a flush must end
@@ -148,64 +168,74 @@ impl Inner {
         Ok(())
     }
 
-    /// The bytes every live keyspace's memtables hold, from their
-    /// super-versions (no lock): (active ones, active and immutable ones
-    /// with the most the chunk pool may keep for the next memtables, which
-    /// its filler may fill at any time).
-    fn memtable_usage(&self) -> (u64, u64) {
-        let (mut active, mut all) = (0u64, self.chunks.cap_bytes());
+    /// What the memtables of the keyspaces not being dropped hold
+    /// (`MemTable::memory_held`), from their super-versions (no lock).
+    fn memtable_usage(&self) -> MemtableUsage {
+        let mut u = MemtableUsage {
+            fixed: self.chunks.cap_bytes(),
+            ..MemtableUsage::default()
+        };
         for f in self.families.read().iter().flatten() {
+            if f.is_dropped() {
+                continue;
+            }
             let sv = f.super_version.load();
-            let mem = sv.mem.approximate_size() as u64;
-            active += mem;
-            all += mem
-                + sv.imm
-                    .iter()
-                    .map(|m| m.approximate_size() as u64)
-                    .sum::<u64>();
+            let empty = sv.mem.memory_held_when_empty() as u64;
+            u.fixed += empty;
+            u.active += (sv.mem.memory_held() as u64).saturating_sub(empty);
+            u.immutable += sv.imm.iter().map(|m| m.memory_held() as u64).sum::<u64>();
         }
-        (active, all)
+        u
     }
 
     /// Keeps the memtables of every keyspace within the memtables' share
     /// of the memory budget (RocksDB's write buffer manager). Each
     /// keyspace's own memtables fit the share (`MemoryBudget::apply`), but
-    /// not those of several. The largest active memtable that can be
-    /// switched is (its flush frees it) while the active memtables pass
-    /// 7/8 of the share, or while all of them pass the share and either
-    /// the active ones pass half of it or no flush is due; while all of
-    /// them pass the share and a flush is due, the group waits for it.
-    /// Nothing to do without a budget or with `default` alone (its sizes
-    /// fit the share). The caller is the write leader, before it makes
-    /// room in the keyspaces its group writes to; the share is passed by
-    /// at most the group's bytes.
+    /// not those of several. What switching and flushing can free is
+    /// weighed against the share less what stays held (each keyspace's
+    /// empty memtable, the chunk pool's most; at least a quarter of the
+    /// share is left to weigh, so keyspaces whose empty memtables pass
+    /// the rest pass the share by that much). The largest active
+    /// memtable that can be switched is (its flush frees it) while the
+    /// active ones pass 7/8 of that room, or half of it with the
+    /// immutable ones past all of it; while all of them pass the room
+    /// and a flush is due, the group waits for it. A keyspace being
+    /// dropped is left out: its memtables go with the drop. Nothing to
+    /// do without a budget or with `default` alone (its sizes fit the
+    /// share). The caller is the write leader, before it makes room in
+    /// the keyspaces its group writes to; the room is passed by at most
+    /// the group's bytes.
     pub(super) fn fit_memtables(&self, log: &mut LogState) -> Result<()> {
         let share = self.budget.memtables;
         // Another keyspace has a memtable: the leader's own view, no lock.
         if share == 0 || !log.mems.iter().skip(1).any(Option::is_some) {
             return Ok(());
         }
-        let (active, all) = self.memtable_usage();
-        if all < share && active < share / 8 * 7 {
+        let u = self.memtable_usage();
+        let room = u.room(share);
+        if u.active + u.immutable < room && u.active < room / 8 * 7 {
             return Ok(());
         }
         let mut st = self.state.lock();
         let mut waited = None;
         loop {
             st.check_usable()?;
-            let (active, all) = self.memtable_usage();
-            let fams = self.live_families();
-            let flush_due = fams.iter().any(|f| !st.tree(f).imm.is_empty());
-            let over = all >= share;
-            if active >= share / 8 * 7 || (over && (active >= share / 2 || !flush_due)) {
+            let u = self.memtable_usage();
+            let room = u.room(share);
+            let fams: Vec<_> = self
+                .live_families()
+                .into_iter()
+                .filter(|f| !f.is_dropped())
+                .collect();
+            let over = u.active + u.immutable >= room;
+            if u.active >= room / 8 * 7 || (over && u.active >= room / 2) {
                 let largest = fams
                     .iter()
-                    .filter(|f| !f.is_dropped())
                     .filter(|f| {
                         let t = st.tree(f);
                         !t.mem.is_empty() && !t.slots_full(&f.opts)
                     })
-                    .max_by_key(|f| st.tree(f).mem.approximate_size());
+                    .max_by_key(|f| st.tree(f).mem.memory_held());
                 if let Some(f) = largest {
                     Stats::add(&self.stats.memtable_budget_switches, 1);
                     self.switch_one(f, &mut st, log)?;
@@ -213,6 +243,7 @@ impl Inner {
                 }
             }
             // Waiting helps only while a flush will free a memtable.
+            let flush_due = fams.iter().any(|f| !st.tree(f).imm.is_empty());
             if !over || !flush_due {
                 break;
             }

@@ -72,6 +72,10 @@ fn cmp_probe(node: &[u8], user_key: &[u8], trailer: u64) -> Ordering {
     }
 }
 
+/// Free bytes at the end of a shard's last chunk under which a shard whose
+/// chunks reach its size is sealed (see `MemTable::add`).
+const SEAL_TAIL: usize = 4096;
+
 /// Entries between two publications of a flush's progress.
 const PROGRESS_STEP: usize = 4096;
 
@@ -91,6 +95,16 @@ pub struct MemTable {
     /// Bytes of sealed shards (arena and filters).
     sealed: AtomicUsize,
     size: AtomicUsize,
+    /// Bytes of the sealed shards' arena chunks, and of every shard's
+    /// ([`memory_held`](Self::memory_held)).
+    sealed_held: AtomicUsize,
+    held: AtomicUsize,
+    /// The write buffer it fills (`usize::MAX` when none was given): no
+    /// shard is opened within an eighth of a shard of it.
+    capacity: usize,
+    /// What it held when made: its first shard's chunk (see
+    /// [`memory_held_when_empty`](Self::memory_held_when_empty)).
+    empty_held: usize,
     len: AtomicUsize,
     /// Entries a running [`for_each`](Self::for_each) (a flush) has passed
     /// so far, published every [`PROGRESS_STEP`] entries for write pacing.
@@ -142,6 +156,7 @@ impl MemTable {
         let shards: Box<[OnceLock<Shard>]> = (0..MAX_SHARDS).map(|_| OnceLock::new()).collect();
         let first = Shard::in_pool(shard_bytes, pool.clone());
         let size = first.filter_bytes();
+        let held = first.list.held();
         let _ = shards[0].set(first);
         MemTable {
             shards,
@@ -152,6 +167,10 @@ impl MemTable {
             inserter: Mutex::new(()),
             sealed: AtomicUsize::new(0),
             size: AtomicUsize::new(size),
+            sealed_held: AtomicUsize::new(0),
+            held: AtomicUsize::new(held),
+            empty_held: held,
+            capacity: usize::MAX,
             len: AtomicUsize::new(0),
             walked: AtomicUsize::new(0),
             max_seq: AtomicU64::new(0),
@@ -207,6 +226,7 @@ impl MemTable {
             Self::in_pool(log_number, shard, MAX_SHARDS, pool)
         };
         m.index_enabled = opts.memtable_index;
+        m.capacity = wbs;
         m
     }
 
@@ -253,20 +273,40 @@ impl MemTable {
         let active = shard.list.memory() + shard.filter_bytes();
         let sealed = self.sealed.load(AtomicOrdering::Relaxed);
         self.size.store(sealed + active, AtomicOrdering::Relaxed);
+        let active_held = shard.list.held();
+        let sealed_held = self.sealed_held.load(AtomicOrdering::Relaxed);
+        self.held
+            .store(sealed_held + active_held, AtomicOrdering::Relaxed);
         let before = self.len.fetch_add(1, AtomicOrdering::Relaxed);
         if before > 0 && seq <= self.max_seq.load(AtomicOrdering::Relaxed) {
             self.ordered.store(false, AtomicOrdering::Release);
         }
         self.max_seq.fetch_max(seq, AtomicOrdering::Relaxed);
-        let full =
-            shard.list.memory() >= self.shard_bytes || shard.list.len() >= self.shard_entries;
-        if full && n < self.max_shards {
+        // Sealed by its entries' bytes or count, or once its chunks reach
+        // its bytes and the last one is nearly full: the next entry would
+        // open a chunk the shard barely uses (its filter, in its first
+        // chunk, is not in `memory`).
+        let full = shard.list.memory() >= self.shard_bytes
+            || shard.list.len() >= self.shard_entries
+            || (shard.list.held() >= self.shard_bytes && shard.list.tail_free() < SEAL_TAIL);
+        // Not when the memtable is all but full: a shard opened for its
+        // last entries would hold a chunk for them and cost every read a
+        // list more.
+        let room_left = self.capacity.saturating_sub(sealed + active);
+        if full && n < self.max_shards && room_left > self.shard_bytes / 8 {
             let next = Shard::in_pool(self.shard_bytes, self.pool.clone());
             let extra = next.filter_bytes();
+            let extra_held = next.list.held();
             if self.shards[n].set(next).is_ok() {
                 self.sealed.store(sealed + active, AtomicOrdering::Relaxed);
                 self.size
                     .store(sealed + active + extra, AtomicOrdering::Relaxed);
+                self.sealed_held
+                    .store(sealed_held + active_held, AtomicOrdering::Relaxed);
+                self.held.store(
+                    sealed_held + active_held + extra_held,
+                    AtomicOrdering::Relaxed,
+                );
                 self.count.store(n + 1, AtomicOrdering::Release);
             }
         }
@@ -523,6 +563,24 @@ impl MemTable {
         self.size.load(AtomicOrdering::Relaxed)
             + self.index_bytes.load(AtomicOrdering::Relaxed)
             + self.range_bytes.load(AtomicOrdering::Relaxed)
+    }
+
+    /// The memory it holds: its arena chunks whole (the unused tail of
+    /// each shard's last chunk included, which
+    /// [`approximate_size`](Self::approximate_size) leaves out), its
+    /// sorted index and its range tombstones. What the memory budget
+    /// counts; `approximate_size` is what fills a write buffer.
+    pub fn memory_held(&self) -> usize {
+        self.held.load(AtomicOrdering::Relaxed)
+            + self.index_bytes.load(AtomicOrdering::Relaxed)
+            + self.range_bytes.load(AtomicOrdering::Relaxed)
+    }
+
+    /// What [`memory_held`](Self::memory_held) was when it was made: the
+    /// chunk its first shard's filter takes, which the first entries fill
+    /// after it.
+    pub fn memory_held_when_empty(&self) -> usize {
+        self.empty_held
     }
 
     /// The share of the entries the running (or last) flush has walked,
@@ -935,6 +993,50 @@ mod tests {
             }
         }
         assert!(m.approximate_size() > m.size.load(AtomicOrdering::Relaxed));
+    }
+
+    /// The memory a memtable holds counts each shard's arena chunks whole:
+    /// with shards far smaller than a chunk, it is a chunk per shard, far
+    /// past the bytes its entries use.
+    #[test]
+    fn memory_held_counts_whole_chunks() {
+        const CHUNK: usize = 1 << 20;
+        // An empty one holds its first shard's filter.
+        let one = MemTable::new(1, 64 << 20, 1);
+        assert!(one.memory_held() >= one.approximate_size());
+        assert!(one.approximate_size() > 0);
+        let m = MemTable::new(1, 4 << 10, MAX_SHARDS);
+        for i in 0..2000u64 {
+            m.add(
+                i + 1,
+                ValueKind::Value,
+                format!("k{i:05}").as_bytes(),
+                &[7; 40],
+            );
+        }
+        let shards = m.shard_count();
+        assert!(shards > 4, "{shards} shards");
+        assert!(m.memory_held() >= shards * CHUNK);
+        assert!(m.approximate_size() < shards * CHUNK / 8);
+        // Shards of whole chunks are sealed as their last chunk fills,
+        // not after opening one more: a sealed shard holds its size.
+        let aligned = MemTable::new(1, 2 << 20, MAX_SHARDS);
+        for i in 0..60_000u64 {
+            let k = format!("k{:08}", i.wrapping_mul(0x9e37_79b9) % 1_000_000);
+            aligned.add(i + 1, ValueKind::Value, k.as_bytes(), &[7; 100]);
+        }
+        let shards = aligned.shard_count();
+        assert!(shards >= 3, "{shards} shards");
+        assert!(
+            aligned.memory_held() <= shards * (2 << 20) + CHUNK,
+            "{} held in {shards} shards",
+            aligned.memory_held()
+        );
+        // Large entries get chunks of their own, counted too.
+        let big = MemTable::new(1, 64 << 20, 1);
+        let before = big.memory_held();
+        big.add(1, ValueKind::Value, b"k", &vec![1; 3 << 20]);
+        assert!(big.memory_held() >= before + (3 << 20));
     }
 
     /// An iterator that finds enough sealed shards unindexed starts a

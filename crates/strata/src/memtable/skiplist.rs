@@ -287,6 +287,8 @@ struct Writer {
     chunks: Vec<Chunk>,
     /// Free words at the end of the last chunk start here.
     used: usize,
+    /// Bytes of `chunks`.
+    held: usize,
     rng: u64,
 }
 
@@ -297,6 +299,10 @@ pub struct SkipList {
     writer: Mutex<Writer>,
     len: AtomicUsize,
     memory: AtomicUsize,
+    /// Bytes of the arena's chunks (`Writer::held`), for readers.
+    held: AtomicUsize,
+    /// Free bytes at the end of the chunk being filled, for readers.
+    tail_free: AtomicUsize,
     /// Where full-size chunks come from and go back to, if anywhere.
     pool: Option<Arc<ChunkPool>>,
 }
@@ -373,10 +379,13 @@ impl SkipList {
             writer: Mutex::new(Writer {
                 chunks: Vec::new(),
                 used: CHUNK_WORDS,
+                held: 0,
                 rng: 0x2545_f491_4f6c_dd1d,
             }),
             len: AtomicUsize::new(0),
             memory: AtomicUsize::new(0),
+            held: AtomicUsize::new(0),
+            tail_free: AtomicUsize::new(0),
         }
     }
 
@@ -394,6 +403,9 @@ impl SkipList {
         // Up to 56 bytes of an 8-byte-aligned start go to the alignment.
         let words = (bytes + 56).div_ceil(8);
         let start = alloc(&mut w, self.pool.as_deref(), words).cast::<u8>();
+        self.held.store(w.held, AO::Relaxed);
+        self.tail_free
+            .store((CHUNK_WORDS - w.used) * 8, AO::Relaxed);
         let pad = start.align_offset(64);
         // SAFETY: `alloc` returned `words * 8 >= bytes + 56` bytes owned
         // by this list alone; `pad < 64` and, `start` being 8-byte
@@ -409,6 +421,18 @@ impl SkipList {
     /// Arena bytes in use.
     pub fn memory(&self) -> usize {
         self.memory.load(AO::Relaxed)
+    }
+
+    /// Bytes of the arena's chunks: what the list holds of memory, its
+    /// chunks' unused tails included.
+    pub fn held(&self) -> usize {
+        self.held.load(AO::Relaxed)
+    }
+
+    /// Free bytes left at the end of the chunk being filled (0 before the
+    /// first allocation).
+    pub fn tail_free(&self) -> usize {
+        self.tail_free.load(AO::Relaxed)
     }
 
     /// Link `level` of `prev` (null = head).
@@ -492,6 +516,9 @@ impl SkipList {
             + value.len();
         let words = bytes.div_ceil(8);
         let node = alloc(&mut w, self.pool.as_deref(), words) as *mut NodeHeader;
+        self.held.store(w.held, AO::Relaxed);
+        self.tail_free
+            .store((CHUNK_WORDS - w.used) * 8, AO::Relaxed);
         // SAFETY: `node` points to `words * 8 >= bytes` fresh, 8-byte-aligned,
         // exclusively owned bytes in the arena; we initialise the header,
         // every tower slot, the key and the value before publishing the node.
@@ -566,6 +593,7 @@ fn alloc(w: &mut Writer, pool: Option<&ChunkPool>, words: usize) -> *mut u64 {
         // Large entries get a chunk of their own; the current chunk stays last.
         let chunk = Chunk::new(words);
         let p = chunk.base();
+        w.held += chunk.len().max(1) * 8;
         w.chunks.push(chunk);
         let n = w.chunks.len();
         if n >= 2 {
@@ -577,6 +605,7 @@ fn alloc(w: &mut Writer, pool: Option<&ChunkPool>, words: usize) -> *mut u64 {
         let chunk = pool.and_then(ChunkPool::take);
         w.chunks
             .push(chunk.unwrap_or_else(|| Chunk::new(CHUNK_WORDS)));
+        w.held += CHUNK_WORDS * 8;
         w.used = 0;
     }
     let used = w.used;

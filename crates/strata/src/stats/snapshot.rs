@@ -29,8 +29,9 @@ pub struct MemoryStats {
     /// their shares where the options asked for more).
     pub write_buffer_size: u64,
     pub block_cache_capacity: u64,
-    /// Held now: the memtables (active and immutable) with the arena
-    /// chunks kept for the next ones, the block cache, the pins.
+    /// Held now: the memtables (active and immutable: their arena chunks
+    /// whole, `MemTable::memory_held`) with the arena chunks kept for the
+    /// next ones, the block cache, the pins.
     pub memtables: u64,
     pub block_cache: u64,
     pub pins: u64,
