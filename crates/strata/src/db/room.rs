@@ -204,7 +204,7 @@ impl Inner {
     /// do without a budget or with `default` alone (its sizes fit the
     /// share). The caller is the write leader, before it makes room in
     /// the keyspaces its group writes to; the room is passed by at most
-    /// the group's bytes.
+    /// the group's bytes and a chunk for each keyspace it writes to.
     pub(super) fn fit_memtables(&self, log: &mut LogState) -> Result<()> {
         let share = self.budget.memtables;
         // Another keyspace has a memtable: the leader's own view, no lock.

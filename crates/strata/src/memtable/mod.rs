@@ -73,7 +73,9 @@ fn cmp_probe(node: &[u8], user_key: &[u8], trailer: u64) -> Ordering {
 }
 
 /// Free bytes at the end of a shard's last chunk under which a shard whose
-/// chunks reach its size is sealed (see `MemTable::add`).
+/// chunks reach its size is sealed (see `MemTable::add`), or the bytes of
+/// the entry just added where that is more: the next entry of its size
+/// would not fit.
 const SEAL_TAIL: usize = 4096;
 
 /// Entries between two publications of a flush's progress.
@@ -190,7 +192,10 @@ impl MemTable {
 
     /// An empty memtable for WAL `log_number` shaped by `opts`: shards of
     /// `memtable_shard_size`, but at least 1/32 of `write_buffer_size` (so
-    /// the last shard's filter is not overfilled), and one skiplist when
+    /// the last shard's filter is not overfilled; a group that lands as the
+    /// memtable fills may still overfill its last shard's, as no shard is
+    /// opened within an eighth of a shard of the write buffer), and one
+    /// skiplist when
     /// the shard size reaches the write buffer. A shard's filter is 1/64 of
     /// its bytes, so an empty memtable is never full.
     pub fn with_options(log_number: u64, opts: &crate::Options) -> Self {
@@ -286,9 +291,10 @@ impl MemTable {
         // its bytes and the last one is nearly full: the next entry would
         // open a chunk the shard barely uses (its filter, in its first
         // chunk, is not in `memory`).
+        let tail = SEAL_TAIL.max(user_key.len() + value.len() + 64);
         let full = shard.list.memory() >= self.shard_bytes
             || shard.list.len() >= self.shard_entries
-            || (shard.list.held() >= self.shard_bytes && shard.list.tail_free() < SEAL_TAIL);
+            || (shard.list.held() >= self.shard_bytes && shard.list.tail_free() < tail);
         // Not when the memtable is all but full: a shard opened for its
         // last entries would hold a chunk for them and cost every read a
         // list more.
@@ -1031,6 +1037,20 @@ mod tests {
             aligned.memory_held() <= shards * (2 << 20) + CHUNK,
             "{} held in {shards} shards",
             aligned.memory_held()
+        );
+        // Entries past the 4 KiB tail seal a shard as well: 16 KiB values
+        // leave 12 KiB free in a chunk, which the next one does not fit.
+        let wide = MemTable::new(1, 2 << 20, MAX_SHARDS);
+        for i in 0..400u64 {
+            let k = format!("k{:08}", i.wrapping_mul(0x9e37_79b9) % 1_000_000);
+            wide.add(i + 1, ValueKind::Value, k.as_bytes(), &[7; 16 << 10]);
+        }
+        let shards = wide.shard_count();
+        assert!(shards >= 3, "{shards} shards");
+        assert!(
+            wide.memory_held() <= shards * (2 << 20) + CHUNK,
+            "{} held in {shards} shards",
+            wide.memory_held()
         );
         // Large entries get chunks of their own, counted too.
         let big = MemTable::new(1, 64 << 20, 1);
