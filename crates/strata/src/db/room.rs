@@ -35,6 +35,18 @@ impl MemtableUsage {
     fn room(&self, share: u64) -> u64 {
         share.saturating_sub(self.fixed).max(share / 4)
     }
+
+    /// The active and immutable memtables fill the room.
+    fn over(&self, share: u64) -> bool {
+        self.active + self.immutable >= self.room(share)
+    }
+
+    /// A switch is due: the active memtables pass 7/8 of the room, or
+    /// half of it with the immutable ones past all of it.
+    fn switch_due(&self, share: u64) -> bool {
+        let room = self.room(share);
+        self.active >= room / 8 * 7 || (self.over(share) && self.active >= room / 2)
+    }
 }
 
 impl Inner {
@@ -212,8 +224,7 @@ impl Inner {
             return Ok(());
         }
         let u = self.memtable_usage();
-        let room = u.room(share);
-        if u.active + u.immutable < room && u.active < room / 8 * 7 {
+        if !u.over(share) && !u.switch_due(share) {
             return Ok(());
         }
         let mut st = self.state.lock();
@@ -221,14 +232,12 @@ impl Inner {
         loop {
             st.check_usable()?;
             let u = self.memtable_usage();
-            let room = u.room(share);
             let fams: Vec<_> = self
                 .live_families()
                 .into_iter()
                 .filter(|f| !f.is_dropped())
                 .collect();
-            let over = u.active + u.immutable >= room;
-            if u.active >= room / 8 * 7 || (over && u.active >= room / 2) {
+            if u.switch_due(share) {
                 let largest = fams
                     .iter()
                     .filter(|f| {
@@ -244,7 +253,7 @@ impl Inner {
             }
             // Waiting helps only while a flush will free a memtable.
             let flush_due = fams.iter().any(|f| !st.tree(f).imm.is_empty());
-            if !over || !flush_due {
+            if !u.over(share) || !flush_due {
                 break;
             }
             if waited.is_none() {

@@ -294,7 +294,7 @@ impl MemTable {
         let tail = SEAL_TAIL.max(user_key.len() + value.len() + 64);
         let full = shard.list.memory() >= self.shard_bytes
             || shard.list.len() >= self.shard_entries
-            || (shard.list.held() >= self.shard_bytes && shard.list.tail_free() < tail);
+            || (active_held >= self.shard_bytes && shard.list.tail_free() < tail);
         // Not when the memtable is all but full: a shard opened for its
         // last entries would hold a chunk for them and cost every read a
         // list more.
