@@ -44,6 +44,19 @@ pub struct EngineSettings {
     /// run, ignored by engines without merges).
     #[serde(default, skip_serializing_if = "is_false")]
     pub counters: bool,
+    /// How long RocksDB's or LevelDB's wait for its background work (the
+    /// settle, polled) may last before the run fails (`--settle-limit`;
+    /// fjall's is fixed at 600 s, strata's own wait has none). Default
+    /// [`SETTLE_LIMIT_SECS`].
+    #[serde(default = "settle_limit")]
+    pub settle_limit_secs: u64,
+}
+
+/// The default of [`EngineSettings::settle_limit_secs`].
+pub const SETTLE_LIMIT_SECS: u64 = 600;
+
+fn settle_limit() -> u64 {
+    SETTLE_LIMIT_SECS
 }
 
 fn is_false(b: &bool) -> bool {
@@ -73,6 +86,7 @@ impl Default for EngineSettings {
             level_base: level_base(),
             own_defaults: false,
             counters: false,
+            settle_limit_secs: SETTLE_LIMIT_SECS,
         }
     }
 }

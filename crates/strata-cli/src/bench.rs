@@ -116,6 +116,16 @@ pub struct BenchArgs {
     /// preset's limit; the capped presets use 300).
     #[arg(long, value_name = "SECS")]
     pub time_limit: Option<String>,
+    /// Run every row on one database per engine: the first row, ycsb-load,
+    /// loads it (once per engine) and every later row runs,
+    /// in the listed order, on what the rows before it left, its files
+    /// evicted first (db_bench's --use_existing_db; the scale preset does).
+    #[arg(long)]
+    pub chain: bool,
+    /// Fail a RocksDB or LevelDB run whose wait for its background work
+    /// (the settle) passes SECS (default 600; the scale preset 3600).
+    #[arg(long, value_name = "SECS")]
+    pub settle_limit: Option<u64>,
     /// Measure the device's 4 KiB random read/write ceilings before the
     /// runs (a 256 MiB file, 2 s per pattern).
     #[arg(long)]
@@ -197,6 +207,10 @@ pub fn run(a: &BenchArgs) -> Result<ExitCode, CliError> {
     cfg.reuse_loads |= a.reuse_loads;
     cfg.settle = !a.no_settle;
     cfg.keep_data = a.keep_data;
+    cfg.chain |= a.chain;
+    if let Some(l) = a.settle_limit {
+        cfg.settings.settle_limit_secs = l.max(1);
+    }
     if a.ceilings && cfg.ceilings.is_none() {
         cfg.ceilings = Some((256, 2.0));
     }

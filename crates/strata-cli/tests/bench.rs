@@ -278,3 +278,87 @@ fn a_peer_built_with_assertions_is_refused() {
     assert!(!o.status.success(), "{stderr}");
     assert!(stderr.contains("lacks a C API call"), "{stderr}");
 }
+
+/// A chain: one load per engine, then every row on that database. The
+/// reads find every record the load wrote (a run on a fresh database would
+/// find none), and YCSB-E's inserts carry on to the next row.
+#[test]
+fn a_chain_runs_every_row_on_one_load() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let out = tmp.path().join("out");
+    let o = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args([
+            "bench",
+            "--preset",
+            "tiny",
+            "--engines",
+            "strata",
+            "--chain",
+            "--workloads",
+            "ycsb-load,readrandom,ycsb-e,ycsb-c",
+            "--repeats",
+            "2",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .expect("run strata bench");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let json = std::fs::read_to_string(out.join("report.json")).expect("report.json");
+    let r: Value = serde_json::from_str(&json).expect("report.json parses");
+    assert!(r["notes"].to_string().contains("chain:"), "{}", r["notes"]);
+    let results = r["results"].as_array().expect("results");
+    let rows: Vec<&str> = results
+        .iter()
+        .map(|x| x["workload"].as_str().expect("workload"))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            "ycsb-load",
+            "readrandom",
+            "readrandom",
+            "ycsb-e",
+            "ycsb-e",
+            "ycsb-c",
+            "ycsb-c"
+        ]
+    );
+    let mut inserted = 0.0;
+    for res in results {
+        let name = res["workload"].to_string();
+        assert!(res["error"].is_null(), "{name}: {}", res["error"]);
+        match res["workload"].as_str() {
+            Some("readrandom") | Some("ycsb-c") => {
+                let gets = num(res, &["gets"]);
+                assert!(gets > 0.0, "{name}");
+                assert_eq!(num(res, &["gets_found"]), gets, "{name}: a read missed");
+            }
+            Some("ycsb-e") => inserted += num(res, &["op_counts", "insert"]),
+            _ => {}
+        }
+    }
+    assert!(inserted > 0.0, "YCSB-E inserted nothing");
+    assert!(
+        !out.join("data").exists(),
+        "the chain's databases are removed"
+    );
+    // A chain must start with its load.
+    let o = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args([
+            "bench",
+            "--preset",
+            "tiny",
+            "--engines",
+            "strata",
+            "--chain",
+        ])
+        .args(["--workloads", "readrandom", "--out"])
+        .arg(tmp.path().join("refused"))
+        .output()
+        .expect("run strata bench");
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("ycsb-load"));
+}

@@ -55,6 +55,11 @@ pub struct RunSpec {
     /// image later runs of this engine start from); `None`: keep none.
     #[serde(default)]
     pub save_image: Option<PathBuf>,
+    /// A chain's row (`runner::chain`): `dir` holds this many records under
+    /// YCSB's scattered keys, whatever the row's own load would be; with
+    /// `preloaded`, the run reads and writes those.
+    #[serde(default)]
+    pub chain_records: Option<u64>,
 }
 
 fn yes() -> bool {
@@ -398,19 +403,27 @@ fn preload(ctx: &Ctx<'_>, kind: Preload) -> Result<(), BenchError> {
 }
 
 /// The context of a run of `w` on `store` (`sync`: ask for a synced write
-/// every time).
-fn new_ctx<'a>(store: &'a dyn KvStore, p: &'a Params, w: Workload, sync: bool) -> Ctx<'a> {
+/// every time; `chain`: the records of a chain's database, which the run
+/// reads and writes under YCSB's keys whatever its own load would be).
+fn new_ctx<'a>(
+    store: &'a dyn KvStore,
+    p: &'a Params,
+    w: Workload,
+    sync: bool,
+    chain: Option<u64>,
+) -> Ctx<'a> {
     let inserts = w
         .mix(p)
         .map_or(0, |m| (m.insert * p.ops as f64 * 1.5) as u64 + 64);
+    let records = chain.unwrap_or(p.num).max(p.num);
     Ctx {
         store,
         p,
         values: ValuePool::with_ratio(p.seed, p.value_size, p.compression_ratio),
-        live: Live::new(p.num + inserts),
+        live: Live::new(records + inserts),
         records: AtomicU64::new(0),
         next_insert: AtomicU64::new(0),
-        hashed: matches!(w.preload(), Preload::Ycsb) || w == Workload::YcsbLoad,
+        hashed: chain.is_some() || matches!(w.preload(), Preload::Ycsb) || w == Workload::YcsbLoad,
         done: AtomicU64::new(0),
         stop: AtomicBool::new(false),
         sync,
@@ -420,10 +433,11 @@ fn new_ctx<'a>(store: &'a dyn KvStore, p: &'a Params, w: Workload, sync: bool) -
     }
 }
 
-/// Records that keys `0..num` are loaded (a database copied from an image
-/// of a `kind` preload: without its deleted blocks).
-fn mark_loaded(ctx: &Ctx<'_>, kind: Preload) {
-    for n in 0..ctx.p.num {
+/// Records that keys `0..records` are loaded (a database copied from an
+/// image of a `kind` preload, `records` = `num`: without its deleted
+/// blocks; or a chain's database).
+fn mark_loaded(ctx: &Ctx<'_>, kind: Preload, records: u64) {
+    for n in 0..records {
         ctx.live.set(n);
     }
     if matches!(kind, Preload::DeletedRanges | Preload::DeletedKeys) {
@@ -434,8 +448,8 @@ fn mark_loaded(ctx: &Ctx<'_>, kind: Preload) {
             }
         }
     }
-    ctx.records.store(ctx.p.num, Relaxed);
-    ctx.next_insert.store(ctx.p.num, Relaxed);
+    ctx.records.store(records, Relaxed);
+    ctx.next_insert.store(records, Relaxed);
 }
 
 /// The run phase of thread `t`: returns its meter.
@@ -890,6 +904,7 @@ mod tests {
                 keep_data: false,
                 preloaded: false,
                 save_image: None,
+                chain_records: None,
             };
             let r = run(&spec)?;
             assert!(r.ops > 0 && r.ops_per_sec > 0.0, "{w}");
@@ -932,6 +947,7 @@ mod tests {
                 keep_data: false,
                 preloaded: false,
                 save_image: None,
+                chain_records: None,
             };
             let result = run(&spec);
             if matches!(name, "strata" | "rocksdb") {
@@ -980,6 +996,7 @@ mod tests {
                 keep_data: false,
                 preloaded: false,
                 save_image: None,
+                chain_records: None,
             };
             let result = run(&spec);
             if matches!(name, "strata" | "rocksdb") {
@@ -1021,6 +1038,7 @@ mod tests {
             keep_data: false,
             preloaded: false,
             save_image: None,
+            chain_records: None,
         };
         let r = run(&spec("cut", 0.2))?;
         assert!(r.cut_short);
@@ -1061,6 +1079,7 @@ mod tests {
             keep_data: false,
             preloaded: false,
             save_image: None,
+            chain_records: None,
         };
         let r = run(&spec)?;
         let syncs = r

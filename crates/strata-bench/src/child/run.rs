@@ -131,7 +131,10 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
         | Preload::DeletedKeys,
     ) = (&spec.save_image, preloaded, w.preload())
     {
-        preload(&new_ctx(opened.store.as_ref(), p, w, sync), w.preload())?;
+        preload(
+            &new_ctx(opened.store.as_ref(), p, w, sync, None),
+            w.preload(),
+        )?;
         opened.store.wait_for_compactions()?;
         opened.store.close()?;
         drop(opened);
@@ -141,16 +144,17 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, BenchError> {
         preloaded = true;
     }
     let store: &dyn KvStore = opened.store.as_ref();
-    let mut ctx = new_ctx(store, p, w, sync);
+    let mut ctx = new_ctx(store, p, w, sync, spec.chain_records);
     ctx.checkpoint_target = checkpoint_target.clone();
     ctx.backup_store = backup_store.as_ref();
     match w.preload() {
         Preload::Nothing => {}
         _ if preloaded => {
-            // A database copied from an image: the same records. Work the
-            // engine starts at open (log replay, compactions it finds due)
-            // is settled before the run, as after a load.
-            mark_loaded(&ctx, w.preload());
+            // A database copied from an image: the same records (or a
+            // chain's: its own). Work the engine starts at open (log
+            // replay, compactions it finds due) is settled before the run,
+            // as after a load.
+            mark_loaded(&ctx, w.preload(), spec.chain_records.unwrap_or(p.num));
             if spec.settle {
                 store.wait_for_compactions()?;
             }

@@ -305,7 +305,7 @@ fn open_own(s: &EngineSettings, dir: &Path) -> Result<OpenEngine, BenchError> {
             version_of(l),
             own::settings(s.sync),
             own::WRITE_BUFFER_SIZE,
-            s.counters,
+            s,
         )
     }
 }
@@ -398,7 +398,7 @@ pub fn open(s: &EngineSettings, dir: &Path) -> Result<OpenEngine, BenchError> {
             version_of(l),
             settings,
             s.write_buffer_size,
-            s.counters,
+            s,
         )
     }
 }

@@ -54,7 +54,7 @@ pub unsafe fn finish_open(
     version: String,
     settings: String,
     write_buffer_size: usize,
-    counters: bool,
+    s: &crate::settings::EngineSettings,
 ) -> Result<crate::engine::OpenEngine, crate::BenchError> {
     // SAFETY: guaranteed by the caller.
     let opened = unsafe { api.check(err) }.and_then(|()| {
@@ -78,7 +78,8 @@ pub unsafe fn finish_open(
     // SAFETY: guaranteed by the caller; `db` is open and non-null.
     let mut store = unsafe { CStore::new(api, db, ro, wo, owned, dir, name) };
     store.quiet_looks = (api.quiet_looks)(write_buffer_size);
-    store.merges = counters && api.batch_merge.is_some();
+    store.merges = s.counters && api.batch_merge.is_some();
+    store.settle_limit = std::time::Duration::from_secs(s.settle_limit_secs);
     Ok(crate::engine::OpenEngine {
         store: Box::new(store),
         version,
@@ -105,6 +106,9 @@ pub struct CStore {
     name: String,
     /// See [`Api::quiet_looks`].
     quiet_looks: u32,
+    /// How long `wait_for_compactions` waits before it gives up
+    /// (`EngineSettings::settle_limit_secs`).
+    settle_limit: std::time::Duration,
     /// Cursors alive (each holds an iterator of `db`).
     cursors: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     /// Opened with a merge operator (RocksDB's `uint64add`, for the
@@ -261,6 +265,7 @@ impl CStore {
             closed: AtomicBool::new(false),
             name,
             quiet_looks: 2,
+            settle_limit: std::time::Duration::from_secs(crate::settings::SETTLE_LIMIT_SECS),
             cursors: std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0)),
             merges: false,
         }
@@ -691,8 +696,7 @@ impl KvStore for CStore {
     fn wait_for_compactions(&self) -> strata::Result<()> {
         // Neither C API offers a wait for background work (RocksDB's
         // `WaitForCompact` is not in its C API), so poll until `quiet_looks` looks in a row find
-        // the same idle state; give up after SETTLE_LIMIT.
-        const SETTLE_LIMIT: std::time::Duration = std::time::Duration::from_secs(600);
+        // the same idle state; give up after `settle_limit`.
         let started = std::time::Instant::now();
         let mut last: Option<String> = None;
         let mut quiet = 0;
@@ -718,10 +722,10 @@ impl KvStore for CStore {
                     quiet = 0;
                 }
             }
-            if started.elapsed() > SETTLE_LIMIT {
+            if started.elapsed() > self.settle_limit {
                 return Err(failed(format!(
                     "background work still running after {} s",
-                    SETTLE_LIMIT.as_secs()
+                    self.settle_limit.as_secs()
                 )));
             }
             std::thread::sleep(std::time::Duration::from_millis(50));

@@ -634,7 +634,7 @@ fn open_own(s: &EngineSettings, dir: &Path) -> Result<OpenEngine, BenchError> {
             version_of(l),
             settings,
             own::WRITE_BUFFER_SIZE,
-            s.counters,
+            s,
         )
     }
 }
@@ -750,7 +750,7 @@ pub fn open(s: &EngineSettings, dir: &Path) -> Result<OpenEngine, BenchError> {
             version_of(l),
             settings,
             s.write_buffer_size,
-            s.counters,
+            s,
         )
     }
 }

@@ -8,6 +8,7 @@ use crate::workload::{Preload, Workload};
 use crate::BenchError;
 use std::path::PathBuf;
 
+pub mod chain;
 mod output;
 mod presets;
 mod spawn;
@@ -82,6 +83,17 @@ pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
         .map(|w| Workload::parse(w).map(|parsed| (w.trim().to_string(), parsed)))
         .collect::<Result<Vec<_>, _>>()?;
     cfg.params.validate()?;
+    if cfg.chain {
+        let parsed: Vec<Workload> = workloads.iter().map(|(_, w)| *w).collect();
+        chain::check(&parsed, &engines)?;
+        notes.push(
+            "chain: one database per engine, loaded by the first row (one run per engine, so its \
+             figures are not medians); every later row ran, in the listed order, on what the rows before it \
+             left (YCSB's updates and inserts included), its files evicted from the page cache first; \
+             readrandom and seekrandom read the YCSB-keyed records"
+                .into(),
+        );
+    }
     std::fs::create_dir_all(&cfg.out).map_err(|e| BenchError::Io(cfg.out.clone(), e))?;
     let data = cfg.out.join("data");
     // Nothing of an earlier bench (its load images above all, made with
@@ -133,7 +145,9 @@ pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
                 .into(),
         );
     }
-    let total = engines.len() * workloads.len() * cfg.repeats;
+    // A chain loads once per engine.
+    let repeats_of = |i: usize| if cfg.chain && i == 0 { 1 } else { cfg.repeats };
+    let total = engines.len() * (0..workloads.len()).map(repeats_of).sum::<usize>();
     let mut results = Vec::new();
     // Images whose load failed (a killed or failed child): later runs that
     // would start from them fail at once with the same cause.
@@ -141,9 +155,10 @@ pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
     // Engine × row pairs a repeat of which was killed by the time limit:
     // their later repeats are not run (they would spend the limit again).
     let mut over_limit: Vec<(String, String, String)> = Vec::new();
+    let mut chains = cfg.chain.then(|| chain::Chains::new(&data));
     let mut k = 0;
-    for (row, wl) in &workloads {
-        for rep in 0..cfg.repeats {
+    for (i, (row, wl)) in workloads.iter().enumerate() {
+        for rep in 0..repeats_of(i) {
             // The engine order turns by one each repeat, so no engine
             // always runs first (after a cold device) or last.
             for e in engines
@@ -160,7 +175,7 @@ pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
                 let placed = ["db_dir=", "fast_dir=", crate::engine::SHM]
                     .iter()
                     .any(|p| e.contains(p));
-                let image = (cfg.reuse_loads && !placed)
+                let image = (cfg.reuse_loads && !placed && !cfg.chain)
                     .then(|| match wl.preload() {
                         // Counters are loaded by each run (no image).
                         Preload::Nothing | Preload::Counters => None,
@@ -181,6 +196,7 @@ pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
                     keep_data: cfg.keep_data,
                     preloaded: false,
                     save_image: None,
+                    chain_records: None,
                 };
                 let earlier = image.as_ref().and_then(|img| {
                     failed_images
@@ -201,6 +217,9 @@ pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
                         "the load it starts from failed in an earlier run of this engine: {}",
                         earlier.unwrap_or_default()
                     )),
+                    _ if chains.is_some() => {
+                        chains.as_ref().map_or(Ok(()), |c| c.prepare(&mut spec, i))
+                    }
                     Some(img) if crate::sys::image_ready(img) => {
                         spec.preloaded = true;
                         crate::sys::restore_image(img, &dir)
@@ -219,7 +238,7 @@ pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
                 let pb = bar();
                 pb.set_prefix(format!("[{k}/{total}] {e} {row}"));
                 let limit = cfg.time_limit.map(|l| {
-                    let l = if spec.save_image.is_some() {
+                    let l = if spec.save_image.is_some() || (cfg.chain && i == 0) {
                         4.0 * l
                     } else {
                         l
@@ -240,6 +259,9 @@ pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
                     },
                 };
                 pb.finish_and_clear();
+                if let Some(c) = chains.as_mut() {
+                    c.record(&spec, i, &r);
+                }
                 if let Some(err) = r
                     .error
                     .as_deref()
@@ -311,6 +333,7 @@ mod tests {
             keep_data: false,
             preloaded: false,
             save_image: None,
+            chain_records: None,
         };
         let r = run_child(
             &child,
@@ -371,6 +394,7 @@ mod tests {
             keep_data: false,
             preloaded: false,
             save_image: Some(img.clone()),
+            chain_records: None,
         };
         let limit = Some(std::time::Duration::from_secs(2));
         let r = run_child(&child, &spec, &ProgressBar::hidden(), None, limit);

@@ -1,7 +1,7 @@
 //! The presets: named benchmark configurations, from the quick in-memory
 //! run to the capped runs past the page cache.
 
-use super::Config;
+use super::{chain, Config};
 use crate::engine::{EngineSettings, COMPARATORS};
 use crate::workload::Params;
 use crate::BenchError;
@@ -123,6 +123,13 @@ pub const PRESETS: &[(&str, &str)] = &[
          about two hours",
     ),
     (
+        "scale",
+        "LARGER THAN MEMORY, at scale: one chain per engine (--chain): 12.5M records of 1 KiB (13 GB, \
+         4.0x a 3 GiB memory cgroup) loaded once by ycsb-load, then readrandom, seekrandom and YCSB C, B, \
+         E, A in that order on that database, runs of 60 s, 3 repeats; strata and RocksDB (shared \
+         settings: cap/16 memtables, cap/8 cache, 64 MiB tables, 1 GiB L1); ~80 minutes and 35 GB of disk",
+    ),
+    (
         "active",
         "active compaction: U1..U9 and YCSB a-d, uniform, 1 KiB values, 300k records (300 MiB, 19x the \
          16 MiB cache), 8 MiB memtables and tables, strata leveled vs stale picker vs LevelDB vs RocksDB, \
@@ -206,6 +213,7 @@ pub fn preset(name: &str, out: PathBuf) -> Result<Config, BenchError> {
         ceilings: None,
         reuse_loads: false,
         time_limit: None,
+        chain: false,
     };
     match name {
         "tiny" => Ok(Config {
@@ -277,6 +285,36 @@ pub fn preset(name: &str, out: PathBuf) -> Result<Config, BenchError> {
                 reuse_loads: true,
                 ..base
             })
+        }
+        "scale" => {
+            let cap: u64 = 3 << 30;
+            let mut c = capped(base, cap, 12_500_000, 1024, 60.0);
+            c.engines = if COMPARATORS {
+                names(&["strata", "rocksdb"])
+            } else {
+                names(&["strata"])
+            };
+            c.workloads = names(&[
+                chain::LOAD_ROW,
+                "readrandom",
+                "seekrandom",
+                "ycsb-c",
+                "ycsb-b",
+                "ycsb-e",
+                "ycsb-a",
+            ]);
+            // Rows stop at their budget, not their count.
+            c.params.ops = 100_000_000;
+            c.repeats = 3;
+            c.reuse_loads = false;
+            c.chain = true;
+            // The load's limit is four times this.
+            c.time_limit = Some(1800.0);
+            c.settings.write_buffer_size = (cap / 16) as usize;
+            c.settings.target_file_size = 64 << 20;
+            c.settings.level_base = 1 << 30;
+            c.settings.settle_limit_secs = 3600;
+            Ok(c)
         }
         "merges-capped" => {
             let cap = 128 << 20;
