@@ -123,7 +123,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub chain: bool,
     /// Fail a RocksDB or LevelDB run whose wait for its background work
-    /// (the settle) passes SECS (default 600; the scale preset 3600).
+    /// (the settle) passes SECS (default 600; the scale preset 1500).
     #[arg(long, value_name = "SECS")]
     pub settle_limit: Option<u64>,
     /// Measure the device's 4 KiB random read/write ceilings before the

@@ -341,6 +341,16 @@ fn a_chain_runs_every_row_on_one_load() {
         }
     }
     assert!(inserted > 0.0, "YCSB-E inserted nothing");
+    // The rows after YCSB-E count its inserts: only a row run on the chain's
+    // database (not a load of its own) holds the load's records and them.
+    let record = num(&r, &["params", "key_size"]) + num(&r, &["params", "value_size"]);
+    for res in results.iter().filter(|x| x["workload"] == "ycsb-c") {
+        assert_eq!(
+            num(res, &["live_bytes"]),
+            (num(&r, &["params", "num"]) + inserted) * record,
+            "ycsb-c does not hold the load's records and YCSB-E's inserts"
+        );
+    }
     assert!(
         !out.join("data").exists(),
         "the chain's databases are removed"

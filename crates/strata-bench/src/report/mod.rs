@@ -90,7 +90,8 @@ impl Report {
             params: cfg.params.clone(),
             settings: cfg.settings.clone(),
             settings_summary: cfg.settings.summary(),
-            cold_reads: cfg.cold,
+            // A chain evicts the database before every row after its load.
+            cold_reads: cfg.cold || cfg.chain,
             settled: cfg.settle,
             repeats: cfg.repeats,
             comparators_compiled: crate::engine::COMPARATORS,

@@ -23,8 +23,9 @@ pub const LOAD_ROW: &str = "ycsb-load";
 
 /// Checks that `rows` (as parsed) can run as a chain for `engines`: the
 /// first is `ycsb-load`, every later one reads or writes loaded records
-/// (no other load), and no engine keeps its database outside the run's
-/// directory (`db_dir=`, `fast_dir=`, tmpfs).
+/// (no other load, and no deletes: the chain's count of records only
+/// grows), and no engine keeps its database outside the run's directory
+/// (`db_dir=`, `fast_dir=`, tmpfs).
 pub fn check(rows: &[Workload], engines: &[String]) -> Result<(), BenchError> {
     let usage = |m: String| Err(BenchError::Usage(format!("--chain: {m}")));
     match rows.first() {
@@ -32,6 +33,12 @@ pub fn check(rows: &[Workload], engines: &[String]) -> Result<(), BenchError> {
         _ => return usage(format!("the first row must be {LOAD_ROW}")),
     }
     for w in &rows[1..] {
+        if matches!(w, Workload::DeleteRandom | Workload::DeleteBlocks { .. }) {
+            return usage(format!(
+                "{} deletes records, which the rows after it would still count",
+                w.name()
+            ));
+        }
         match w.preload() {
             Preload::Ycsb | Preload::DbBench => {}
             _ => {
@@ -105,12 +112,15 @@ impl Chains {
     }
 
     /// Takes in the result of `spec` (row `row`): a load sets the engine's
-    /// records (or marks its chain failed); a later row adds its inserts.
+    /// records (or marks its chain failed and removes what it left); a
+    /// later row adds its inserts (a failed one's are not known: later
+    /// inserts may then overwrite some of them).
     pub fn record(&mut self, spec: &RunSpec, row: usize, r: &RunResult) {
         let e = spec.engine.clone();
         if row == 0 {
             match &r.error {
                 Some(err) => {
+                    let _ = std::fs::remove_dir_all(&spec.dir);
                     self.records.remove(&e);
                     self.failed.insert(e, err.clone());
                 }
@@ -148,6 +158,8 @@ mod tests {
         assert!(check(&rows(&["readrandom", "ycsb-c"]), &e).is_err());
         assert!(check(&rows(&["ycsb-load", "fillrandom"]), &e).is_err());
         assert!(check(&rows(&["ycsb-load", "readrandom-after-ranges"]), &e).is_err());
+        assert!(check(&rows(&["ycsb-load", "deleterandom"]), &e).is_err());
+        assert!(check(&rows(&["ycsb-load", "deleterange"]), &e).is_err());
         let shm = vec![format!("strata{}", crate::engine::SHM)];
         assert!(check(&rows(&["ycsb-load", "ycsb-c"]), &shm).is_err());
     }

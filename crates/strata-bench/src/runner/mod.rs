@@ -421,6 +421,14 @@ mod tests {
                 Workload::parse(w)?;
             }
             assert!(!c.engines.is_empty());
+            if c.chain {
+                let rows: Vec<Workload> = c
+                    .workloads
+                    .iter()
+                    .map(|w| Workload::parse(w))
+                    .collect::<Result<_, _>>()?;
+                chain::check(&rows, &c.engines)?;
+            }
         }
         assert!(preset("nope", PathBuf::from("x")).is_err());
         Ok(())
