@@ -362,8 +362,8 @@ impl std::fmt::Debug for Db {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::BTreeMap;
     use crate::io::MemFs;
+    use std::collections::BTreeMap;
 
     /// The background threads run `background_nice` above the nice value
     /// of the thread that opened the database (read from /proc).
