@@ -1,4 +1,6 @@
-//! The database: public API and the shared state behind it.
+//! The database: its public API (`Db`), the metadata behind one mutex
+//! (`State`) and what readers take without it (`SuperVersion`); the state
+//! every handle and thread shares is `Inner` (`inner.rs`).
 //!
 //! Thread-safety: `Db` is `Send + Sync`. Writers go through group commit
 //! (`write.rs`): one leader at a time appends to the WAL and the memtable.
