@@ -33,14 +33,15 @@ pub struct Config {
     pub reuse_loads: bool,
     /// Kill a run's process that has not finished (run, settle and close)
     /// after this many seconds; a run that also loads the data it keeps as
-    /// an image, or a chain's load, gets four times as long. The run is reported as killed by
-    /// the limit and the engine's later repeats of that row are not run.
+    /// an image, or a chain's load, gets four times as long. The run is
+    /// reported as killed by the limit and the engine's later repeats of
+    /// that row are not run.
     pub time_limit: Option<f64>,
     /// Run every row on one database per engine (db_bench's
     /// `--use_existing_db`): the first row, `ycsb-load`, loads it (once per
-    /// engine, whatever `repeats` is), and every later row runs,
-    /// in the listed order, on what the rows before it left, started with
-    /// its files evicted from the page cache. No copies: for data sets too
+    /// engine, whatever `repeats` is), and every later row runs, in the
+    /// listed order, on what the rows before it left, started with its
+    /// files evicted from the page cache. No copies: for data sets too
     /// large to copy per run. See `runner::chain`.
     pub chain: bool,
 }

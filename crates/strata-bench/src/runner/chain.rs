@@ -3,8 +3,9 @@
 //! data set too large to copy for each run is loaded once.
 //!
 //! The first row must be `ycsb-load`, run once per engine into an empty
-//! directory (its figures are one run's, not a median). Every later row runs on what
-//! the rows before it left, in the listed order: its records (the load's
+//! directory (its figures are one run's, not a median). Every later row
+//! runs on what the rows before it left, in the listed order: its records
+//! (the load's
 //! plus every insert since), under YCSB's scattered keys, so db_bench's
 //! readrandom and seekrandom read the same records YCSB's rows do. Before
 //! each of them the parent evicts the database's files from the page
@@ -49,11 +50,7 @@ pub fn check(rows: &[Workload], engines: &[String]) -> Result<(), BenchError> {
             }
         }
     }
-    let placed = ["db_dir=", "fast_dir=", crate::engine::SHM];
-    if let Some(e) = engines
-        .iter()
-        .find(|e| placed.iter().any(|p| e.contains(p)))
-    {
+    if let Some(e) = engines.iter().find(|e| super::placed_outside(e)) {
         return usage(format!(
             "{e} keeps its database outside the run's directory, which a chain keeps"
         ));

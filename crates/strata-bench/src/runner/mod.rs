@@ -26,6 +26,15 @@ pub const OWN_DEFAULTS_NOTE: &str =
      `settings` were ignored); durability was equal (WAL on, the same sync policy). Each engine's \
      effective settings are listed with it.";
 
+/// True for an engine spec that keeps its database outside the run's
+/// directory (`db_dir=`, `fast_dir=`, tmpfs): it is neither imaged nor
+/// chained.
+fn placed_outside(engine: &str) -> bool {
+    ["db_dir=", "fast_dir=", crate::engine::SHM]
+        .iter()
+        .any(|p| engine.contains(p))
+}
+
 /// How to start a child: this program plus the hidden subcommand.
 #[derive(Debug, Clone)]
 pub struct ChildCommand {
@@ -145,8 +154,9 @@ pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
                 .into(),
         );
     }
-    // A chain loads once per engine.
-    let repeats_of = |i: usize| if cfg.chain && i == 0 { 1 } else { cfg.repeats };
+    // A chain's load (its first row) runs once per engine.
+    let chain_load = |i: usize| cfg.chain && i == 0;
+    let repeats_of = |i: usize| if chain_load(i) { 1 } else { cfg.repeats };
     let total = engines.len() * (0..workloads.len()).map(repeats_of).sum::<usize>();
     let mut results = Vec::new();
     // Images whose load failed (a killed or failed child): later runs that
@@ -172,10 +182,7 @@ pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
                 // A reused load: the first run of this engine and kind of
                 // load keeps an image of it, later ones start from a copy.
                 // Engines placed outside the run's directory load every time.
-                let placed = ["db_dir=", "fast_dir=", crate::engine::SHM]
-                    .iter()
-                    .any(|p| e.contains(p));
-                let image = (cfg.reuse_loads && !placed && !cfg.chain)
+                let image = (cfg.reuse_loads && !placed_outside(e) && !cfg.chain)
                     .then(|| match wl.preload() {
                         // Counters are loaded by each run (no image).
                         Preload::Nothing | Preload::Counters => None,
@@ -208,7 +215,7 @@ pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
                     .iter()
                     .find(|(en, r, _)| en == e && r == row)
                     .map(|(_, _, why)| why.clone());
-                let restored = match &image {
+                let restored = match (&image, &chains) {
                     _ if slow.is_some() => Err(format!(
                         "not run: an earlier repeat of this engine and row was {}",
                         slow.unwrap_or_default()
@@ -217,28 +224,26 @@ pub fn run(cfg: &Config, child: &ChildCommand) -> Result<Report, BenchError> {
                         "the load it starts from failed in an earlier run of this engine: {}",
                         earlier.unwrap_or_default()
                     )),
-                    _ if chains.is_some() => {
-                        chains.as_ref().map_or(Ok(()), |c| c.prepare(&mut spec, i))
-                    }
-                    Some(img) if crate::sys::image_ready(img) => {
+                    (_, Some(c)) => c.prepare(&mut spec, i),
+                    (Some(img), None) if crate::sys::image_ready(img) => {
                         spec.preloaded = true;
                         crate::sys::restore_image(img, &dir)
                             .map_err(|e| format!("copying the loaded image: {e}"))
                     }
-                    Some(img) => {
+                    (Some(img), None) => {
                         if let Some(parent) = img.parent() {
                             let _ = std::fs::create_dir_all(parent);
                         }
                         spec.save_image = Some(img.clone());
                         Ok(())
                     }
-                    None => Ok(()),
+                    (None, None) => Ok(()),
                 };
                 crate::sys::settle_device();
                 let pb = bar();
                 pb.set_prefix(format!("[{k}/{total}] {e} {row}"));
                 let limit = cfg.time_limit.map(|l| {
-                    let l = if spec.save_image.is_some() || (cfg.chain && i == 0) {
+                    let l = if spec.save_image.is_some() || chain_load(i) {
                         4.0 * l
                     } else {
                         l

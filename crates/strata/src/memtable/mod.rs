@@ -195,8 +195,7 @@ impl MemTable {
     /// the last shard's filter is not overfilled; a group that lands as the
     /// memtable fills may still overfill its last shard's, as no shard is
     /// opened within an eighth of a shard of the write buffer), and one
-    /// skiplist when
-    /// the shard size reaches the write buffer. A shard's filter is 1/64 of
+    /// skiplist when the shard size reaches the write buffer. A shard's filter is 1/64 of
     /// its bytes, so an empty memtable is never full.
     pub fn with_options(log_number: u64, opts: &crate::Options) -> Self {
         Self::with_options_in(log_number, opts, None)
@@ -1026,32 +1025,25 @@ mod tests {
         assert!(m.approximate_size() < shards * CHUNK / 8);
         // Shards of whole chunks are sealed as their last chunk fills,
         // not after opening one more: a sealed shard holds its size.
-        let aligned = MemTable::new(1, 2 << 20, MAX_SHARDS);
-        for i in 0..60_000u64 {
-            let k = format!("k{:08}", i.wrapping_mul(0x9e37_79b9) % 1_000_000);
-            aligned.add(i + 1, ValueKind::Value, k.as_bytes(), &[7; 100]);
-        }
-        let shards = aligned.shard_count();
-        assert!(shards >= 3, "{shards} shards");
-        assert!(
-            aligned.memory_held() <= shards * (2 << 20) + CHUNK,
-            "{} held in {shards} shards",
-            aligned.memory_held()
-        );
+        let holds_its_shards = |entries: u64, value: &[u8]| {
+            let m = MemTable::new(1, 2 << 20, MAX_SHARDS);
+            for i in 0..entries {
+                let k = format!("k{:08}", i.wrapping_mul(0x9e37_79b9) % 1_000_000);
+                m.add(i + 1, ValueKind::Value, k.as_bytes(), value);
+            }
+            let shards = m.shard_count();
+            assert!(shards >= 3, "{shards} shards");
+            assert!(
+                m.memory_held() <= shards * (2 << 20) + CHUNK,
+                "{} held in {shards} shards of {} B values",
+                m.memory_held(),
+                value.len()
+            );
+        };
+        holds_its_shards(60_000, &[7; 100]);
         // Entries past the 4 KiB tail seal a shard as well: 16 KiB values
         // leave 12 KiB free in a chunk, which the next one does not fit.
-        let wide = MemTable::new(1, 2 << 20, MAX_SHARDS);
-        for i in 0..400u64 {
-            let k = format!("k{:08}", i.wrapping_mul(0x9e37_79b9) % 1_000_000);
-            wide.add(i + 1, ValueKind::Value, k.as_bytes(), &[7; 16 << 10]);
-        }
-        let shards = wide.shard_count();
-        assert!(shards >= 3, "{shards} shards");
-        assert!(
-            wide.memory_held() <= shards * (2 << 20) + CHUNK,
-            "{} held in {shards} shards",
-            wide.memory_held()
-        );
+        holds_its_shards(400, &[7; 16 << 10]);
         // Large entries get chunks of their own, counted too.
         let big = MemTable::new(1, 64 << 20, 1);
         let before = big.memory_held();
