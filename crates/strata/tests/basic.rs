@@ -403,3 +403,55 @@ fn disjoint_level0_tables_read_as_one_level() {
         );
     }
 }
+
+/// A scan with a limit reads less of a table read with pread than the
+/// same walk without one: the limit reaches the table cursors
+/// (`InternalIterator::scan_hint`), which then read no further ahead than
+/// the limit's entries span.
+#[test]
+fn a_limited_scan_reads_no_further_ahead_than_its_limit() {
+    use std::ops::Bound;
+    use strata::{KvStore, ScanRange};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let opts = Options {
+        mmap_reads: false,
+        ..Options::default()
+    };
+    let key = |i: u32| format!("key{i:06}").into_bytes();
+    {
+        let db = open(dir.path(), opts.clone());
+        for i in 0..20_000u32 {
+            db.put(key(i), [b'v'; 200]).expect("put");
+        }
+        db.flush().expect("flush");
+    }
+    const LIMIT: usize = 700;
+    let from = key(5_000);
+    // Bytes the tables read for LIMIT entries from `from`, from a cold
+    // open; the entries must be the LIMIT keys from there on.
+    let read_for = |limited: bool| {
+        let db = open(dir.path(), opts.clone());
+        let before = db.stats().table_bytes_read;
+        let mut got = Vec::new();
+        if limited {
+            let range = ScanRange::new(Bound::Included(&from[..]), Bound::Unbounded).limit(LIMIT);
+            KvStore::scan_visit(&db, range, &mut |k, _| got.push(k.to_vec())).expect("scan");
+        } else {
+            for kv in db.scan(from.clone()..).expect("scan").take(LIMIT) {
+                got.push(kv.expect("entry").0);
+            }
+        }
+        let want: Vec<Vec<u8>> = (5_000..5_000 + LIMIT as u32).map(key).collect();
+        assert_eq!(got, want);
+        db.stats().table_bytes_read - before
+    };
+    let (limited, unlimited) = (read_for(true), read_for(false));
+    // LIMIT entries span about 160 KB (an entry's key, value and framing
+    // take about 230 B of a block); the walk without a limit reads on in
+    // doubling pieces past them.
+    let span = LIMIT as u64 * 230;
+    assert!(
+        limited <= span + 3 * 4096 && unlimited >= limited * 4 / 3,
+        "limited {limited} B, unlimited {unlimited} B, span {span} B"
+    );
+}

@@ -511,6 +511,9 @@ impl Scan {
         reverse: bool,
         f: &mut dyn FnMut(&[u8], &[u8]),
     ) -> Result<usize> {
+        if !reverse && !self.started && limit != usize::MAX {
+            self.front.scan_hint(limit);
+        }
         let mut n = 0;
         while n < limit {
             let on = if reverse {

@@ -139,6 +139,16 @@ impl DbIter {
         self
     }
 
+    /// Tells the sources that the walk forward from the next seek returns
+    /// at most `entries` keys ([`InternalIterator::scan_hint`]). A source
+    /// holding one version per key and no deletions in the range then
+    /// gives at most that many entries; where it holds more (older
+    /// versions, tombstones), its reads past the hint stay correct and
+    /// cost a read per block.
+    pub(crate) fn scan_hint(&mut self, entries: usize) {
+        self.inner.scan_hint(entries);
+    }
+
     /// True while positioned on a key (never once an error was met).
     pub fn valid(&self) -> bool {
         self.valid

@@ -235,6 +235,14 @@ impl InternalIterator for MergeIter {
         }
         Ok(())
     }
+
+    /// Forwarded to every child: the merge takes at most `entries` from
+    /// any one of them.
+    fn scan_hint(&mut self, entries: usize) {
+        for c in &mut self.children {
+            c.scan_hint(entries);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -39,6 +39,12 @@ pub trait InternalIterator: Send {
     fn value(&self) -> &[u8];
     /// The first error met, if any.
     fn status(&self) -> crate::error::Result<()>;
+    /// Tells the iterator that whoever reads it forward from its next seek
+    /// takes at most `entries` entries from it: a source that reads ahead
+    /// of its cursor may stop asking the device for more than that spans.
+    /// A hint, not a limit: reading past it stays correct, only slower.
+    /// Wrappers forward it; the default ignores it.
+    fn scan_hint(&mut self, _entries: usize) {}
 }
 
 /// An iterator over nothing, or over an error.

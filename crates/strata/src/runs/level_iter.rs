@@ -20,6 +20,8 @@ pub struct LevelIter {
     index: usize,
     current: Option<TableIter>,
     sequential: bool,
+    /// The scan hint given, passed to every table iterator opened.
+    hint: Option<usize>,
     status: Option<Error>,
 }
 
@@ -30,6 +32,7 @@ impl LevelIter {
             index: 0,
             current: None,
             sequential: false,
+            hint: None,
             status: None,
         }
     }
@@ -56,11 +59,15 @@ impl LevelIter {
                         return false;
                     }
                 };
-                self.current = Some(if self.sequential {
+                let mut it = if self.sequential {
                     TableIter::sequential(table)
                 } else {
                     TableIter::new(table)
-                });
+                };
+                if let Some(n) = self.hint {
+                    it.scan_hint(n);
+                }
+                self.current = Some(it);
                 true
             }
             None => {
@@ -212,6 +219,15 @@ impl InternalIterator for LevelIter {
         match &self.current {
             Some(c) => c.status(),
             None => Ok(()),
+        }
+    }
+
+    /// Kept for every table iterator opened from now on, and passed to
+    /// the open one.
+    fn scan_hint(&mut self, entries: usize) {
+        self.hint = Some(entries);
+        if let Some(c) = self.current.as_mut() {
+            c.scan_hint(entries);
         }
     }
 }

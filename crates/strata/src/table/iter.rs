@@ -22,6 +22,14 @@ pub struct TableIter {
     /// at a time instead of a `pread` each, and bypass the block cache.
     scan_buf: Option<Readahead>,
     prefetch: Prefetch,
+    /// Entries the scan reading this cursor wants at most
+    /// ([`InternalIterator::scan_hint`]).
+    hint: Option<u64>,
+    /// Where the current run's read-ahead asks and scan pieces stop: the
+    /// end of the block a seek reached plus the hint's entries' span
+    /// (`u64::MAX` without a hint, or once the run took over the table's
+    /// saved scan, whose next page is likely read too).
+    cap: u64,
     index: BlockIter,
     data: Option<BlockIter>,
     data_handle: BlockHandle,
@@ -40,6 +48,8 @@ impl TableIter {
             readahead: None,
             scan_buf: None,
             prefetch: Prefetch::default(),
+            hint: None,
+            cap: u64::MAX,
             index,
             data: None,
             data_handle: BlockHandle::default(),
@@ -115,6 +125,9 @@ impl TableIter {
                     // searches the block as a lookup does: its lines'
                     // misses overlap instead of coming one by one.
                     self.scan_buf = None;
+                    self.cap = self.hint.map_or(u64::MAX, |n| {
+                        block_end(handle).saturating_add(self.table.span_of(n))
+                    });
                     self.table.prefetch_mapped(handle);
                 }
                 match self.scan_buf.as_mut() {
@@ -173,15 +186,16 @@ impl TableIter {
             let saved = *self.table.scan.lock();
             if saved.continues(h) {
                 self.prefetch = saved;
+                self.cap = u64::MAX;
             }
         }
-        let ask = self.prefetch.advance(h, sequential, limit);
+        let ask = self.prefetch.advance(h, sequential, limit.min(self.cap));
         if !sequential
             && self.scan_buf.is_none()
             && self.prefetch.run >= PREFETCH_AFTER
             && !self.table.is_mapped()
         {
-            self.scan_buf = Some(Readahead::scan());
+            self.scan_buf = Some(Readahead::scan(self.cap));
         }
         if !sequential && self.prefetch.run > 0 {
             *self.table.scan.lock() = self.prefetch;
@@ -328,5 +342,12 @@ impl InternalIterator for TableIter {
             Some(e) => Err(e.clone()),
             None => Ok(()),
         }
+    }
+
+    /// Caps each run a seek starts at the hint's span: the read-ahead
+    /// windows and scan pieces stop there, and blocks past it are read
+    /// one at a time.
+    fn scan_hint(&mut self, entries: usize) {
+        self.hint = Some(entries as u64);
     }
 }

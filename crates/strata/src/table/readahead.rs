@@ -19,12 +19,14 @@ pub(super) const SCAN_FIRST_PIECE: usize = 32 << 10;
 
 /// The buffer of a sequential iterator: file bytes from `offset`, read
 /// `piece` bytes at a time, the piece doubling after each read up to
-/// `max_piece`.
+/// `max_piece`; no read reaches past `end` except to take in a whole
+/// block that starts before it.
 pub(super) struct Readahead {
     pub(super) offset: u64,
     pub(super) buf: Vec<u8>,
     pub(super) piece: usize,
     pub(super) max_piece: usize,
+    pub(super) end: u64,
 }
 
 impl Default for Readahead {
@@ -35,17 +37,19 @@ impl Default for Readahead {
             buf: Vec::new(),
             piece: READAHEAD_BYTES,
             max_piece: READAHEAD_BYTES,
+            end: u64::MAX,
         }
     }
 }
 
 impl Readahead {
     /// A user scan's buffer: [`SCAN_FIRST_PIECE`] first, doubling up to
-    /// [`SCAN_PIECE`].
-    pub(super) fn scan() -> Self {
+    /// [`SCAN_PIECE`], reading nothing past `end` (see [`Readahead`]).
+    pub(super) fn scan(end: u64) -> Self {
         Readahead {
             piece: SCAN_FIRST_PIECE,
             max_piece: SCAN_PIECE,
+            end,
             ..Readahead::default()
         }
     }

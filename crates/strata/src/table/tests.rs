@@ -1526,6 +1526,72 @@ fn a_pread_table_asks_ahead_only_for_scans() {
     assert!(!asked.is_empty(), "the scan reads ahead");
 }
 
+/// A cursor told how many entries its scan takes (`scan_hint`) asks the
+/// OS for, and reads, nothing past the span of those entries beyond the
+/// block its seek reached, where an unhinted one reads well past it; it
+/// returns the same entries, and reads on past the span a block at a time.
+#[test]
+fn a_hinted_scan_reads_no_further_than_its_hint() {
+    let all = entries(60_000);
+    let from = all
+        .iter()
+        .position(|(k, _)| user_key(k) == &ukey(20_000)[..])
+        .expect("key 20000");
+    const HINT: usize = 1_000;
+    // The furthest byte asked for or read by a cursor over a new table
+    // taking `n` entries from key 20000, past the start of the block its
+    // seek read.
+    let furthest = |dir: &std::path::Path, hint: Option<usize>, n: usize| {
+        let (file, t) = recorded_table(dir, |p| PosixFs.open_random(p));
+        let mut it = TableIter::new(Arc::clone(&t));
+        if let Some(h) = hint {
+            it.scan_hint(h);
+        }
+        it.seek(&seek_key(&ukey(20_000), MAX_SEQ));
+        for (k, v) in &all[from..from + n] {
+            assert!(it.valid());
+            assert_eq!((it.key(), it.value()), (&k[..], &v[..]));
+            it.next();
+        }
+        let reads: Vec<(u64, usize)> = file.reads.lock().drain(..).collect();
+        let asked: Vec<(u64, u64)> = file.asked.lock().drain(..).collect();
+        let start = reads.first().expect("the seek's block").0;
+        let end = reads
+            .iter()
+            .map(|&(o, n)| o + n as u64)
+            .chain(asked.iter().map(|&(o, n)| o + n))
+            .max()
+            .expect("reads");
+        (end - start, it, file)
+    };
+    let (a, b) = (
+        tempfile::tempdir().expect("tempdir"),
+        tempfile::tempdir().expect("tempdir"),
+    );
+    // A block of 4 KiB with the entry that crossed it and its trailer.
+    let block = 4096 + 256;
+    let (hinted, mut it, file) = furthest(a.path(), Some(HINT), HINT);
+    let span = it.table().span_of(HINT as u64);
+    assert!(
+        hinted <= block + span + block,
+        "hinted: {hinted} bytes past the seek, span {span}"
+    );
+    let (unhinted, _, _) = furthest(b.path(), None, HINT);
+    assert!(
+        unhinted >= 2 * span,
+        "unhinted: {unhinted} bytes past the seek, span {span}"
+    );
+    // Past the hint the cursor goes on, one block per read.
+    for (k, v) in &all[from + HINT..from + 3 * HINT] {
+        assert!(it.valid());
+        assert_eq!((it.key(), it.value()), (&k[..], &v[..]));
+        it.next();
+    }
+    let reads: Vec<(u64, usize)> = file.reads.lock().drain(..).collect();
+    assert!(reads.len() > 10, "{reads:?}");
+    assert!(reads.iter().all(|r| (r.1 as u64) <= block), "{reads:?}");
+}
+
 /// A user scan over a table read with pread reads on in pieces (the first
 /// `SCAN_FIRST_PIECE`, doubling up to `SCAN_PIECE`) once it has read
 /// `PREFETCH_AFTER` adjacent blocks, instead of one `pread` per block, and

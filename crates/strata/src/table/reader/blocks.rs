@@ -88,7 +88,7 @@ impl Table {
             Some(s) => s,
             None => {
                 let len = (ra.next_piece() as u64)
-                    .min(self.data_limit.saturating_sub(h.offset))
+                    .min(self.data_limit.min(ra.end).saturating_sub(h.offset))
                     .max(n as u64);
                 ra.buf.resize(len as usize, 0);
                 // A mapped file advised random faults page by page: ask

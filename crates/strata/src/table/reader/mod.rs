@@ -48,6 +48,9 @@ pub struct Table {
     compression: Compression,
     /// End of the region data blocks may occupy (start of the footer).
     pub(super) data_limit: u64,
+    /// Stored bytes per entry in the data blocks, on average (rounded
+    /// up; at least 1): what a scan of a known number of entries spans.
+    entry_bytes: u64,
     /// Bytes read from the file; shared with the table's `FileMeta`, so the
     /// count outlives a table cache eviction.
     bytes_read: Arc<Striped>,
@@ -129,6 +132,7 @@ impl Table {
             props: TableProperties::default(),
             compression: Compression::None,
             data_limit: footer_at,
+            entry_bytes: 1,
             bytes_read,
             warmth: None,
             scan: parking_lot::Mutex::new(Prefetch::default()),
@@ -159,6 +163,15 @@ impl Table {
         let (mut props, compression) =
             decode_properties(&p).map_err(|e| t.block_error(e, footer.properties, compressed))?;
         props.file_size = len;
+        // The data blocks end where the first of the blocks written after
+        // them starts.
+        let data_end = [footer.filter, footer.properties, footer.index]
+            .iter()
+            .filter(|h| h.size > 0)
+            .map(|h| h.offset)
+            .min()
+            .unwrap_or(footer_at);
+        t.entry_bytes = data_end.div_ceil(props.entries.max(1)).max(1);
         t.props = props;
         t.compression = compression;
         Ok(t)
@@ -472,6 +485,12 @@ impl Table {
             .map_err(|e| self.block_error(e, self.index_handle, self.index.compressed))?;
         self.check_handle(h)?;
         Ok(h)
+    }
+
+    /// The stored bytes `entries` entries of this table span, on average
+    /// (a scan's bound on what it asks to read ahead, not a guarantee).
+    pub(super) fn span_of(&self, entries: u64) -> u64 {
+        entries.saturating_mul(self.entry_bytes)
     }
 
     /// True when a scan asked the OS for the piece holding `offset` (or
