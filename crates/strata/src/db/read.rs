@@ -502,6 +502,16 @@ impl Scan {
         Ok(true)
     }
 
+    /// Tells the sources, before the first forward step, that the walk
+    /// from the front returns at most `limit` entries
+    /// ([`DbIter::scan_hint`]); nothing once the walk started, or for no
+    /// limit (`usize::MAX`).
+    pub(crate) fn hint_limit(&mut self, limit: usize) {
+        if !self.started && limit != usize::MAX {
+            self.front.scan_hint(limit);
+        }
+    }
+
     /// Hands up to `limit` entries, from the front (or from the back when
     /// `reverse`), to `f` where the iterator holds them, without copies;
     /// returns how many (`KvStore::scan_visit`).
@@ -511,8 +521,8 @@ impl Scan {
         reverse: bool,
         f: &mut dyn FnMut(&[u8], &[u8]),
     ) -> Result<usize> {
-        if !reverse && !self.started && limit != usize::MAX {
-            self.front.scan_hint(limit);
+        if !reverse {
+            self.hint_limit(limit);
         }
         let mut n = 0;
         while n < limit {

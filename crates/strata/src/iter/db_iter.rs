@@ -139,12 +139,11 @@ impl DbIter {
         self
     }
 
-    /// Tells the sources that the walk forward from the next seek returns
-    /// at most `entries` keys ([`InternalIterator::scan_hint`]). A source
-    /// holding one version per key and no deletions in the range then
-    /// gives at most that many entries; where it holds more (older
-    /// versions, tombstones), its reads past the hint stay correct and
-    /// cost a read per block.
+    /// Tells the sources that the walk forward from a seek returns at most
+    /// `entries` keys ([`InternalIterator::scan_hint`]). A source gives
+    /// more entries than that where the walk steps over versions,
+    /// deletions (its own or a newer source's) or expired entries; a table
+    /// cursor that passes its hint's span reads on as an unhinted one.
     pub(crate) fn scan_hint(&mut self, entries: usize) {
         self.inner.scan_hint(entries);
     }

@@ -236,8 +236,8 @@ impl InternalIterator for MergeIter {
         Ok(())
     }
 
-    /// Forwarded to every child: the merge takes at most `entries` from
-    /// any one of them.
+    /// Forwarded to every child: a walk returning `entries` entries
+    /// usually takes no more than that from any one of them.
     fn scan_hint(&mut self, entries: usize) {
         for c in &mut self.children {
             c.scan_hint(entries);

@@ -39,11 +39,13 @@ pub trait InternalIterator: Send {
     fn value(&self) -> &[u8];
     /// The first error met, if any.
     fn status(&self) -> crate::error::Result<()>;
-    /// Tells the iterator that whoever reads it forward from its next seek
-    /// takes at most `entries` entries from it: a source that reads ahead
-    /// of its cursor may stop asking the device for more than that spans.
-    /// A hint, not a limit: reading past it stays correct, only slower.
-    /// Wrappers forward it; the default ignores it.
+    /// Tells the iterator that the walk reading it forward from each seek
+    /// returns about `entries` entries (a scan's limit, in user keys): a
+    /// source that reads ahead of its cursor may ask the device for no
+    /// more than that many entries span at first. A hint, not a bound: a
+    /// walk takes more from a source where it steps over versions,
+    /// deletions or expired entries, and reading past the hint stays
+    /// correct. Wrappers forward it; the default ignores it.
     fn scan_hint(&mut self, _entries: usize) {}
 }
 

@@ -26,7 +26,7 @@ pub const LSM_SEMANTICS: Semantics = Semantics {
 
 /// Up to `limit` entries of `s`, from the back when `reverse`.
 pub(super) fn collect(
-    s: crate::db::Scan,
+    mut s: crate::db::Scan,
     limit: usize,
     reverse: bool,
 ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
@@ -38,6 +38,7 @@ pub(super) fn collect(
             out.push(e?);
         }
     } else {
+        s.hint_limit(limit);
         for e in s.take(limit) {
             out.push(e?);
         }

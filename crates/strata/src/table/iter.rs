@@ -25,10 +25,14 @@ pub struct TableIter {
     /// Entries the scan reading this cursor wants at most
     /// ([`InternalIterator::scan_hint`]).
     hint: Option<u64>,
-    /// Where the current run's read-ahead asks and scan pieces stop: the
-    /// end of the block a seek reached plus the hint's entries' span
-    /// (`u64::MAX` without a hint, or once the run took over the table's
-    /// saved scan, whose next page is likely read too).
+    /// Where the read-ahead asks and scan pieces of the run a seek started
+    /// stop: the end of the block the seek reached plus the hint's
+    /// entries' span. `u64::MAX` without a hint; once the run took over
+    /// the table's saved scan (whose next page is likely read too); and
+    /// once the cursor loads a block starting at or past it, where the
+    /// walk took more than its hint and reads on as an unhinted run
+    /// (asking ahead from its window, in pieces from the first size). A
+    /// mapped table's first ask ([`FIRST_ASK`]) is not capped.
     cap: u64,
     index: BlockIter,
     data: Option<BlockIter>,
@@ -119,6 +123,12 @@ impl TableIter {
         let block = match self.readahead.as_mut() {
             Some(ra) => self.table.data_block_sequential(handle, ra),
             None => {
+                if !seeking && handle.offset >= self.cap {
+                    // Past the hint's span: this block through the cache,
+                    // then asks and pieces as an unhinted run's.
+                    self.cap = u64::MAX;
+                    self.scan_buf = None;
+                }
                 self.prefetch_before(handle);
                 if seeking {
                     // A seek ends a scan's run (and its buffer), and
@@ -344,9 +354,9 @@ impl InternalIterator for TableIter {
         }
     }
 
-    /// Caps each run a seek starts at the hint's span: the read-ahead
-    /// windows and scan pieces stop there, and blocks past it are read
-    /// one at a time.
+    /// Caps the run each seek starts at the hint's span (see `cap`): its
+    /// read-ahead windows and scan pieces stop there; a walk that goes
+    /// past it reads on as an unhinted cursor from the block it crossed.
     fn scan_hint(&mut self, entries: usize) {
         self.hint = Some(entries as u64);
     }

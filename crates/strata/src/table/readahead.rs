@@ -19,8 +19,8 @@ pub(super) const SCAN_FIRST_PIECE: usize = 32 << 10;
 
 /// The buffer of a sequential iterator: file bytes from `offset`, read
 /// `piece` bytes at a time, the piece doubling after each read up to
-/// `max_piece`; no read reaches past `end` except to take in a whole
-/// block that starts before it.
+/// `max_piece`; no read reaches past `end`, except one that takes in a
+/// whole block starting before it or at it.
 pub(super) struct Readahead {
     pub(super) offset: u64,
     pub(super) buf: Vec<u8>,
@@ -151,16 +151,18 @@ impl Prefetch {
         if end.saturating_add(self.window / 2) < self.until {
             return None;
         }
-        self.window = if sequential {
+        let window = if sequential {
             PREFETCH_MAX
         } else {
             (self.window * 2).clamp(PREFETCH_MIN, PREFETCH_MAX)
         };
         let from = self.until.max(end);
-        let to = end.saturating_add(self.window).min(limit);
+        let to = end.saturating_add(window).min(limit);
         if to <= from {
+            // Nothing left below `limit`: the window grows only with asks.
             return None;
         }
+        self.window = window.min(to - end);
         self.until = to;
         Some((from, to - from))
     }
@@ -197,6 +199,28 @@ mod tests {
             offset: i * (4096 + BLOCK_TRAILER_LEN as u64),
             size: 4096,
         }
+    }
+
+    /// A window held back by the limit does not grow meanwhile: once the
+    /// limit lifts, the next ask is at most twice the last one.
+    #[test]
+    fn a_window_grows_only_with_what_was_asked() {
+        let mut p = Prefetch::default();
+        let last = u64::from(PREFETCH_AFTER) - 1;
+        for i in 0..last {
+            assert_eq!(p.advance(block(i), false, 1 << 30), None);
+        }
+        // The limit lets the first ask reach two blocks ahead only.
+        let limit = block(last + 3).offset;
+        let (_, first) = p.advance(block(last), false, limit).expect("an ask");
+        assert!(first < PREFETCH_MIN, "{first}");
+        for i in last + 1..last + 40 {
+            assert_eq!(p.advance(block(i), false, limit), None, "block {i}");
+        }
+        let (_, next) = p
+            .advance(block(last + 40), false, 1 << 30)
+            .expect("the limit lifted");
+        assert!(next <= 2 * PREFETCH_MIN, "{next} after {first}");
     }
 
     #[test]
