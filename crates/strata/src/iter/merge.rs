@@ -142,6 +142,12 @@ impl InternalIterator for MergeIter {
         if self.status.is_some() {
             return;
         }
+        if self.children.len() > 1 {
+            // Every source's first read starts before any seek waits.
+            for c in &mut self.children {
+                c.prefetch_seek(target);
+            }
+        }
         for c in &mut self.children {
             c.seek(target);
         }
@@ -234,6 +240,13 @@ impl InternalIterator for MergeIter {
             c.status()?;
         }
         Ok(())
+    }
+
+    /// Forwarded to every child.
+    fn prefetch_seek(&mut self, target: &[u8]) {
+        for c in &mut self.children {
+            c.prefetch_seek(target);
+        }
     }
 
     /// Forwarded to every child: a walk returning `entries` entries
@@ -350,6 +363,60 @@ mod tests {
                 .map(|c| Box::new(c) as Box<dyn InternalIterator>)
                 .collect(),
         )
+    }
+
+    /// A child that logs its `prefetch_seek` and `seek` calls by its id.
+    struct Logged(
+        usize,
+        std::sync::Arc<parking_lot::Mutex<Vec<(&'static str, usize)>>>,
+    );
+
+    impl InternalIterator for Logged {
+        fn valid(&self) -> bool {
+            false
+        }
+        fn seek_to_first(&mut self) {}
+        fn seek_to_last(&mut self) {}
+        fn seek(&mut self, _: &[u8]) {
+            self.1.lock().push(("seek", self.0));
+        }
+        fn prefetch_seek(&mut self, _: &[u8]) {
+            self.1.lock().push(("ask", self.0));
+        }
+        fn next(&mut self) {}
+        fn prev(&mut self) {}
+        fn key(&self) -> &[u8] {
+            &[]
+        }
+        fn value(&self) -> &[u8] {
+            &[]
+        }
+        fn status(&self) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A seek asks every child for what it will read before any child
+    /// seeks, so that their reads overlap.
+    #[test]
+    fn a_seek_asks_every_child_before_seeking_any() {
+        let log = std::sync::Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let children = (0..3)
+            .map(|i| Box::new(Logged(i, log.clone())) as Box<dyn InternalIterator>)
+            .collect();
+        let mut m = MergeIter::new(children);
+        m.seek(b"k");
+        assert_eq!(
+            *log.lock(),
+            [
+                ("ask", 0),
+                ("ask", 1),
+                ("ask", 2),
+                ("seek", 0),
+                ("seek", 1),
+                ("seek", 2)
+            ]
+        );
     }
 
     #[test]

@@ -47,6 +47,12 @@ pub trait InternalIterator: Send {
     /// deletions or expired entries, and reading past the hint stays
     /// correct. Wrappers forward it; the default ignores it.
     fn scan_hint(&mut self, _entries: usize) {}
+    /// Before a `seek(target)`: asks the OS to start reading what that
+    /// seek will read from a device, where the source knows it, and
+    /// returns without waiting. A merge asks all its sources before it
+    /// seeks any, so that their reads overlap. Moves nothing; the default
+    /// does nothing.
+    fn prefetch_seek(&mut self, _target: &[u8]) {}
 }
 
 /// An iterator over nothing, or over an error.

@@ -222,6 +222,21 @@ impl InternalIterator for LevelIter {
         }
     }
 
+    /// Asks for the first block of the table a seek to `target` lands in
+    /// (opening the table through the table cache if it is not open).
+    fn prefetch_seek(&mut self, target: &[u8]) {
+        if self.status.is_some() || self.sequential {
+            return;
+        }
+        let i = self
+            .files
+            .partition_point(|f| types::compare_internal(&f.desc.largest, target).is_lt());
+        if let Some(f) = self.files.get(i) {
+            // An error opening the table is the seek's to report.
+            let _ = f.with_table(|t| t.prefetch_seek(target));
+        }
+    }
+
     /// Kept for every table iterator opened from now on, and passed to
     /// the open one.
     fn scan_hint(&mut self, entries: usize) {

@@ -73,6 +73,14 @@ impl BlockCache {
         found
     }
 
+    /// True when the block is cached; counts as neither a hit nor a miss
+    /// and leaves the block's recency as it was.
+    pub(crate) fn contains(&self, table_id: u64, offset: u64) -> bool {
+        self.cache
+            .as_ref()
+            .is_some_and(|c| c.contains_key(&(table_id, offset)))
+    }
+
     pub(crate) fn insert(&self, table_id: u64, offset: u64, block: Arc<Block>) {
         if let Some(c) = &self.cache {
             c.insert((table_id, offset), block);

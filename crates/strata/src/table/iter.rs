@@ -354,6 +354,14 @@ impl InternalIterator for TableIter {
         }
     }
 
+    /// Asks the OS for the block a seek to `target` reads first
+    /// (`Table::prefetch_seek`); nothing for a compaction input.
+    fn prefetch_seek(&mut self, target: &[u8]) {
+        if self.readahead.is_none() && self.status.is_none() {
+            self.table.prefetch_seek(target);
+        }
+    }
+
     /// Caps the run each seek starts at the hint's span (see `cap`): its
     /// read-ahead windows and scan pieces stop there; a walk that goes
     /// past it reads on as an unhinted cursor from the block it crossed.

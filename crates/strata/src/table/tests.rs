@@ -1526,6 +1526,34 @@ fn a_pread_table_asks_ahead_only_for_scans() {
     assert!(!asked.is_empty(), "the scan reads ahead");
 }
 
+/// `prefetch_seek` on a table read with pread asks the OS for exactly the
+/// block the seek then reads, and for nothing once that block is in the
+/// block cache; on a mapped table it asks for nothing.
+#[test]
+fn a_seek_prefetch_asks_for_the_block_the_seek_reads() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (file, t) = recorded_table(dir.path(), |p| PosixFs.open_random(p));
+    let target = seek_key(&ukey(20_000), MAX_SEQ);
+    t.prefetch_seek(&target);
+    let asked: Vec<(u64, u64)> = file.asked.lock().drain(..).collect();
+    let mut it = TableIter::new(Arc::clone(&t));
+    it.seek(&target);
+    assert_eq!(user_key(it.key()), &ukey(20_000)[..]);
+    let reads: Vec<(u64, usize)> = file.reads.lock().drain(..).collect();
+    assert_eq!(reads.len(), 1, "{reads:?}");
+    assert_eq!(asked, [(reads[0].0, reads[0].1 as u64)]);
+    // The seek cached the block: a second prefetch asks for nothing.
+    t.prefetch_seek(&target);
+    assert!(file.asked.lock().is_empty());
+    // A target past every key asks for nothing either.
+    t.prefetch_seek(&seek_key(b"zzz", MAX_SEQ));
+    assert!(file.asked.lock().is_empty());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (file, t) = recorded_table(dir.path(), |p| PosixFs.open_mapped(p));
+    t.prefetch_seek(&seek_key(&ukey(30_000), MAX_SEQ));
+    assert!(file.asked.lock().is_empty(), "mapped");
+}
+
 /// A cursor told how many entries its scan takes (`scan_hint`) asks the
 /// OS for, and reads, nothing past the span of those entries beyond the
 /// block its seek reached, where an unhinted one reads well past it; it

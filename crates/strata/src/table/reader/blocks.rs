@@ -5,7 +5,8 @@
 
 use super::Table;
 use crate::error::{Error, Result};
-use crate::table::block::{Block, BlockBytes};
+use crate::iter::InternalIterator;
+use crate::table::block::{Block, BlockBytes, BlockIter};
 use crate::table::format::{
     check_block_trailer, decode_stored_block, BlockHandle, Compression, BLOCK_TRAILER_LEN,
 };
@@ -233,6 +234,41 @@ impl Table {
             crate::table::prefetch::prefetch_lines(tail);
             crate::table::prefetch::prefetch_lines(head);
         }
+    }
+
+    /// Asks the OS to start reading the data block a seek to `target` (an
+    /// internal key) reads first, and returns at once: the seeks of the
+    /// levels a scan merges then wait for their reads together rather than
+    /// one after another. Only for a table read with buffered `pread`
+    /// whose block is not in the block cache; a mapped table (its pages
+    /// are expected resident) or one read with `O_DIRECT` (the page cache
+    /// would not serve it) asks for nothing. Errors are left to the seek.
+    pub(crate) fn prefetch_seek(&self, target: &[u8]) {
+        if self.is_mapped() || self.file.direct() {
+            return;
+        }
+        let h = match &self.fences {
+            Some(f) => match f.locate(&self.index, target) {
+                Some((_, h)) => h,
+                None => return,
+            },
+            None => {
+                let mut index = BlockIter::new(Arc::clone(&self.index));
+                index.seek(target);
+                if !index.valid() {
+                    return;
+                }
+                match self.decode_index_value(index.value()) {
+                    Ok(h) => h,
+                    Err(_) => return,
+                }
+            }
+        };
+        if self.check_handle(h).is_err() || self.cache.contains(self.id, h.offset) {
+            return;
+        }
+        self.file
+            .prefetch(h.offset, h.size + BLOCK_TRAILER_LEN as u64);
     }
 
     /// Names this table's file in an error found inside the block at `h`.
