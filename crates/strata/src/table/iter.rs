@@ -22,9 +22,10 @@ pub struct TableIter {
     /// at a time instead of a `pread` each, and bypass the block cache.
     scan_buf: Option<Readahead>,
     prefetch: Prefetch,
-    /// Entries the scan reading this cursor wants at most
-    /// ([`InternalIterator::scan_hint`]).
-    hint: Option<u64>,
+    /// The bytes of this table that the entries the scan reading this
+    /// cursor wants span ([`InternalIterator::scan_hint`],
+    /// `Table::span_of`).
+    hint_span: Option<u64>,
     /// Where the read-ahead asks and scan pieces of the run a seek started
     /// stop: the end of the block the seek reached plus the hint's
     /// entries' span. `u64::MAX` without a hint; once the run took over
@@ -52,7 +53,7 @@ impl TableIter {
             readahead: None,
             scan_buf: None,
             prefetch: Prefetch::default(),
-            hint: None,
+            hint_span: None,
             cap: u64::MAX,
             index,
             data: None,
@@ -135,9 +136,9 @@ impl TableIter {
                     // searches the block as a lookup does: its lines'
                     // misses overlap instead of coming one by one.
                     self.scan_buf = None;
-                    self.cap = self.hint.map_or(u64::MAX, |n| {
-                        block_end(handle).saturating_add(self.table.span_of(n))
-                    });
+                    self.cap = self
+                        .hint_span
+                        .map_or(u64::MAX, |span| block_end(handle).saturating_add(span));
                     self.table.prefetch_mapped(handle);
                 }
                 match self.scan_buf.as_mut() {
@@ -366,6 +367,6 @@ impl InternalIterator for TableIter {
     /// read-ahead windows and scan pieces stop there; a walk that goes
     /// past it reads on as an unhinted cursor from the block it crossed.
     fn scan_hint(&mut self, entries: usize) {
-        self.hint = Some(entries as u64);
+        self.hint_span = Some(self.table.span_of(entries as u64));
     }
 }
