@@ -1,10 +1,12 @@
 //! The write slowdown and stop triggers (docs/ARCHITECTURE.md, "Make
-//! room"): L0 tables at `level0_slowdown_writes_trigger` delay each write
-//! group once; L0 tables at `level0_stop_writes_trigger`, as many memtables
+//! room"): L0 tables at `level0_slowdown_writes_trigger` admit each write
+//! group at the slowdown's rate (`sched/slowdown.rs`: 16 MiB/s before any
+//! compaction drained level 0); L0 tables at `level0_stop_writes_trigger`, as many memtables
 //! as `max_write_buffer_number`, or compaction debt at
 //! `hard_pending_compaction_bytes_limit` stop a writer whose memtable is
 //! full until background work catches up; debt at
-//! `soft_pending_compaction_bytes_limit` delays like the L0 slowdown.
+//! `soft_pending_compaction_bytes_limit` slows writers like the L0
+//! slowdown.
 //!
 //! A memtable waiting for its flush while writers fill the last free one
 //! paces them (`pace_count`).
@@ -104,11 +106,18 @@ fn l0_slowdown_delays_each_write_and_l0_stop_stalls_a_full_memtable() {
     let s = db.stats();
     assert_eq!(s.slowdown_count, 0, "delayed below the trigger: {s:?}");
     assert_eq!(s.levels[0].files, 2);
-    // Two L0 tables: each write (its own group) is delayed once.
+    // Two L0 tables: each write (its own group) is slowed once. A small
+    // group's cost at the slowdown's rate (a few µs) is carried over, not
+    // slept; a 64 KiB group's (about 4 ms at 16 MiB/s) is slept.
     put_n(&db, next, 3);
     let s = db.stats();
-    assert_eq!(s.slowdown_count, 3, "one delay per write group: {s:?}");
-    assert_eq!(s.stall_count, 0, "the memtable is not full yet: {s:?}");
+    assert_eq!(s.slowdown_count, 3, "one slowdown per write group: {s:?}");
+    assert_eq!(s.slowdown_micros, 0, "small groups slept: {s:?}");
+    db.put("big", vec![b'b'; 64 << 10]).expect("put");
+    let s = db.stats();
+    assert_eq!(s.slowdown_count, 4, "{s:?}");
+    assert!(s.slowdown_micros > 0, "a 64 KiB group did not sleep: {s:?}");
+    assert_eq!(s.stall_count, 0, "the memtable was not full yet: {s:?}");
     let db = Arc::new(db);
     let seen = write_through(&db, &gate.0, next + 3);
     let s = seen
@@ -171,7 +180,7 @@ fn pending_compaction_bytes_slow_down_and_stop_writes() {
     assert_eq!(
         db.stats().slowdown_count,
         2,
-        "the soft limit delays each write"
+        "the soft limit slows each write"
     );
     let db = Arc::new(db);
     let seen = write_through(&db, &gate.0, next + 2);
@@ -192,4 +201,28 @@ fn without_pressure_nothing_is_delayed_or_stopped() {
     let s = db.stats();
     assert!(s.flush_count >= 2, "{s:?}");
     assert_eq!(s.slowdown_count, 0, "{s:?}");
+}
+
+#[test]
+fn a_merge_out_of_level_0_sets_the_slowdown_rate() {
+    // The rate slowed writers are admitted at follows the merges that
+    // drain level 0 (`sched/slowdown.rs`): 16 MiB/s until the first.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = open(
+        dir.path(),
+        Options::default()
+            .write_buffer_size(8 * 1024)
+            .level0_file_num_compaction_trigger(2),
+    );
+    assert_eq!(db.stats().slowdown_rate, 16 << 20, "before any drain");
+    // Overlapping keys in every table: level 0 is merged, not moved.
+    for _ in 0..4 {
+        put_n(&db, 0, 50);
+        db.flush().expect("flush");
+    }
+    db.wait_for_compactions().expect("compactions");
+    let s = db.stats();
+    assert!(s.compaction_count > 0, "no merge ran: {s:?}");
+    assert_ne!(s.slowdown_rate, 16 << 20, "no drain was measured: {s:?}");
+    assert!(s.slowdown_rate >= 1 << 20, "below the floor: {s:?}");
 }

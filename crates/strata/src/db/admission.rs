@@ -9,7 +9,7 @@
 use crate::l0::Pressure;
 use crate::memtable::MemTable;
 use crate::options::Options;
-use crate::sched::{CpuBudget, Pacer};
+use crate::sched::{CpuBudget, Pacer, Slowdown};
 use arc_swap::ArcSwapOption;
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,7 +23,8 @@ pub(crate) struct Hold {
     /// flush, and a full memtable waits for a slot.
     pub behind: bool,
     /// Level 0 asks writers to slow down, or the compaction debt reached
-    /// `soft_pending_compaction_bytes_limit`: each write group waits once.
+    /// `soft_pending_compaction_bytes_limit`: write groups are admitted at
+    /// the slowdown's rate (`sched::Slowdown`).
     pub slow: bool,
     /// Level 0 asks writers to stop, or the debt reached
     /// `hard_pending_compaction_bytes_limit`: a full memtable waits.
@@ -66,6 +67,10 @@ pub(crate) struct Admission {
     /// (`sched::pacing`); taken last, for a few microseconds, by the write
     /// leader and the flush.
     pub pacer: Mutex<Pacer>,
+    /// Holds writers to the rate compactions drain level 0 while `Hold::slow`
+    /// (`sched::slowdown`); taken last, for a few microseconds, by a slowed
+    /// write leader and a compaction out of level 0 as it ends.
+    pub slowdown: Mutex<Slowdown>,
     /// How many flushes and compactions run at once
     /// (`Options::background_cpus`, `sched::cpu`).
     pub cpu: CpuBudget,
@@ -80,6 +85,7 @@ impl Admission {
             yielding: Arc::new(AtomicBool::new(false)),
             paced: ArcSwapOption::empty(),
             pacer: Mutex::new(Pacer::new()),
+            slowdown: Mutex::new(Slowdown::new()),
             cpu: CpuBudget::new(CpuBudget::slots_for(background_cpus)),
         }
     }
@@ -90,6 +96,9 @@ impl Admission {
     /// under the state mutex.
     pub fn publish(&self, hold: Hold, usable: bool, oldest: Option<&Arc<MemTable>>) {
         let (behind, unhindered) = (hold.behind, usable && !hold.slow && !hold.stop);
+        if !hold.slow {
+            self.slowdown.lock().idle(std::time::Instant::now());
+        }
         self.paced
             .store(oldest.filter(|_| behind && unhindered).cloned());
         self.calm.store(!behind && unhindered, Ordering::Release);

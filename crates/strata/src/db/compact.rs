@@ -113,6 +113,16 @@ fn run_plan<'a>(
             return st;
         }
     }
+    // What a merge takes out of level 0's tables (its rows are counted as
+    // it reads them): the slowdown's drain rate (`sched::slowdown`). A
+    // move drains level 0 in no time and says nothing of the merges' pace.
+    let l0_table_bytes = (plan.level == 0 && plan.kind == PlanKind::Merge).then(|| {
+        plan.inputs
+            .iter()
+            .filter_map(|&id| version.table_by_id(id))
+            .map(|f| f.desc.size)
+            .sum::<u64>()
+    });
     let started = Instant::now();
     let give_way = || {
         if slot.as_ref().is_some_and(Slot::give_way) {
@@ -198,6 +208,13 @@ fn run_plan<'a>(
             st.tree_mut(fam).in_flight.finish(ticket);
             if let Err(e) = emitted {
                 inner.set_bg_error(&mut st, e);
+            }
+            if let Some(bytes) = l0_table_bytes {
+                inner.admission.slowdown.lock().drained(
+                    Instant::now(),
+                    started,
+                    bytes + outcome.row_bytes_read,
+                );
             }
             account(
                 inner,

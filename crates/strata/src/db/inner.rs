@@ -107,6 +107,7 @@ impl Inner {
             });
         }
         s.manifest_bytes = inner.state.lock().versions.manifest_bytes_written;
+        s.slowdown_rate = inner.admission.slowdown.lock().allowed_rate() as u64;
         (s.arena_chunks_made_ahead, s.arena_chunk_misses) = inner.chunks.counts();
         let usage = inner.default.designs.tracker.usage();
         s.update_table_entries = usage.entries;

@@ -103,15 +103,19 @@ impl Inner {
                 }
             }
             if allow_delay && st.tree(fam).hold.slow {
-                // Delay this write once, giving compaction a moment of CPU.
-                drop(st);
-                let t = Instant::now();
-                std::thread::sleep(Duration::from_millis(1));
-                Stats::add(&self.stats.slowdown_count, 1);
-                Stats::add(&self.stats.slowdown_micros, t.elapsed().as_micros() as u64);
+                // Admit this group at the rate compactions drain level 0
+                // (`sched::slowdown`), once.
                 allow_delay = false;
-                st = self.state.lock();
-                continue;
+                Stats::add(&self.stats.slowdown_count, 1);
+                let wait = self.admission.slowdown.lock().delay(Instant::now(), bytes);
+                if let Some(wait) = wait {
+                    drop(st);
+                    let t = Instant::now();
+                    std::thread::sleep(wait);
+                    Stats::add(&self.stats.slowdown_micros, t.elapsed().as_micros() as u64);
+                    st = self.state.lock();
+                    continue;
+                }
             }
             // Never an empty memtable: whatever its filters weigh, it
             // takes at least one group.

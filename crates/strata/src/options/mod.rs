@@ -91,7 +91,7 @@ options! {
         memtable_index: bool = true;
         /// L0 tables that trigger an L0→L1 compaction. Default 4.
         level0_file_num_compaction_trigger: usize = 4, range 1.., rocksdb "level0_file_num_compaction_trigger";
-        /// L0 tables at which each write is delayed. Default 20.
+        /// L0 tables at which writes are held to the rate compactions drain level 0 (`sched/slowdown.rs`). Default 20.
         level0_slowdown_writes_trigger: usize = 20, rocksdb "level0_slowdown_writes_trigger";
         /// L0 tables at which writes wait for compaction. Default 36.
         level0_stop_writes_trigger: usize = 36, rocksdb "level0_stop_writes_trigger";

@@ -19,17 +19,22 @@
 //!   writers are delayed so the active memtable fills no sooner than the
 //!   running flush ends, instead of running into a full memtable and
 //!   stopping for the rest of the flush.
+//! - **Slowdown** (`slowdown.rs`): while level 0 or the compaction debt
+//!   asks writers to slow down, they are admitted at the rate compactions
+//!   have lately drained level 0, less a margin.
 //!
 //! This module imports no other module of the crate: every floor may use
 //! it.
 
 mod cpu;
 mod pacing;
+mod slowdown;
 mod threads;
 mod yielding;
 
 pub(crate) use cpu::{CpuBudget, Slot};
 pub(crate) use pacing::Pacer;
+pub(crate) use slowdown::Slowdown;
 pub(crate) use threads::{scope, spawn, spawn_background, spawn_scoped};
 #[cfg(test)]
 pub(crate) use yielding::enter_background;

@@ -76,7 +76,7 @@ counters! {
         /// Write groups that waited for background work (every memtable slot taken, L0 stop trigger, hard debt limit), and the time they waited.
         stall_count,
         stall_micros,
-        /// Write groups delayed 1 ms at L0's slowdown trigger or the soft debt limit, and the time they slept.
+        /// Write groups admitted at the slowdown's rate (L0's slowdown trigger or the soft debt limit; `sched::slowdown`), and the time they slept.
         slowdown_count,
         slowdown_micros,
         /// Write groups delayed by write pacing, and the time they slept.
@@ -179,6 +179,10 @@ counters! {
         pub range_tombstones: u64,
         pub range_tombstone_bytes: u64,
         pub manifest_bytes: u64,
+        /// Bytes per second writers are admitted at while slowed: 0.8 × the
+        /// rate compactions lately drained level 0, or 16 MiB/s before the
+        /// first drain (`sched/slowdown.rs`).
+        pub slowdown_rate: u64,
         /// Bytes read from table files: metadata, data blocks on block-cache
         /// misses, and every use of an uncompressed block of a memory-mapped
         /// table (those bypass the block cache, so they count in neither

@@ -92,7 +92,7 @@ impl StatsSnapshot {
         let _ = write!(
             out,
             "\"user_reads\":{},\"arena_chunks_made_ahead\":{},\"arena_chunk_misses\":{},\
-             \"update_table_entries\":{},\"update_table_bytes\":{},\"range_tombstones\":{},\"range_tombstone_bytes\":{},\"manifest_bytes\":{},\
+             \"update_table_entries\":{},\"update_table_bytes\":{},\"range_tombstones\":{},\"range_tombstone_bytes\":{},\"manifest_bytes\":{},\"slowdown_rate\":{},\
              \"table_bytes_read\":{},\"block_cache_hits\":{},\"block_cache_misses\":{},\"block_cache_usage\":{},\"row_cache_hits\":{},\"row_cache_misses\":{},\
              \"open_tables\":{},\"mapped_table_bytes\":{},\"pinned_index_filter_bytes\":{},\"table_cache_hits\":{},\
              \"table_cache_misses\":{},\"table_cache_evictions\":{},\"warmed_tables\":{},\"warmed_table_bytes\":{},\"tables_mapped\":{},\"memory\":{},\"memtable_bytes\":{},\"immutable_memtables\":{},\"last_sequence\":{},\
@@ -105,6 +105,7 @@ impl StatsSnapshot {
             self.range_tombstones,
             self.range_tombstone_bytes,
             self.manifest_bytes,
+            self.slowdown_rate,
             self.table_bytes_read,
             self.block_cache_hits,
             self.block_cache_misses,
@@ -287,11 +288,12 @@ impl fmt::Display for StatsSnapshot {
         }
         writeln!(
             f,
-            "stalls:             {} ({:.3} s); slowdowns {} ({:.3} s); paced {} ({:.3} s)",
+            "stalls:             {} ({:.3} s); slowdowns {} ({:.3} s, at {:.1} MiB/s); paced {} ({:.3} s)",
             self.stall_count,
             self.stall_micros as f64 / 1e6,
             self.slowdown_count,
             self.slowdown_micros as f64 / 1e6,
+            self.slowdown_rate as f64 / 1048576.0,
             self.pace_count,
             self.pace_micros as f64 / 1e6
         )?;

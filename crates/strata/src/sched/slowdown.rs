@@ -1,0 +1,192 @@
+//! The write slowdown: while level 0 asks writers to slow down (or the
+//! compaction debt passed its soft limit), write groups are admitted at
+//! the rate compactions have lately drained level 0, less a margin, so
+//! that level 0 stops growing and writers keep a rate instead of idling a
+//! core. LevelDB delays each write 1 ms instead, about 1 MB/s with 1 KiB
+//! values, which leaves the writer's core idle while a single compaction
+//! runs on the other; RocksDB holds writers to a delayed-write rate of
+//! 16 MiB/s unless told otherwise.
+//!
+//! The drain rate is measured: each finished compaction out of level 0
+//! reports the level-0 bytes it took and when it started; the time it is
+//! charged is the time since the previous one ended (level 0's
+//! compactions take turns with the deeper levels' on the same threads),
+//! but at most twice its own running time (a level 0 left idle is not
+//! slow to drain). Recent drains are averaged. Before the first, the rate
+//! is [`DEFAULT_RATE`].
+//!
+//! Like the flush pacer (`pacing.rs`) it is a token bucket in time: each
+//! group costs `bytes ÷ allowed rate`; a writer sleeps once its group's
+//! turn is at least [`MIN_SLEEP`] away, at most [`MAX_BACKLOG`], and the
+//! bucket never runs further ahead than that.
+
+use std::time::{Duration, Instant};
+
+/// The rate before any drain was measured (RocksDB's default
+/// delayed-write rate).
+pub const DEFAULT_RATE: f64 = 16.0 * 1048576.0;
+/// The slowest rate writers are held to, whatever the drains measured.
+pub const MIN_RATE: f64 = 1048576.0;
+/// Writers are admitted at this share of the drain rate: level 0 then
+/// shrinks back below the trigger instead of hovering at it.
+pub const DRAIN_SHARE: f64 = 0.8;
+/// Sleeps shorter than this are carried over to the next group.
+pub const MIN_SLEEP: Duration = Duration::from_micros(200);
+/// The furthest the bucket runs ahead of now: the longest one group
+/// sleeps, and the most debt a slowed period leaves to the next.
+pub const MAX_BACKLOG: Duration = Duration::from_millis(100);
+/// A drain is charged at most this many times its own running time.
+const MAX_CHARGE: u32 = 2;
+
+/// Slowdown state, behind its own mutex (`Inner::admission.slowdown`).
+#[derive(Debug)]
+pub(crate) struct Slowdown {
+    /// Level-0 bytes per second of recent drains, a moving average; 0
+    /// before the first.
+    drain_rate: f64,
+    /// When the last drain of level 0 ended.
+    last_drain: Option<Instant>,
+    /// Write groups are admitted up to this instant.
+    next: Instant,
+}
+
+impl Slowdown {
+    pub fn new() -> Self {
+        Slowdown {
+            drain_rate: 0.0,
+            last_drain: None,
+            next: Instant::now(),
+        }
+    }
+
+    /// A compaction that `started` took `bytes` out of level 0 and ended
+    /// at `now`.
+    pub fn drained(&mut self, now: Instant, started: Instant, bytes: u64) {
+        let own = now.saturating_duration_since(started);
+        let since = self
+            .last_drain
+            .map_or(own, |t| now.saturating_duration_since(t));
+        self.last_drain = Some(now);
+        let secs = since.min(own * MAX_CHARGE).as_secs_f64();
+        if bytes == 0 || secs <= 0.0 {
+            return;
+        }
+        let rate = bytes as f64 / secs;
+        self.drain_rate = if self.drain_rate > 0.0 {
+            0.5 * self.drain_rate + 0.5 * rate
+        } else {
+            rate
+        };
+    }
+
+    /// The rate slowed writers are admitted at, in bytes per second.
+    pub fn allowed_rate(&self) -> f64 {
+        if self.drain_rate > 0.0 {
+            (self.drain_rate * DRAIN_SHARE).max(MIN_RATE)
+        } else {
+            DEFAULT_RATE
+        }
+    }
+
+    /// How long a slowed group of `bytes` waits at `now`; `None` when its
+    /// turn is less than [`MIN_SLEEP`] away (the cost is carried over).
+    pub fn delay(&mut self, now: Instant, bytes: usize) -> Option<Duration> {
+        let cost = Duration::from_secs_f64((bytes as f64 / self.allowed_rate()).min(1.0));
+        // A writer back later than its turn gets no credit for the
+        // lateness: the time it was away was not spent writing.
+        let start = self.next.max(now);
+        self.next = (start + cost).min(now + MAX_BACKLOG);
+        let wait = self.next.saturating_duration_since(now);
+        (wait >= MIN_SLEEP).then_some(wait)
+    }
+
+    /// Not slowed: the bucket starts empty the next time the slowdown
+    /// begins.
+    pub fn idle(&mut self, now: Instant) {
+        self.next = now;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_close(got: f64, want: f64) {
+        assert!((got - want).abs() < 1.0, "{got} against {want}");
+    }
+
+    #[test]
+    fn before_any_drain_writers_get_the_default_rate() {
+        let mut s = Slowdown::new();
+        assert_eq!(s.allowed_rate(), DEFAULT_RATE);
+        let t = Instant::now();
+        // 16 MiB/s: a 1 KiB group costs ~61 µs, carried over; the fourth
+        // one's turn is ~244 µs away and it sleeps.
+        for _ in 0..3 {
+            assert_eq!(s.delay(t, 1024), None);
+        }
+        let d = s.delay(t, 1024).expect("the fourth group sleeps");
+        assert!(d >= MIN_SLEEP && d < Duration::from_micros(300), "{d:?}");
+    }
+
+    #[test]
+    fn the_rate_follows_the_drains() {
+        let t = Instant::now();
+        let mut s = Slowdown::new();
+        // 100 MiB out of level 0 by a compaction of 1 s, the first: 100
+        // MiB/s, writers get 80.
+        s.drained(t + Duration::from_secs(1), t, 100 << 20);
+        assert_close(s.allowed_rate(), 80.0 * 1048576.0);
+        // The next drain: 100 MiB by a compaction of 1 s that ended 4 s
+        // after the first (deeper levels took the threads in between):
+        // charged 2 s, 50 MiB/s; averaged, 75; writers get 60.
+        let start = t + Duration::from_secs(4);
+        s.drained(t + Duration::from_secs(5), start, 100 << 20);
+        assert_close(s.allowed_rate(), 60.0 * 1048576.0);
+        // A drain long after the last one is charged twice its own time.
+        let mut s = Slowdown::new();
+        s.drained(t + Duration::from_secs(1), t, 1 << 20);
+        let late = t + Duration::from_secs(1000);
+        s.drained(late + Duration::from_secs(1), late, 100 << 20);
+        assert_close(
+            s.allowed_rate(),
+            (0.5 * 1.0 + 0.5 * 50.0) * 1048576.0 * DRAIN_SHARE,
+        );
+    }
+
+    #[test]
+    fn a_slow_drain_keeps_a_floor() {
+        let t = Instant::now();
+        let mut s = Slowdown::new();
+        s.drained(t + Duration::from_secs(10), t, 1024);
+        assert_eq!(s.allowed_rate(), MIN_RATE);
+        // An empty drain (a plan that dropped nothing) changes nothing.
+        let mut s = Slowdown::new();
+        s.drained(t + Duration::from_secs(1), t, 0);
+        assert_eq!(s.allowed_rate(), DEFAULT_RATE);
+    }
+
+    #[test]
+    fn groups_are_spread_at_the_allowed_rate() {
+        let t = Instant::now();
+        let mut s = Slowdown::new();
+        s.drained(t + Duration::from_secs(1), t, 10 << 20); // 8 MiB/s allowed
+                                                            // 100 ms of backlog at most: groups admitted at one instant fill
+                                                            // it with about 0.8 MiB, then each waits the whole backlog.
+        let mut admitted = 0usize;
+        while s.next.saturating_duration_since(t) < MAX_BACKLOG {
+            s.delay(t, 4096);
+            admitted += 4096;
+        }
+        let expected = (8 << 20) / 10;
+        assert!(admitted.abs_diff(expected) <= 8192, "{admitted}");
+        assert_eq!(s.delay(t, 1 << 20), Some(MAX_BACKLOG));
+        // Time passes: a writer back 50 ms later waits the other 50.
+        let later = t + Duration::from_millis(50);
+        let d = s.delay(later, 4096).expect("still behind");
+        assert!(d <= Duration::from_millis(51), "{d:?}");
+        // Idle: the bucket empties.
+        s.idle(later);
+        assert_eq!(s.delay(later, 1), None);
+    }
+}
