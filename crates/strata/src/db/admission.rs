@@ -96,9 +96,6 @@ impl Admission {
     /// under the state mutex.
     pub fn publish(&self, hold: Hold, usable: bool, oldest: Option<&Arc<MemTable>>) {
         let (behind, unhindered) = (hold.behind, usable && !hold.slow && !hold.stop);
-        if !hold.slow {
-            self.slowdown.lock().idle(std::time::Instant::now());
-        }
         self.paced
             .store(oldest.filter(|_| behind && unhindered).cloned());
         self.calm.store(!behind && unhindered, Ordering::Release);

@@ -191,6 +191,9 @@ fn run_plan<'a>(
     match result {
         Ok((edit, outcome)) => {
             let old = inner.install_super_version(fam, &mut st);
+            // The drain ends when its outputs are installed, before the
+            // deletes and listeners below.
+            let drained_at = Instant::now();
             drop(gate);
             // The replaced super-version and the picked version may hold
             // the last references to the inputs: unmapping, closing and
@@ -211,7 +214,7 @@ fn run_plan<'a>(
             }
             if let Some(bytes) = l0_table_bytes {
                 inner.admission.slowdown.lock().drained(
-                    Instant::now(),
+                    drained_at,
                     started,
                     bytes + outcome.row_bytes_read,
                 );

@@ -52,8 +52,10 @@ impl MemtableUsage {
 impl Inner {
     /// Ensures `fam`'s memtable has room for a group of `bytes`, switching
     /// it (and the WAL) when full, pacing writers while a flush must end
-    /// before the next switch (`pacing`, `default` only), and stalling
-    /// while `fam`'s background work is too far behind. A stall in one
+    /// before the next switch (`pacing`, `default` only), slowing them to
+    /// level 0's drain rate while `fam` asks for it (`slowdown`: up to 100
+    /// ms per call), and stalling while `fam`'s background work is too far
+    /// behind. Pacing and slowdown sleep with `log` held. A stall in one
     /// keyspace holds back only the groups that write to it.
     pub(super) fn make_room(
         &self,

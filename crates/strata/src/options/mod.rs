@@ -91,7 +91,7 @@ options! {
         memtable_index: bool = true;
         /// L0 tables that trigger an L0→L1 compaction. Default 4.
         level0_file_num_compaction_trigger: usize = 4, range 1.., rocksdb "level0_file_num_compaction_trigger";
-        /// L0 tables at which writes are held to the rate compactions drain level 0 (`sched/slowdown.rs`). Default 20.
+        /// L0 tables at which writes are held to 0.8× the rate compactions drain level 0, at least 1 MiB/s (`sched/slowdown.rs`). Default 20.
         level0_slowdown_writes_trigger: usize = 20, rocksdb "level0_slowdown_writes_trigger";
         /// L0 tables at which writes wait for compaction. Default 36.
         level0_stop_writes_trigger: usize = 36, rocksdb "level0_stop_writes_trigger";
@@ -164,7 +164,7 @@ options! {
         /// cannot be raised again without privileges. Default 10; 0 leaves
         /// them at the process's priority.
         background_nice: i32 = 10, range 0..=19, rocksdb "LowerThreadPoolCPUPriority";
-        /// Pending compaction bytes at which writes are delayed. Default 64 GiB.
+        /// Pending compaction bytes at which writes are held to the level-0 slowdown's rate (`level0_slowdown_writes_trigger`). Default 64 GiB.
         soft_pending_compaction_bytes_limit: u64 = 64 << 30, rocksdb "soft_pending_compaction_bytes_limit";
         /// Pending compaction bytes at which writes stop. Default 256 GiB.
         hard_pending_compaction_bytes_limit: u64 = 256 << 30, rocksdb "hard_pending_compaction_bytes_limit";

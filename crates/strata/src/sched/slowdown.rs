@@ -11,14 +11,20 @@
 //! reports the level-0 bytes it took and when it started; the time it is
 //! charged is the time since the previous one ended (level 0's
 //! compactions take turns with the deeper levels' on the same threads),
-//! but at most twice its own running time (a level 0 left idle is not
-//! slow to drain). Recent drains are averaged. Before the first, the rate
-//! is [`DEFAULT_RATE`].
+//! but no less than its own running time (two keyspaces' merges may end
+//! together) and at most twice it (a level 0 left idle is not slow to
+//! drain). Recent drains are averaged. Before the first, the rate is
+//! [`DEFAULT_RATE`]. One bucket serves every keyspace, and the rate is
+//! level 0's even when the slowdown was asked for by compaction debt in
+//! deeper levels.
 //!
 //! Like the flush pacer (`pacing.rs`) it is a token bucket in time: each
 //! group costs `bytes ÷ allowed rate`; a writer sleeps once its group's
-//! turn is at least [`MIN_SLEEP`] away, at most [`MAX_BACKLOG`], and the
-//! bucket never runs further ahead than that.
+//! turn is at least [`MIN_SLEEP`] away, at most [`MAX_SLEEP`] at a time.
+//! A group's whole cost stays in the bucket, which may run up to
+//! [`MAX_DEBT`] ahead: a large batch is paid for by the groups after it.
+//! A writer away longer than its turn gets no credit, so a slowdown that
+//! begins after a calm spell starts with an empty bucket.
 
 use std::time::{Duration, Instant};
 
@@ -32,9 +38,12 @@ pub const MIN_RATE: f64 = 1048576.0;
 pub const DRAIN_SHARE: f64 = 0.8;
 /// Sleeps shorter than this are carried over to the next group.
 pub const MIN_SLEEP: Duration = Duration::from_micros(200);
-/// The furthest the bucket runs ahead of now: the longest one group
-/// sleeps, and the most debt a slowed period leaves to the next.
-pub const MAX_BACKLOG: Duration = Duration::from_millis(100);
+/// The longest one group sleeps: the writer then rechecks whether writes
+/// are still slowed (or stopped) and whether its memtable is full.
+pub const MAX_SLEEP: Duration = Duration::from_millis(100);
+/// The furthest the bucket runs ahead of now: cost past it (a batch of
+/// more than a second's worth of bytes) is forgiven.
+pub const MAX_DEBT: Duration = Duration::from_secs(1);
 /// A drain is charged at most this many times its own running time.
 const MAX_CHARGE: u32 = 2;
 
@@ -67,7 +76,7 @@ impl Slowdown {
             .last_drain
             .map_or(own, |t| now.saturating_duration_since(t));
         self.last_drain = Some(now);
-        let secs = since.min(own * MAX_CHARGE).as_secs_f64();
+        let secs = since.clamp(own, own * MAX_CHARGE).as_secs_f64();
         if bytes == 0 || secs <= 0.0 {
             return;
         }
@@ -88,22 +97,20 @@ impl Slowdown {
         }
     }
 
-    /// How long a slowed group of `bytes` waits at `now`; `None` when its
-    /// turn is less than [`MIN_SLEEP`] away (the cost is carried over).
+    /// Charges a slowed group of `bytes` at `now` and returns how long it
+    /// waits: `None` when its turn is less than [`MIN_SLEEP`] away (the
+    /// cost is carried over), else at most [`MAX_SLEEP`] (the rest is
+    /// carried over).
     pub fn delay(&mut self, now: Instant, bytes: usize) -> Option<Duration> {
-        let cost = Duration::from_secs_f64((bytes as f64 / self.allowed_rate()).min(1.0));
+        // At most MAX_DEBT: finite and small whatever `bytes` is.
+        let secs = (bytes as f64 / self.allowed_rate()).min(MAX_DEBT.as_secs_f64());
+        let cost = Duration::from_secs_f64(secs);
         // A writer back later than its turn gets no credit for the
         // lateness: the time it was away was not spent writing.
         let start = self.next.max(now);
-        self.next = (start + cost).min(now + MAX_BACKLOG);
-        let wait = self.next.saturating_duration_since(now);
+        self.next = (start + cost).min(now + MAX_DEBT);
+        let wait = self.next.saturating_duration_since(now).min(MAX_SLEEP);
         (wait >= MIN_SLEEP).then_some(wait)
-    }
-
-    /// Not slowed: the bucket starts empty the next time the slowdown
-    /// begins.
-    pub fn idle(&mut self, now: Instant) {
-        self.next = now;
     }
 }
 
@@ -170,23 +177,48 @@ mod tests {
     fn groups_are_spread_at_the_allowed_rate() {
         let t = Instant::now();
         let mut s = Slowdown::new();
-        s.drained(t + Duration::from_secs(1), t, 10 << 20); // 8 MiB/s allowed
-                                                            // 100 ms of backlog at most: groups admitted at one instant fill
-                                                            // it with about 0.8 MiB, then each waits the whole backlog.
+        // 10 MiB in 1 s: 8 MiB/s allowed.
+        s.drained(t + Duration::from_secs(1), t, 10 << 20);
+        // Groups charged at one instant: after 0.8 MiB the next turn is
+        // 100 ms away, the longest sleep.
         let mut admitted = 0usize;
-        while s.next.saturating_duration_since(t) < MAX_BACKLOG {
-            s.delay(t, 4096);
+        while s.next.saturating_duration_since(t) < MAX_SLEEP {
+            assert!(s.delay(t, 4096).is_none_or(|d| d <= MAX_SLEEP));
             admitted += 4096;
         }
         let expected = (8 << 20) / 10;
         assert!(admitted.abs_diff(expected) <= 8192, "{admitted}");
-        assert_eq!(s.delay(t, 1 << 20), Some(MAX_BACKLOG));
-        // Time passes: a writer back 50 ms later waits the other 50.
-        let later = t + Duration::from_millis(50);
-        let d = s.delay(later, 4096).expect("still behind");
-        assert!(d <= Duration::from_millis(51), "{d:?}");
-        // Idle: the bucket empties.
-        s.idle(later);
-        assert_eq!(s.delay(later, 1), None);
+        // A 4 MiB batch costs 0.5 s: it sleeps 100 ms and the rest stays
+        // in the bucket, 0.6 s ahead.
+        assert_eq!(s.delay(t, 4 << 20), Some(MAX_SLEEP));
+        let ahead = s.next.saturating_duration_since(t);
+        assert!(
+            ahead.abs_diff(Duration::from_millis(600)) < Duration::from_millis(2),
+            "{ahead:?}"
+        );
+        // So a small group 300 ms later still waits its whole longest
+        // sleep: the batch is paid for by the groups after it.
+        let later = t + Duration::from_millis(300);
+        assert_eq!(s.delay(later, 4096), Some(MAX_SLEEP));
+        // A batch of several seconds' bytes leaves at most MAX_DEBT.
+        s.delay(later, 1 << 30);
+        assert_eq!(s.next.saturating_duration_since(later), MAX_DEBT);
+        // Back after the bucket's turn: no credit for the time away, the
+        // bucket is empty.
+        let calm = later + Duration::from_secs(5);
+        assert_eq!(s.delay(calm, 1), None);
+        assert!(s.next.saturating_duration_since(calm) < MIN_SLEEP);
+    }
+
+    #[test]
+    fn merges_ending_together_are_charged_their_own_time() {
+        let t = Instant::now();
+        let mut s = Slowdown::new();
+        // Two keyspaces' merges of 1 s each, ending 1 ms apart: the second
+        // is charged its 1 s, not the 1 ms since the first ended.
+        s.drained(t + Duration::from_secs(1), t, 10 << 20);
+        let t2 = t + Duration::from_millis(1);
+        s.drained(t2 + Duration::from_secs(1), t2, 10 << 20);
+        assert_close(s.allowed_rate(), 8.0 * 1048576.0);
     }
 }
