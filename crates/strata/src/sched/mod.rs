@@ -26,6 +26,7 @@
 //! This module imports no other module of the crate: every floor may use
 //! it.
 
+mod bucket;
 mod cpu;
 mod pacing;
 mod slowdown;

@@ -17,6 +17,8 @@
 
 use std::time::{Duration, Instant};
 
+use super::bucket::TimeBucket;
+
 /// Assumed flush rate before the first flush is measured, once that flush
 /// has run [`FIRST_FLUSH_GRACE`] without showing its progress.
 const DEFAULT_FLUSH_RATE: f64 = 32.0 * 1048576.0;
@@ -60,8 +62,8 @@ pub(crate) struct Pacer {
     flush_rate: f64,
     /// When the running flush started.
     flush_started: Option<Instant>,
-    /// Write groups are admitted up to this instant.
-    next: Instant,
+    /// Write groups are admitted up to its instant.
+    bucket: TimeBucket,
 }
 
 impl Pacer {
@@ -69,7 +71,7 @@ impl Pacer {
         Pacer {
             flush_rate: 0.0,
             flush_started: None,
-            next: Instant::now(),
+            bucket: TimeBucket::new(),
         }
     }
 
@@ -81,7 +83,7 @@ impl Pacer {
     /// The backlog of the paced period ends with it.
     pub fn flush_finished(&mut self, now: Instant, bytes: u64, took: Duration) {
         self.flush_started = None;
-        self.next = now;
+        self.bucket.reset(now);
         let secs = took.as_secs_f64();
         // A small (forced) flush is mostly fixed cost (syncs, the manifest
         // edit): its rate would say little about a full memtable's.
@@ -98,7 +100,7 @@ impl Pacer {
 
     /// Not behind: the bucket starts empty the next time pacing begins.
     pub fn idle(&mut self, now: Instant) {
-        self.next = now;
+        self.bucket.reset(now);
     }
 
     /// How long a group of `bytes` waits, given the `room` left in the
@@ -127,7 +129,7 @@ impl Pacer {
                 (ran * (1.0 - done) / done * MARGIN).max(MIN_REMAINING)
             }
             Some(ran) if self.flush_rate <= 0.0 && ran < FIRST_FLUSH_GRACE => {
-                self.next = now;
+                self.bucket.reset(now);
                 return None;
             }
             ran => {
@@ -153,13 +155,11 @@ impl Pacer {
         // full memtable more often, with longer stalls (why:
         // docs/design/2026-11-29-code-comment-measurements.md §pacing). The lost
         // overshoot is part of the margin.
-        let start = self.next.max(now);
         // No group is put off past the flush's expected end: by then the
         // memtable it waits for is free, and a backlog would only carry
         // delays into the next period.
-        self.next = (start + cost).min(now + Duration::from_secs_f64(remaining));
-        let wait = self.next.saturating_duration_since(now);
-        (wait >= MIN_SLEEP).then(|| wait.min(MAX_SLEEP))
+        let limit = Duration::from_secs_f64(remaining);
+        self.bucket.charge(now, cost, limit, MIN_SLEEP, MAX_SLEEP)
     }
 }
 
@@ -180,7 +180,7 @@ mod tests {
         for i in 0..100 {
             let now = t + Duration::from_micros(10 * i);
             assert_eq!(p.delay(now, 100, 60 << 20, 64 << 20, 0.0), None);
-            assert!(p.next.saturating_duration_since(now) < Duration::from_micros(2));
+            assert!(p.bucket.next.saturating_duration_since(now) < Duration::from_micros(2));
         }
     }
 
@@ -200,7 +200,7 @@ mod tests {
         p.flush_finished(t, 64 << 20, Duration::from_secs(1));
         p.flush_started(t);
         let mut admitted = 0usize;
-        while p.next.saturating_duration_since(t) < Duration::from_millis(1250) {
+        while p.bucket.next.saturating_duration_since(t) < Duration::from_millis(1250) {
             p.delay(t, 4096, 1 << 20, 64 << 20, 0.0);
             admitted += 4096;
         }
@@ -243,7 +243,7 @@ mod tests {
         for _ in 0..100 {
             assert_eq!(p.delay(early, group, 16 << 20, 64 << 20, 0.0), None);
         }
-        assert_eq!(p.next, early);
+        assert_eq!(p.bucket.next, early);
         // The same flush has walked half its memtable in 50 ms: ~62 ms are
         // left, 256 MiB/s are allowed, a 4 KiB group (16 µs of it) is not
         // held.
@@ -272,10 +272,10 @@ mod tests {
         for _ in 0..10_000 {
             p.delay(t, 1 << 20, 1 << 20, 64 << 20, 0.0);
         }
-        assert!(p.next <= t + Duration::from_millis(1250));
+        assert!(p.bucket.next <= t + Duration::from_millis(1250));
         // The flush ends: the next paced period starts with no debt.
         p.flush_finished(t, 64 << 20, Duration::from_secs(1));
-        assert_eq!(p.next, t);
+        assert_eq!(p.bucket.next, t);
     }
 
     #[test]
@@ -285,9 +285,9 @@ mod tests {
         p.flush_started(t);
         let later = t + Duration::from_millis(100);
         assert!(p.delay(later, 1 << 20, 1 << 20, 64 << 20, 0.0).is_some());
-        assert!(p.next > later);
+        assert!(p.bucket.next > later);
         p.idle(t);
-        assert_eq!(p.next, t);
+        assert_eq!(p.bucket.next, t);
         p.flush_finished(t, 0, Duration::ZERO);
         assert_eq!(p.flush_rate, 0.0);
         assert!(p.delay(t, 10, 60 << 20, 1 << 20, 0.0).is_none());

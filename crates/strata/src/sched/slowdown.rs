@@ -29,6 +29,8 @@
 
 use std::time::{Duration, Instant};
 
+use super::bucket::TimeBucket;
+
 /// The rate before any drain was measured (RocksDB's default
 /// delayed-write rate).
 pub const DEFAULT_RATE: f64 = 16.0 * 1048576.0;
@@ -58,8 +60,8 @@ pub(crate) struct Slowdown {
     drain_rate: f64,
     /// When the last drain of level 0 ended.
     last_drain: Option<Instant>,
-    /// Write groups are admitted up to this instant.
-    next: Instant,
+    /// Write groups are admitted up to its instant.
+    bucket: TimeBucket,
 }
 
 impl Slowdown {
@@ -67,7 +69,7 @@ impl Slowdown {
         Slowdown {
             drain_rate: 0.0,
             last_drain: None,
-            next: Instant::now(),
+            bucket: TimeBucket::new(),
         }
     }
 
@@ -108,12 +110,8 @@ impl Slowdown {
         // At most MAX_DEBT: finite and small whatever `bytes` is.
         let secs = (bytes as f64 / self.allowed_rate()).min(MAX_DEBT.as_secs_f64());
         let cost = Duration::from_secs_f64(secs);
-        // A writer back later than its turn gets no credit for the
-        // lateness: the time it was away was not spent writing.
-        let start = self.next.max(now);
-        self.next = (start + cost).min(now + MAX_DEBT);
-        let wait = self.next.saturating_duration_since(now).min(MAX_SLEEP);
-        (wait >= MIN_SLEEP).then_some(wait)
+        self.bucket
+            .charge(now, cost, MAX_DEBT, MIN_SLEEP, MAX_SLEEP)
     }
 }
 
@@ -188,7 +186,7 @@ mod tests {
         // Groups charged at one instant: after 0.8 MiB the next turn is
         // 100 ms away, the longest sleep.
         let mut admitted = 0usize;
-        while s.next.saturating_duration_since(t) < MAX_SLEEP {
+        while s.bucket.next.saturating_duration_since(t) < MAX_SLEEP {
             s.delay(t, 4096);
             admitted += 4096;
         }
@@ -197,7 +195,7 @@ mod tests {
         // A 4 MiB batch costs 0.5 s: it sleeps 100 ms and the rest stays
         // in the bucket, 0.6 s ahead.
         assert_eq!(s.delay(t, 4 << 20), Some(MAX_SLEEP));
-        let ahead = s.next.saturating_duration_since(t);
+        let ahead = s.bucket.next.saturating_duration_since(t);
         assert!(
             ahead.abs_diff(Duration::from_millis(600)) < Duration::from_millis(2),
             "{ahead:?}"
@@ -208,12 +206,12 @@ mod tests {
         assert_eq!(s.delay(later, 4096), Some(MAX_SLEEP));
         // A batch of several seconds' bytes leaves at most MAX_DEBT.
         s.delay(later, 1 << 30);
-        assert_eq!(s.next.saturating_duration_since(later), MAX_DEBT);
+        assert_eq!(s.bucket.next.saturating_duration_since(later), MAX_DEBT);
         // Back after the bucket's turn: no credit for the time away. The
         // bucket starts from now, so 16 KiB (~2 ms) makes a sleep.
         let calm = later + Duration::from_secs(5);
         assert!(s.delay(calm, 16 << 10).is_some());
-        assert!(s.next > calm);
+        assert!(s.bucket.next > calm);
     }
 
     #[test]
