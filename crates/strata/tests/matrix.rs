@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{all, open, tiny_with, MATRIX};
+use common::{all, drain_then_one_row, open, tiny_with, MATRIX};
 use strata::{Db, Error};
 
 #[test]
@@ -62,17 +62,7 @@ fn level_zero_designs_switch_safely() {
     let s = db.stats();
     assert_eq!(s.levels[0].files, 0, "the old L0 tables drained: {s}");
     assert!(s.l0_rows.column_compactions > 0, "{s}");
-    // Whether the last rows were in the compacting group (and went down
-    // with it) depends on when the group formed: drained by hand, the
-    // container takes one more small row, far below the 2/3 trigger, and
-    // keeps it.
-    db.compact_range::<&[u8], _>(..).expect("compact_range");
-    for i in 0..20 {
-        db.put(format!("k{:05}", i * 150), format!("r{i}"))
-            .expect("put");
-    }
-    db.flush().expect("flush");
-    db.wait_for_compactions().expect("wait");
+    drain_then_one_row(&db);
     let s = db.stats();
     assert_eq!(s.levels[0].files, 0, "{s}");
     assert!(s.l0_rows.rows > 0, "{s}");

@@ -125,6 +125,17 @@ pub const EXECUTORS: [&str; 4] = [
 pub const MATRIX: &str =
     "l0=matrix,matrix_capacity=64K,matrix_column_bytes=12K,matrix_segment_rows=3";
 
+/// Drains `db`'s matrix container by hand, then flushes one small row far
+/// below its 2/3 trigger, which stays. After `wait_for_compactions` alone
+/// the container may hold rows or none: the last rows drain with the
+/// compacting group when they joined it, which depends on when it formed.
+pub fn drain_then_one_row(db: &Db) {
+    db.compact_range::<&[u8], _>(..).expect("compact_range");
+    db.put(b"tail", b"row").expect("put");
+    db.flush().expect("flush");
+    db.wait_for_compactions().expect("wait");
+}
+
 /// `tiny_options()` with the option list `spec` (`name=value,...`) applied.
 pub fn tiny_with(spec: &str) -> Options {
     let mut o = tiny_options();
