@@ -170,7 +170,7 @@ pub const PRESETS: &[(&str, &str)] = &[
     (
         "merges-capped",
         "LARGER THAN MEMORY, counters: 22M loaded keys with 8-byte values, in key order (each a \
-         counter's start; 528 MB of user data, 4.1x the 128 MiB cap), then 1M increments of random loaded counters by \
+         counter's start; 528 MB (504 MiB) of user data, 3.9x the 128 MiB cap), then 1M increments of random loaded counters by \
          merges (strata's and RocksDB's uint64add; LevelDB get+put) and by get+put; strata, RocksDB, \
          LevelDB, capped presets' sizing (cap/8 memtables and cache), runs of at most 20 s, loads \
          reused, 5 repeats; ~30 min",

@@ -79,8 +79,9 @@ options! {
         /// §memtable-shards). Each shard has a bloom filter, so
         /// a point lookup searches only the shards that may hold its key. At
         /// or above `write_buffer_size`: one skiplist per memtable. Default
-        /// 8 MiB.
-        memtable_shard_size: usize = 8 * MIB, range 4 * KIB..;
+        /// 2 MiB, half a core's 4 MiB L2 cache on the reference machine (why:
+        /// docs/design/2026-12-02-memtable-shard-size.md).
+        memtable_shard_size: usize = 2 * MIB, range 4 * KIB..;
         /// Scans and seeks over a memtable of several shards ask for a sorted
         /// index of its sealed shards (an array of entry pointers in key order,
         /// built by a short-lived thread, 16 bytes per entry): the indexed
@@ -104,7 +105,7 @@ options! {
         /// Size near which compaction output tables are cut (RocksDB
         /// `target_file_size_base`): from about half of it where a table of the
         /// level below ends, up to twice it to reach such an end (see
-        /// `compaction::output`). Default 64 MiB.
+        /// `runs::output`). Default 64 MiB.
         target_file_size: u64 = 64 * MIB as u64, range 4 * KIB as u64.., rocksdb "target_file_size_base";
         /// Uncompressed size of a data block. Default 4 KiB.
         block_size: usize = 4 * KIB, range 64..=64 * MIB, rocksdb "block_size";
@@ -322,11 +323,12 @@ options! {
         /// CoPro's knobs (`executor=copro+`, `executor=offload`).
         copro: CoproOptions {
             /// CoPro+ decision (`executor=copro+`): a value larger than this is
-            /// "large". Default 256 B: re-derived on the reference machine with
-            /// the paper's §3.3 procedure (pipelining's bandwidth gain stops paying
-            /// for its CPU growth between 100 B and 256 B values; the paper's host
-            /// setting is 32 KB; why: docs/design/2026-11-29-code-comment-measurements.md
-            /// §copro-large-value).
+            /// "large". Default 256 B, from one run of the paper's §3.3
+            /// procedure on the reference machine (the paper's host setting is
+            /// 32 KB; docs/design/2026-11-29-code-comment-measurements.md
+            /// §copro-large-value); repeated runs find pipelining pays for its CPU
+            /// at no measured size (docs/BENCHMARKS.md, Seed 001), so smaller
+            /// values fit the procedure too.
             copro_large_value => large_value: u64 = 256;
             /// CoPro+ decision: a sub-task whose `f` reaches this runs linear.
             /// Default 0.7 (the paper's).

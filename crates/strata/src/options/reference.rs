@@ -17,7 +17,7 @@ impl Options {
              `STRATA_BLESS=1` rewrites it). Set an option in Rust with its builder \
              method (`Options::default().write_buffer_size(4 << 20)`), as text with \
              `Options::set`/`apply` (`write_buffer_size=4M,compression=lz4`: what the \
-             command line's `--options`, the C ABI's `strata_options_set` and the \
+             command line's `--opt`, the C ABI's `strata_options_set` and the \
              benchmark's engine specs take), and read one back with `Options::get`. \
              Sizes take `K`, `M` and `G` suffixes (powers of 1024); flags \
              `true|on|1|false|off|0`.\n",
