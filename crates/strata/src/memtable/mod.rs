@@ -830,7 +830,7 @@ mod tests {
     fn options_shape_the_shards() {
         let o = crate::Options::default();
         let m = MemTable::with_options(1, &o);
-        assert_eq!((m.shard_bytes, m.max_shards), (8 << 20, MAX_SHARDS));
+        assert_eq!((m.shard_bytes, m.max_shards), (2 << 20, MAX_SHARDS));
         let one = MemTable::with_options(1, &o.clone().memtable_shard_size(64 << 20));
         assert_eq!((one.shard_bytes, one.max_shards), (64 << 20, 1));
         // Past the write buffer, one shard still takes everything.
