@@ -323,12 +323,9 @@ options! {
         /// CoPro's knobs (`executor=copro+`, `executor=offload`).
         copro: CoproOptions {
             /// CoPro+ decision (`executor=copro+`): a value larger than this is
-            /// "large". Default 256 B, from one run of the paper's §3.3
-            /// procedure on the reference machine (the paper's host setting is
-            /// 32 KB; docs/design/2026-11-29-code-comment-measurements.md
-            /// §copro-large-value); repeated runs find pipelining pays for its CPU
-            /// at no measured size (docs/BENCHMARKS.md, Seed 001), so smaller
-            /// values fit the procedure too.
+            /// "large". Default 256 B (the paper's host setting is 32 KB; why:
+            /// docs/design/2026-11-29-code-comment-measurements.md
+            /// §copro-large-value).
             copro_large_value => large_value: u64 = 256;
             /// CoPro+ decision: a sub-task whose `f` reaches this runs linear.
             /// Default 0.7 (the paper's).
