@@ -46,11 +46,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         db.flush()?;
     }
     db.wait_for_compactions()?;
+    let shape: Vec<usize> = db.stats().levels.iter().map(|l| l.files).collect();
+    println!("files per level: {shape:?}");
     let keys: Vec<Vec<u8>> = (0..n).map(|_| key(rng.gen_range(0..n))).collect();
     let mut best = f64::MAX;
     // SCAN=1: passes over every key in calls of 100 entries, each from a
     // fresh scan past the last key seen (as `strata bench`'s readseq).
     let scans = std::env::var_os("SCAN").is_some();
+    // READSEQ=1: one cursor per pass over every key, the entries read in
+    // place (as `strata bench`'s readseq).
+    let readseq = std::env::var_os("READSEQ").is_some();
     // SEEK=1: 300,000 seeks to random keys, ten entries each (readseek).
     let seeks = std::env::var_os("SEEK").is_some();
     // COLD=1: drop the tables from the page cache before the first pass
@@ -64,7 +69,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let cpu = thread_cpu();
         let t = Instant::now();
         let mut found = 0u64;
-        if scans {
+        if readseq {
+            let mut it = db.iter(&strata::ReadOptions::default())?;
+            it.seek_to_first();
+            while it.valid() {
+                found += 1;
+                std::hint::black_box(it.key().len() + it.value().len());
+                it.next();
+            }
+            it.status()?;
+        } else if scans {
             // One cursor per call of 100 entries, positioned past the last
             // key seen, the entries read in place (as `strata bench`'s
             // readseq reads them).

@@ -369,7 +369,7 @@ fn iter_at(
         }
     }
     let cover = sv.cover();
-    DbIter::new(Box::new(MergeIter::new(children)), seq, cover, op, sv).expiring(expired_to)
+    DbIter::new(MergeIter::new(children), seq, cover, op, sv).expiring(expired_to)
 }
 
 /// What both ends of a [`Scan`] read: the super-version, the sequence and

@@ -4,8 +4,9 @@
 //! onto the version below them, both directions.
 //!
 //! Forward, the inner iterator sits on the entry that yields the current
-//! key/value; for a folded value (`folded`), after the operands it read,
-//! with the key and value kept in `saved_*`. Reverse, the inner iterator
+//! value, and `saved_key` holds its user key; for a folded value
+//! (`folded`), the inner iterator is after the operands it read, with the
+//! key and value kept in `saved_*`. Reverse, the inner iterator
 //! sits *before* all entries of the current user key, whose key and value
 //! are kept in `saved_*`.
 //!
@@ -14,6 +15,7 @@
 //! invalid and `status()` returns the error; every later call leaves it so.
 //! It never yields an older version because a newer one could not be read.
 
+use super::merge::MergeIter;
 use super::InternalIterator;
 use crate::error::{Error, Result};
 use crate::merge::MergeOperator;
@@ -35,7 +37,9 @@ enum Direction {
 /// moving with `next()`/`prev()`; check `status()` when it becomes invalid.
 /// The view does not change while it is open, whatever compactions run.
 pub struct DbIter {
-    inner: Box<dyn InternalIterator>,
+    /// The merge of the view's sources, held directly so that the calls a
+    /// step makes on it are static.
+    inner: MergeIter,
     seq: SeqNo,
     /// Versions at or below this have expired: they read as deletions.
     expired_to: SeqNo,
@@ -73,7 +77,7 @@ impl DbIter {
     /// A cursor over `inner` at `seq`, hiding what `cover`'s tombstones
     /// delete; `pin` keeps the view's sources alive.
     pub(crate) fn new(
-        inner: Box<dyn InternalIterator>,
+        inner: MergeIter,
         seq: SeqNo,
         cover: Cover,
         op: Option<Arc<dyn MergeOperator>>,
@@ -158,10 +162,7 @@ impl DbIter {
         if !self.valid {
             return &[];
         }
-        match self.direction {
-            Direction::Forward if !self.folded => types::user_key(self.inner.key()),
-            _ => &self.saved_key,
-        }
+        &self.saved_key
     }
 
     /// The current value (empty when not valid).
@@ -250,9 +251,7 @@ impl DbIter {
                 return;
             }
         } else {
-            self.saved_key.clear();
-            self.saved_key
-                .extend_from_slice(types::user_key(self.inner.key()));
+            // `saved_key` holds the current key, the one to skip past.
             self.inner.next();
             if !self.inner.valid() {
                 self.invalidate();
@@ -271,11 +270,7 @@ impl DbIter {
             // Walk back past every entry of the current user key (a folded
             // value left the inner iterator after some of them, or past the
             // end).
-            if !self.folded {
-                self.saved_key.clear();
-                self.saved_key
-                    .extend_from_slice(types::user_key(self.inner.key()));
-            }
+            // `saved_key` holds the current key (folded or not).
             let mut from_end = self.folded && !self.inner.valid();
             self.folded = false;
             loop {
@@ -392,6 +387,7 @@ impl DbIter {
                             if !(skipping && p.user_key <= self.saved_key.as_slice()) {
                                 self.valid = true;
                                 self.saved_key.clear();
+                                self.saved_key.extend_from_slice(p.user_key);
                                 return;
                             }
                         }

@@ -87,7 +87,7 @@ impl MergeIter {
             return;
         };
         let children = &self.children;
-        if !children[cur].valid() {
+        let Some(key) = children[cur].current_key() else {
             if let Err(e) = children[cur].status() {
                 self.status = Some(e);
                 self.order.clear();
@@ -95,8 +95,7 @@ impl MergeIter {
             }
             self.order.remove(0);
             return;
-        }
-        let key = children[cur].key();
+        };
         let dir = self.direction;
         let rest = &self.order[1..];
         // Usually the moved child is still first, or close to it: one

@@ -37,6 +37,16 @@ pub trait InternalIterator: Send {
     fn key(&self) -> &[u8];
     /// The current value.
     fn value(&self) -> &[u8];
+    /// The current internal key, or `None` when not valid: `valid()` and
+    /// `key()` in one call (one dynamic dispatch for a merge's step).
+    #[inline]
+    fn current_key(&self) -> Option<&[u8]> {
+        if self.valid() {
+            Some(self.key())
+        } else {
+            None
+        }
+    }
     /// The first error met, if any.
     fn status(&self) -> crate::error::Result<()>;
     /// Tells the iterator that the walk reading it forward from each seek
