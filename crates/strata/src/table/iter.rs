@@ -154,7 +154,7 @@ impl TableIter {
                 self.data = Some(BlockIter::new(b));
                 self.data_handle = handle;
                 self.prefetch_after(handle);
-                if !seeking && self.readahead.is_none() {
+                if !seeking && self.readahead.is_none() && self.prefetch.run >= 2 {
                     self.prefetch_next_lines(ordinal);
                 }
             }
@@ -219,11 +219,14 @@ impl TableIter {
         }
     }
 
-    /// A forward step just loaded the block numbered `ordinal` of a
-    /// mapped table: hints the CPU to load the next block's lines, so that
-    /// a walk's first touch of each block (a new page: a TLB miss and
-    /// cache misses) is not waited for. Needs the table's fences to know
-    /// the next block's place; a hint only, whatever comes next.
+    /// A forward step of a long walk (two adjacent blocks read before
+    /// this one, so that a short scan after a seek pays nothing) just
+    /// loaded the block numbered `ordinal` of a mapped table: hints the
+    /// CPU to load the next block's lines, so that the walk's first touch
+    /// of each block (a new page: a TLB miss and cache misses) is not
+    /// waited for (docs/design/2026-12-02-readseq-in-memory.md). Needs
+    /// the table's fences to know the next block's place; a hint only,
+    /// whatever comes next.
     fn prefetch_next_lines(&self, ordinal: Option<usize>) {
         let next = ordinal
             .and_then(|i| i.checked_add(1))
