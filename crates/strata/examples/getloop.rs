@@ -51,7 +51,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let keys: Vec<Vec<u8>> = (0..n).map(|_| key(rng.gen_range(0..n))).collect();
     let mut best = f64::MAX;
     // SCAN=1: passes over every key in calls of 100 entries, each from a
-    // fresh scan past the last key seen (as `strata bench`'s readseq).
+    // fresh scan past the last key seen (as `strata bench`'s scan-resume).
     let scans = std::env::var_os("SCAN").is_some();
     // READSEQ=1: one cursor per pass over every key, the entries read in
     // place (as `strata bench`'s readseq).
@@ -82,7 +82,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         } else if scans {
             // One cursor per call of 100 entries, positioned past the last
             // key seen, the entries read in place (as `strata bench`'s
-            // readseq reads them).
+            // scan-resume reads them).
             let mut last: Vec<u8> = Vec::new();
             let mut call = 0u64;
             loop {
